@@ -1,0 +1,4 @@
+//! Command line (being written).
+pub fn main() -> i32 {
+    0
+}

@@ -1,0 +1,1 @@
+//! doctor (being written).

@@ -1,0 +1,1 @@
+//! grade (being written).

@@ -1,0 +1,308 @@
+//! The verdict data model: what grading produces and every report reads.
+//!
+//! These types serialize to `result.json` exactly as `SPEC.md` fixes it. A verdict is data:
+//! compile errors, crashes, timeouts and wrong answers are all [`Check`]s, never Rust errors.
+
+use serde::{Deserialize, Serialize};
+
+/// Outcome of one check, and (aggregated) of a milestone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Fail,
+    Error,
+    Skipped,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Error => "error",
+            Status::Skipped => "skipped",
+        }
+    }
+
+    /// SPEC.md: `fail` if any check failed, else `error` if any errored, else `skipped` if any
+    /// was skipped, else `pass`. No checks at all is `skipped`: nothing was shown to work.
+    pub fn aggregate<I: IntoIterator<Item = Status>>(statuses: I) -> Status {
+        let (mut any, mut fail, mut error, mut skipped) = (false, false, false, false);
+        for s in statuses {
+            any = true;
+            match s {
+                Status::Fail => fail = true,
+                Status::Error => error = true,
+                Status::Skipped => skipped = true,
+                Status::Pass => {}
+            }
+        }
+        if fail {
+            Status::Fail
+        } else if error {
+            Status::Error
+        } else if skipped || !any {
+            Status::Skipped
+        } else {
+            Status::Pass
+        }
+    }
+}
+
+/// What a check looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckKind {
+    /// The submission compiled (NVRTC) or its PTX loaded.
+    Compile,
+    /// The milestone's kernel exists in the module with the contract's arity.
+    Kernel,
+    /// The launch configuration (default or the submission's override) is valid.
+    Launch,
+    /// Outputs match the reference within tolerance.
+    Correctness,
+    /// Guard regions and `const` inputs were left untouched.
+    Memory,
+    /// Diagnostics from the emulator (memcheck, racecheck, synccheck, initcheck).
+    Sanitizer,
+    /// Speed thresholds.
+    Performance,
+    /// Deterministic emulator metrics (coalescing, bank conflicts, divergence).
+    Metric,
+    /// Registers, shared memory, spills.
+    Resources,
+    /// The run itself broke: timeout, crash, fault.
+    Runtime,
+}
+
+impl CheckKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckKind::Compile => "compile",
+            CheckKind::Kernel => "kernel",
+            CheckKind::Launch => "launch",
+            CheckKind::Correctness => "correctness",
+            CheckKind::Memory => "memory",
+            CheckKind::Sanitizer => "sanitizer",
+            CheckKind::Performance => "performance",
+            CheckKind::Metric => "metric",
+            CheckKind::Resources => "resources",
+            CheckKind::Runtime => "runtime",
+        }
+    }
+}
+
+/// One check: the unit of every report (a JUnit testcase, a Markdown row, a JSON object).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub kind: CheckKind,
+    /// Short stable name, unique within the milestone (e.g. `correctness n=1000003`).
+    pub name: String,
+    pub status: Status,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// `file:line` in the student's submission, where the evidence allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Points this check awarded (performance tiers, correctness); not in SPEC's stable set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<f64>,
+    /// Long evidence: compile logs, captured output, mismatch tables. Reports show it folded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<String>,
+    /// Wall time of the check in seconds, where it has one (JUnit `time`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+impl Check {
+    pub fn new(
+        kind: CheckKind,
+        name: impl Into<String>,
+        status: Status,
+        message: impl Into<String>,
+    ) -> Self {
+        Check {
+            kind,
+            name: name.into(),
+            status,
+            message: message.into(),
+            hint: None,
+            location: None,
+            case: None,
+            measured: None,
+            threshold: None,
+            unit: None,
+            points: None,
+            details: None,
+            seconds: None,
+        }
+    }
+    pub fn pass(kind: CheckKind, name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(kind, name, Status::Pass, message)
+    }
+    pub fn fail(kind: CheckKind, name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(kind, name, Status::Fail, message)
+    }
+    pub fn error(kind: CheckKind, name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(kind, name, Status::Error, message)
+    }
+    pub fn skipped(kind: CheckKind, name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(kind, name, Status::Skipped, message)
+    }
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+    pub fn with_hint_opt(mut self, hint: Option<String>) -> Self {
+        if hint.is_some() {
+            self.hint = hint;
+        }
+        self
+    }
+    pub fn with_location(mut self, location: Option<String>) -> Self {
+        self.location = location;
+        self
+    }
+    pub fn with_case(mut self, case: impl Into<String>) -> Self {
+        self.case = Some(case.into());
+        self
+    }
+    pub fn with_details(mut self, details: impl Into<String>) -> Self {
+        let d = details.into();
+        if !d.is_empty() {
+            self.details = Some(d);
+        }
+        self
+    }
+    pub fn with_measure(mut self, measured: f64, threshold: Option<f64>, unit: &str) -> Self {
+        self.measured = Some(measured);
+        self.threshold = threshold;
+        self.unit = Some(unit.to_string());
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MilestoneResult {
+    pub id: String,
+    pub title: String,
+    pub status: Status,
+    pub score: f64,
+    pub max_score: f64,
+    pub checks: Vec<Check>,
+    /// Kernel name the milestone graded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernel: String,
+}
+
+/// Facts about the environment a grade was produced in: what the report must say plainly.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Device name (`NVIDIA H200`) or `PTX emulator`.
+    pub device: String,
+    /// The compute target the code was compiled for (`sm_90`).
+    pub arch: String,
+    /// True when performance was measured; false on the emulator.
+    pub timed: bool,
+    pub cugrade_version: String,
+    /// Sandbox layers in force for the student's worker, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox: Vec<String>,
+    /// Notices for the reader (e.g. "speed was not measured: no GPU").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The whole verdict for one submission: `result.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GradeResult {
+    pub assignment: String,
+    pub student: String,
+    pub backend: String,
+    pub seed: u64,
+    pub score: f64,
+    pub max_score: f64,
+    pub milestones: Vec<MilestoneResult>,
+    /// sha256 of the submission's files, for reproducibility and `--resume`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub submission_sha256: String,
+    /// The compile log and per-kernel resources, shown once per submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<CompileSummary>,
+    #[serde(default)]
+    pub run: RunInfo,
+    /// Submission-level problems that are not milestone checks (e.g. "manifest ignored").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl GradeResult {
+    /// Status over all milestones.
+    pub fn status(&self) -> Status {
+        Status::aggregate(self.milestones.iter().map(|m| m.status))
+    }
+
+    /// Every check passed or was skipped (SPEC exit code 0).
+    pub fn all_passed(&self) -> bool {
+        self.milestones
+            .iter()
+            .flat_map(|m| &m.checks)
+            .all(|c| matches!(c.status, Status::Pass | Status::Skipped))
+    }
+}
+
+/// What NVRTC said about the submission.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompileSummary {
+    pub ok: bool,
+    /// Compile log with paths relative to the submission.
+    pub log: String,
+    pub kernels: Vec<KernelResources>,
+}
+
+/// Per-kernel resource usage from `ptxas -v`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelResources {
+    pub name: String,
+    pub registers: u32,
+    pub shared_bytes: u64,
+    pub spill_stores: u64,
+    pub spill_loads: u64,
+    pub stack_bytes: u64,
+    pub const_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregate_follows_spec_precedence() {
+        use Status::*;
+        assert_eq!(Status::aggregate([Pass, Skipped, Error, Fail]), Fail);
+        assert_eq!(Status::aggregate([Pass, Skipped, Error]), Error);
+        assert_eq!(Status::aggregate([Pass, Skipped]), Skipped);
+        assert_eq!(Status::aggregate([Pass, Pass]), Pass);
+        assert_eq!(Status::aggregate([]), Skipped);
+    }
+
+    #[test]
+    fn check_serializes_without_empty_optionals() {
+        let c = Check::pass(CheckKind::Compile, "compile", "ok");
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["kind"], "compile");
+        assert_eq!(v["status"], "pass");
+        assert!(v.get("hint").is_none());
+    }
+}

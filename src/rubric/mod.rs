@@ -1,0 +1,2 @@
+//! Rubrics: what an assignment checks. See docs/rubric.md.
+pub mod schema;

@@ -1,0 +1,378 @@
+//! The rubric file format, as serde types. `docs/rubric.md` documents every key.
+//!
+//! Every struct denies unknown fields, so that a typo is an error with a position rather than
+//! a silently ignored key. Expressions are kept as source text here and checked by
+//! `rubric::validate` against the variables in scope.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// An expression: a YAML number or a string such as `"ceil_div(n, 256)"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Expr {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl Expr {
+    pub fn source(&self) -> String {
+        match self {
+            Expr::Int(i) => i.to_string(),
+            Expr::Float(f) => {
+                let s = f.to_string();
+                if s.contains('.') || s.contains('e') || s.contains("inf") || s.contains("NaN") {
+                    s
+                } else {
+                    format!("{s}.0")
+                }
+            }
+            Expr::Text(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rubric {
+    /// Assignment id, e.g. `reduction`. Goes into result.json.
+    pub assignment: String,
+    #[serde(default)]
+    pub title: String,
+    /// Reference kernel source, relative to the rubric file.
+    pub reference: String,
+    /// Whether a submission's `cugrade.yaml` may override launch configurations.
+    #[serde(default = "yes")]
+    pub allow_launch_override: bool,
+    /// Trials per correctness case, each on fresh inputs. At least 2 (enforced).
+    #[serde(default = "two")]
+    pub trials: u32,
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    /// Kernel contracts by name.
+    pub contracts: BTreeMap<String, Contract>,
+    pub cases: Cases,
+    pub milestones: Vec<Milestone>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn two() -> u32 {
+    2
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timeouts {
+    /// NVRTC compile of the submission, seconds.
+    #[serde(default = "t_compile")]
+    pub compile_s: f64,
+    /// One kernel launch (correctness), seconds.
+    #[serde(default = "t_launch")]
+    pub launch_s: f64,
+    /// A whole worker (one milestone: load, every case and trial, timing), seconds.
+    #[serde(default = "t_worker")]
+    pub milestone_s: f64,
+}
+
+fn t_compile() -> f64 {
+    60.0
+}
+fn t_launch() -> f64 {
+    10.0
+}
+fn t_worker() -> f64 {
+    300.0
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            compile_s: t_compile(),
+            launch_s: t_launch(),
+            milestone_s: t_worker(),
+        }
+    }
+}
+
+/// A kernel's signature and how to call it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contract {
+    pub params: Vec<Param>,
+    /// Name of the built-in CPU implementation (see `baseline::lookup`), if there is one:
+    /// `validate` cross-checks the reference against it and `against: cpu` times it.
+    #[serde(default)]
+    pub cpu: Option<String>,
+    pub launch: Launch,
+    /// Default tolerance for every output buffer of this contract.
+    #[serde(default)]
+    pub tolerance: Tolerance,
+}
+
+/// Element types a parameter may have. Pointers are written with a trailing `*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub enum ScalarType {
+    #[serde(rename = "i32")]
+    I32,
+    #[serde(rename = "u32")]
+    U32,
+    #[serde(rename = "i64")]
+    I64,
+    #[serde(rename = "u64")]
+    U64,
+    #[serde(rename = "f32")]
+    F32,
+    #[serde(rename = "f64")]
+    F64,
+}
+
+impl ScalarType {
+    pub fn size(self) -> usize {
+        match self {
+            ScalarType::I32 | ScalarType::U32 | ScalarType::F32 => 4,
+            ScalarType::I64 | ScalarType::U64 | ScalarType::F64 => 8,
+        }
+    }
+    pub fn is_float(self) -> bool {
+        matches!(self, ScalarType::F32 | ScalarType::F64)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ScalarType::I32 => "i32",
+            ScalarType::U32 => "u32",
+            ScalarType::I64 => "i64",
+            ScalarType::U64 => "u64",
+            ScalarType::F32 => "f32",
+            ScalarType::F64 => "f64",
+        }
+    }
+    pub fn parse(s: &str) -> Option<ScalarType> {
+        Some(match s {
+            "i32" | "int" => ScalarType::I32,
+            "u32" | "unsigned" => ScalarType::U32,
+            "i64" => ScalarType::I64,
+            "u64" => ScalarType::U64,
+            "f32" | "float" => ScalarType::F32,
+            "f64" | "double" => ScalarType::F64,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Read-only input: the kernel must not change it (a `memory` check says so if it does).
+    #[default]
+    In,
+    /// Output: poisoned before each launch unless `init` is given.
+    Out,
+    /// Input and output.
+    InOut,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    pub name: String,
+    /// `f32*`, `i32*`, ... for buffers; `i32`, `f32`, ... for scalars.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Buffers only.
+    #[serde(default)]
+    pub dir: Direction,
+    /// Buffers only: number of elements.
+    #[serde(default)]
+    pub len: Option<Expr>,
+    /// Buffers only: row-major shape used to print 2-D coordinates of mismatches; its
+    /// product must equal `len`.
+    #[serde(default)]
+    pub shape: Option<Vec<Expr>>,
+    /// Inputs: how values are drawn.
+    #[serde(default)]
+    #[serde(rename = "gen")]
+    pub generator: Option<Gen>,
+    /// Special values written over a fraction of the generated input.
+    #[serde(default)]
+    pub specials: Option<Specials>,
+    /// Outputs: the value each element starts with (e.g. 0 for an atomic accumulator).
+    /// Without it, outputs start poisoned (NaN for floats, 0xDEADBEEF-pattern for ints).
+    #[serde(default)]
+    pub init: Option<f64>,
+    /// Per-buffer tolerance, overriding the contract's.
+    #[serde(default)]
+    pub tolerance: Option<Tolerance>,
+    /// Scalars only: the value, an expression over the case's variables.
+    #[serde(default)]
+    pub value: Option<Expr>,
+    /// Set by the harness by symbol (`__constant__` / `__device__` globals) instead of passed
+    /// as a kernel argument. Buffers only.
+    #[serde(default)]
+    pub symbol: bool,
+}
+
+/// How input values are drawn from the seeded generator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Gen {
+    /// Uniform real in `[lo, hi)`.
+    Uniform([Expr; 2]),
+    /// Normal with `[mean, std]`.
+    Normal([Expr; 2]),
+    /// Uniform integer in `[lo, hi)`; for float buffers the integer is stored as a float
+    /// (integer-valued floats make sums exact, see docs/rubric.md).
+    Int([Expr; 2]),
+    /// The same value everywhere.
+    Constant(Expr),
+    /// These values, cycled.
+    Values(Vec<f64>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Specials {
+    /// Values such as `.inf`, `-.inf`, `.nan`, `-0.0`, `1e30`.
+    pub values: Vec<f64>,
+    /// Fraction of elements replaced, in `[0, 1]`.
+    pub fraction: f64,
+}
+
+/// When two values are equal enough. All given criteria are combined with OR: a value passes
+/// if it is exact, or within `abs + rel*|expected|`, or within `ulp` units in the last place.
+/// `abs` and `rel` are expressions so they may scale with the problem size (reductions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Tolerance {
+    #[serde(default)]
+    pub abs: Option<Expr>,
+    #[serde(default)]
+    pub rel: Option<Expr>,
+    #[serde(default)]
+    pub ulp: Option<u64>,
+    /// Bit-exact (the default for integer buffers).
+    #[serde(default)]
+    pub exact: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    /// 1 to 3 expressions; missing ones are 1.
+    pub block: Vec<Expr>,
+    pub grid: Vec<Expr>,
+    #[serde(default)]
+    pub shared_bytes: Option<Expr>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cases {
+    pub correctness: Vec<Case>,
+    #[serde(default)]
+    pub performance: Vec<Case>,
+}
+
+/// A named assignment of the size variables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub name: String,
+    pub vars: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Milestone {
+    pub id: String,
+    #[serde(default)]
+    pub title: String,
+    /// The student's entry point.
+    pub kernel: String,
+    /// Key into `contracts`.
+    pub contract: String,
+    /// Entry point in the reference file that produces expected outputs (default: `kernel`).
+    #[serde(default)]
+    pub reference_kernel: Option<String>,
+    pub correctness: CorrectnessSpec,
+    #[serde(default)]
+    pub performance: Vec<PerfSpec>,
+    /// Emulator metric thresholds.
+    #[serde(default)]
+    pub metrics: Vec<MetricSpec>,
+    /// Extra hint shown when this milestone's correctness fails.
+    #[serde(default)]
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectnessSpec {
+    pub points: f64,
+    /// Names of correctness cases; empty means all of them.
+    #[serde(default)]
+    pub cases: Vec<String>,
+    /// Overrides the contract's tolerance for this milestone.
+    #[serde(default)]
+    pub tolerance: Option<Tolerance>,
+}
+
+/// What a kernel's time is compared with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Against {
+    /// The single-threaded CPU implementation: `speedup = cpu_time / kernel_time`.
+    Cpu,
+    /// The multi-threaded CPU implementation.
+    CpuParallel,
+    /// Another entry point of the reference file, timed in the same run:
+    /// `ratio = reference_time / kernel_time`.
+    Reference(String),
+    /// cuBLAS SGEMM on the case's `M`, `N`, `K`: `ratio = cublas_time / kernel_time`.
+    Cublas,
+    /// Device-to-device copy bandwidth measured in the same run: `percent = 100 *
+    /// (bytes / kernel_time) / copy_bandwidth`. `bytes` is an expression over the case.
+    CopyBandwidth { bytes: Expr },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerfSpec {
+    pub name: String,
+    /// A performance case name.
+    pub case: String,
+    pub against: Against,
+    /// Pass bar for the measured ratio (or percent). Defaults to the highest tier's `min`.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// Partial credit: the points of the highest tier reached.
+    #[serde(default)]
+    pub tiers: Vec<Tier>,
+    /// Points when `min` is reached and there are no tiers.
+    #[serde(default)]
+    pub points: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tier {
+    pub min: f64,
+    pub points: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricSpec {
+    /// One of `backend::Metrics::NAMES`.
+    pub metric: String,
+    /// A correctness case name (the emulator runs small cases).
+    pub case: String,
+    #[serde(default)]
+    pub min: Option<f64>,
+    #[serde(default)]
+    pub max: Option<f64>,
+    #[serde(default)]
+    pub points: f64,
+}

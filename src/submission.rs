@@ -1,0 +1,1 @@
+//! submission (being written).
