@@ -906,18 +906,18 @@ impl MilestoneRun<'_> {
             let spec = b.spec();
             if let Some(stray) = check::guards(&got[i], spec.bytes, spec.guard) {
                 let where_ = if stray.offset < 0 {
-                    format!("{} bytes before", -stray.offset)
+                    format!("{} bytes before the start of `{}`", -stray.offset, b.name)
                 } else {
-                    format!("{} bytes past the start of", stray.offset)
+                    format!(
+                        "past the end of `{}` (at byte {} of a {}-byte buffer)",
+                        b.name, stray.offset, spec.bytes
+                    )
                 };
                 memory.push(
                     Check::fail(
                         CheckKind::Memory,
                         format!("bounds {}", b.name),
-                        format!(
-                            "stray write {where_} `{}` ({} bytes; the buffer has {})",
-                            b.name, stray.bytes, spec.bytes
-                        ),
+                        format!("stray write {where_}; {} guard bytes changed", stray.bytes),
                     )
                     .with_hint(hints::OUT_OF_BOUNDS),
                 );
