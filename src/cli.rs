@@ -285,9 +285,9 @@ fn check(
     let device = common.gpus.first().copied().unwrap_or(0);
     let opts = resolve(&common_options(common), device, true)?;
     let mut reference =
-        Reference::compile(&rubric, &opts).map_err(|e| Fatal::new(format!("{}", e.0)))?;
+        Reference::compile(&rubric, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
     let result = grade::grade(&rubric, &sub, &opts, &mut reference)
-        .map_err(|e| Fatal::new(format!("{}", e.0)))?;
+        .map_err(|e| Fatal::new(e.0.to_string()))?;
     write_outputs(
         &result,
         json.as_deref(),

@@ -113,8 +113,7 @@ pub fn run(
         req.gpus.clone()
     };
     let base = resolve(req, devices[0], true)?;
-    let reference =
-        Reference::compile(&rubric, &base).map_err(|e| Fatal::new(format!("{}", e.0)))?;
+    let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
     drop(reference);
 
     let queue = Mutex::new(entries.into_iter());

@@ -48,7 +48,7 @@ struct Ran {
 }
 
 enum RunError {
-    Backend(BackendError, LaunchReport),
+    Backend(BackendError, Box<LaunchReport>),
     Worker(WorkerFailure),
 }
 
@@ -112,7 +112,7 @@ fn run_on(
                 ..
             },
             _,
-        )) => Err(RunError::Backend(e, report)),
+        )) => Err(RunError::Backend(e, Box::new(report))),
         Ok((other, _)) => Err(RunError::Worker(WorkerFailure::Protocol(format!(
             "unexpected answer {}",
             variant(&other)

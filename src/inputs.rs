@@ -234,7 +234,7 @@ fn draw(g: &Gen, len: usize, vars: &Vars, rng: &mut ChaCha8Rng) -> Result<Vec<f6
     Ok(match g {
         Gen::Uniform([lo, hi]) => {
             let (lo, hi) = (ev(lo)?, ev(hi)?);
-            if !(lo < hi) {
+            if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
                 return Err(format!("uniform range [{lo}, {hi}) is empty"));
             }
             (0..len).map(|_| rng.random_range(lo..hi)).collect()

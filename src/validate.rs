@@ -33,8 +33,8 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
             0,
             true,
         )?;
-        ok &= crate::grade::validate_reference(&r, &opts)
-            .map_err(|e| Fatal::new(format!("{}", e.0)))?;
+        ok &=
+            crate::grade::validate_reference(&r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
     }
     Ok(if ok { exit::OK } else { exit::FAILED })
 }

@@ -193,7 +193,8 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
                     bufs,
                     false,
                 ),
-                Err((e, report)) => {
+                Err(boxed) => {
+                    let (e, report) = *boxed;
                     let fatal = matches!(e, BackendError::Fault(_) | BackendError::Timeout(_));
                     (
                         Response::Ran {
@@ -249,13 +250,10 @@ fn measured(r: Result<Option<f64>, BackendError>) -> Served {
 }
 
 type RunOk = (crate::backend::LaunchReport, Option<Vec<f64>>, Vec<Vec<u8>>);
+type RunErr = Box<(BackendError, crate::backend::LaunchReport)>;
 
-fn run(
-    b: &mut dyn Backend,
-    spec: &RunSpec,
-    blobs: Vec<Vec<u8>>,
-) -> Result<RunOk, (BackendError, crate::backend::LaunchReport)> {
-    let plain = |e| (e, Default::default());
+fn run(b: &mut dyn Backend, spec: &RunSpec, blobs: Vec<Vec<u8>>) -> Result<RunOk, RunErr> {
+    let plain = |e| Box::new((e, Default::default()));
     if blobs.len() != spec.buffers.len()
         || blobs
             .iter()
@@ -292,16 +290,19 @@ fn run(
         .map_err(plain)?;
     let mut out = Vec::with_capacity(addrs.len());
     for (a, s) in addrs.iter().zip(&spec.buffers) {
-        out.push(b.read(*a, s.total()).map_err(|e| (e, report.clone()))?);
+        out.push(
+            b.read(*a, s.total())
+                .map_err(|e| Box::new((e, report.clone())))?,
+        );
     }
     let times = match spec.timing {
         Some(t) => {
             if t.warmup > 0 {
                 b.time(&spec.kernel, spec.dims, &params, t.warmup, deadline)
-                    .map_err(|e| (e, report.clone()))?;
+                    .map_err(|e| Box::new((e, report.clone())))?;
             }
             b.time(&spec.kernel, spec.dims, &params, t.reps, deadline)
-                .map_err(|e| (e, report.clone()))?
+                .map_err(|e| Box::new((e, report.clone())))?
         }
         None => None,
     };
