@@ -1,6 +1,5 @@
 // Attack: compute nothing, and print what a grader's protocol or log might take for a
 // passing result, hoping that something downstream parses the worker's output.
-#include <cstdio>
 
 extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
