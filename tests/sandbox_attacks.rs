@@ -232,6 +232,7 @@ fn files_outside_the_rules_are_unreadable_and_only_the_temp_dir_is_writable() {
         out.assert_denied("list sibling student");
         out.assert_denied("write outside temp");
         out.assert_denied("read parent environ");
+        out.assert_denied("write parent's comm");
         assert!(!outside.exists(), "the child created {}", outside.display());
     }
     // What the worker needs still works.
@@ -239,6 +240,7 @@ fn files_outside_the_rules_are_unreadable_and_only_the_temp_dir_is_writable() {
     out.assert_ok("read /etc/ld.so.cache");
     out.assert_ok("read /proc/self/maps");
     out.assert_ok("read own executable");
+    out.assert_ok("name a thread via /proc/self/task");
 }
 
 #[test]
@@ -546,7 +548,27 @@ fn files(policy: &Policy, arg: &str) -> Lines {
     let (bob, outside) = arg.split_once('|').unwrap();
     let ppid = std::os::unix::process::parent_id();
     let inside = policy.temp_dir.join("scratch.txt");
+    // What cuInit does: name a thread through /proc/self/task/<tid>/comm.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        // SAFETY: gettid cannot fail.
+        tx.send(unsafe { libc::gettid() }).unwrap();
+        let _ = done_rx.recv();
+    });
+    let tid = rx.recv().unwrap();
+    let comm = outcome(std::fs::write(
+        format!("/proc/self/task/{tid}/comm"),
+        "cuda-evthandlr",
+    ));
+    done_tx.send(()).unwrap();
+    t.join().unwrap();
     vec![
+        ("name a thread via /proc/self/task".into(), comm),
+        (
+            "write parent's comm".into(),
+            outcome(std::fs::write(format!("/proc/{ppid}/comm"), "pwned")),
+        ),
         (
             "read /etc/passwd".into(),
             outcome(std::fs::read("/etc/passwd")),

@@ -93,6 +93,19 @@ pub(super) fn grants(policy: &Policy) -> Vec<Grant> {
             access: read_only(),
         });
     }
+    // cuInit names its threads by writing /proc/self/task/<tid>/comm and fails with error 304
+    // (cudaErrorOperatingSystem) if it cannot. Only our own task dir: writing there changes
+    // nothing outside this process.
+    if let Ok(task) = std::fs::canonicalize("/proc/self/task") {
+        g.push(Grant {
+            path: task,
+            // Truncate too: fopen(path, "w") opens with O_TRUNC.
+            access: AccessFs::ReadFile
+                | AccessFs::ReadDir
+                | AccessFs::WriteFile
+                | AccessFs::Truncate,
+        });
+    }
     g.push(Grant {
         path: "/dev/null".into(),
         access: AccessFs::ReadFile | AccessFs::WriteFile,
@@ -185,6 +198,7 @@ pub(super) fn restrict(policy: &Policy, threads: usize) -> Layer {
         }
     }
 
+    pin_task_dir();
     let status = match build_and_restrict(rules) {
         Ok(s) => s,
         Err(e) => {
@@ -235,6 +249,23 @@ pub(super) fn restrict(policy: &Policy, threads: usize) -> Layer {
             Layer::degraded(layer::LANDLOCK, format!("{what}; but {}", why.join("; ")))
         }
     }
+}
+
+/// Keep `/proc/self/task` open for the life of the process.
+///
+/// Landlock attaches rules to inodes, and procfs makes a fresh inode whenever it looks up a
+/// dentry that the cache has dropped; an open descriptor keeps the dentry, and so the inode
+/// the rule is on, alive.
+fn pin_task_dir() {
+    static PINNED: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    PINNED.get_or_init(|| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open("/proc/self/task")
+            .ok()
+    });
 }
 
 fn build_and_restrict(rules: Vec<(Grant, PathFd)>) -> Result<RestrictionStatus, RulesetError> {
