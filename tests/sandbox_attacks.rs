@@ -460,6 +460,43 @@ fn cuda_works_inside_the_sandbox() {
 }
 
 #[test]
+fn a_late_apply_degrades_with_reasons_instead_of_failing() {
+    let s = scene();
+    let out = run_child("threads_first", &s.policy, "", |_| {});
+    let ns = out.get("layer.namespaces");
+    assert!(
+        ns.starts_with("degraded") && ns.contains("2 threads"),
+        "namespaces should degrade, naming the threads: {}",
+        out.raw
+    );
+    assert!(
+        out.get("layer.capabilities").starts_with("degraded"),
+        "{}",
+        out.raw
+    );
+    if expect_layer("landlock") {
+        let ll = out.get("layer.landlock");
+        assert!(
+            ll.starts_with("degraded") && ll.contains("unconfined"),
+            "landlock should warn that the earlier thread escapes it: {}",
+            out.raw
+        );
+        // This thread is confined; the one started before apply is not (Landlock ABI < 8
+        // has no TSYNC): exactly what the warning says.
+        out.assert_denied("read /etc/passwd on the applying thread");
+    }
+    if expect_layer("seccomp") {
+        // Seccomp is installed with TSYNC, so it reaches the earlier thread as well.
+        assert_eq!(
+            out.get("unshare on the earlier thread"),
+            "denied EPERM",
+            "{}",
+            out.raw
+        );
+    }
+}
+
+#[test]
 fn probe_leaves_the_caller_unconfined_and_reports_all_layers_here() {
     let r = offered();
     assert_eq!(r.layers.len(), 5, "{:?}", r.lines());
@@ -510,6 +547,9 @@ fn sandboxed_child() {
 }
 
 fn child_body(attack: &str, policy: &Policy, arg: &str) -> String {
+    if attack == "threads_first" {
+        return threads_first(policy);
+    }
     let report = sandbox::apply(policy);
     // libtest has printed "test sandboxed_child ... " without a newline.
     let mut out = String::from("\n");
@@ -993,4 +1033,34 @@ fn cuda() -> Lines {
             outcome(std::fs::read("/etc/passwd")),
         ),
     ]
+}
+
+/// Start a thread before applying the sandbox: what `apply`'s doc tells the worker not to do.
+fn threads_first(policy: &Policy) -> String {
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (res_tx, res_rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        go_rx.recv().unwrap();
+        // SAFETY: unshare with a flag argument; expected to fail.
+        let r = sys(unsafe { libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNET) });
+        res_tx.send(r).unwrap();
+    });
+    let report = sandbox::apply(policy);
+    let mut out = String::from("\n");
+    for l in &report.layers {
+        let state = match &l.state {
+            LayerState::Active => "active".to_string(),
+            LayerState::Degraded(why) => format!("degraded: {why}"),
+        };
+        out.push_str(&format!("layer.{}={state}\n", l.name));
+    }
+    go_tx.send(()).unwrap();
+    let r = res_rx.recv().unwrap();
+    t.join().unwrap();
+    out.push_str(&format!("unshare on the earlier thread={r}\n"));
+    out.push_str(&format!(
+        "read /etc/passwd on the applying thread={}\n",
+        outcome(std::fs::read("/etc/passwd"))
+    ));
+    out
 }

@@ -221,14 +221,11 @@ pub(super) fn restrict(policy: &Policy, threads: usize) -> Layer {
     }
     if threads > 1 {
         warnings.push(format!(
-            "{} threads were already running and stay unconfined",
-            threads - 1
+            "{} already running stay unconfined",
+            super::threads_phrase(threads - 1)
         ));
     }
-    let what = format!(
-        "ABI {abi}: read-only system libs, read-write {}",
-        policy.temp_dir.display()
-    );
+    let what = format!("ABI {abi}: system libraries read-only, writes only to the temp dir");
     match status.ruleset {
         RulesetStatus::NotEnforced => Layer::degraded(
             layer::LANDLOCK,

@@ -51,6 +51,24 @@ pub struct Policy {
     pub protected: Vec<PathBuf>,
 }
 
+impl Policy {
+    /// A worker's policy with the default limits: generous for honest work (an NVRTC compile
+    /// of a large kernel, host copies of the biggest rubric inputs), small enough that a
+    /// compile bomb or a host-memory bomb dies long before the machine does.
+    pub fn worker(temp_dir: impl Into<PathBuf>, gpu: bool) -> Policy {
+        Policy {
+            temp_dir: temp_dir.into(),
+            gpu,
+            data_bytes: 8 << 30,
+            cpu_seconds: 900,
+            file_bytes: 256 << 20,
+            open_files: 1024,
+            extra_read: Vec::new(),
+            protected: Vec::new(),
+        }
+    }
+}
+
 /// State of one sandbox layer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LayerState {
@@ -159,7 +177,7 @@ pub fn apply(policy: &Policy) -> Report {
     // The namespace must come before Landlock (which forbids writing /proc/self/uid_map) and
     // before seccomp (which forbids unshare).
     layers.push(namespaces::enter(threads));
-    layers.push(namespaces::drop_capabilities());
+    layers.push(namespaces::drop_capabilities(threads));
     layers.push(filesystem::restrict(policy, threads));
     layers.push(limits::set(policy));
     layers.push(match nnp {
@@ -179,6 +197,15 @@ fn set_no_new_privs() -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+/// "1 thread", "3 threads".
+fn threads_phrase(n: usize) -> String {
+    if n == 1 {
+        "1 thread".into()
+    } else {
+        format!("{n} threads")
     }
 }
 

@@ -61,7 +61,7 @@ fn write_proc(path: &str, content: &str) -> io::Result<()> {
 /// After unshare the process holds all capabilities inside its user namespace; an uid-0
 /// grader holds them for real. The bounding set matters most: with it empty, even an
 /// execve as uid 0 cannot regain anything.
-pub(super) fn drop_capabilities() -> Layer {
+pub(super) fn drop_capabilities(threads: usize) -> Layer {
     let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
@@ -122,6 +122,16 @@ pub(super) fn drop_capabilities() -> Layer {
         );
     }
     match status_field("CapEff").zip(status_field("CapBnd")) {
+        // Capabilities belong to threads: the ones started earlier keep theirs.
+        Some((eff, bnd)) if is_zero_hex(&eff) && is_zero_hex(&bnd) && threads > 1 => {
+            Layer::degraded(
+                layer::CAPABILITIES,
+                format!(
+                    "dropped on this thread only: {} started before apply keep theirs",
+                    super::threads_phrase(threads - 1)
+                ),
+            )
+        }
         Some((eff, bnd)) if is_zero_hex(&eff) && is_zero_hex(&bnd) => {
             Layer::active(layer::CAPABILITIES, "all dropped, bounding set empty")
         }
