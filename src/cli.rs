@@ -250,6 +250,7 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
         arch,
         device_name,
         timing_reps: 20,
+        protected: Vec::new(),
     })
 }
 
@@ -283,7 +284,8 @@ fn check(
     })?;
     submission::check_against(&sub, &rubric)?;
     let device = common.gpus.first().copied().unwrap_or(0);
-    let opts = resolve(&common_options(common), device, true)?;
+    let mut opts = resolve(&common_options(common), device, true)?;
+    opts.protected = protected_dirs(&[rubric_path, sub_path]);
     let mut reference =
         Reference::compile(&rubric, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
     let result = grade::grade(&rubric, &sub, &opts, &mut reference)
@@ -322,4 +324,25 @@ pub fn write_outputs(
         std::fs::write(p, report::markdown::render(r)).map_err(|e| io(p, e))?;
     }
     Ok(())
+}
+
+/// The folders around what we read: a worker must not see other students or the rubric's files.
+pub fn protected_dirs(paths: &[&Path]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        if let Ok(abs) = std::fs::canonicalize(p) {
+            let dir = if abs.is_dir() {
+                abs.clone()
+            } else {
+                abs.parent().map(Path::to_path_buf).unwrap_or(abs.clone())
+            };
+            if let Some(parent) = dir.parent().filter(|p| p.parent().is_some()) {
+                out.push(parent.to_path_buf());
+            }
+            out.push(dir);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }

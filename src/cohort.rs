@@ -112,7 +112,8 @@ pub fn run(
     } else {
         req.gpus.clone()
     };
-    let base = resolve(req, devices[0], true)?;
+    let mut base = resolve(req, devices[0], true)?;
+    base.protected = crate::cli::protected_dirs(&[rubric_path, cohort, out]);
     let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
     drop(reference);
 

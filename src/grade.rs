@@ -33,6 +33,19 @@ pub struct Options {
     pub device_name: String,
     /// Timed launches per performance check (after 3 warm-ups).
     pub timing_reps: u32,
+    /// Directories no worker may read (rubric, cohort, outputs): see `sandbox::Policy`.
+    pub protected: Vec<std::path::PathBuf>,
+}
+
+fn worker_options(
+    protected: &[std::path::PathBuf],
+    role: Role,
+    backend: BackendKind,
+    device: usize,
+) -> WorkerOptions {
+    let mut o = WorkerOptions::new(role, backend, device);
+    o.protected = protected.to_vec();
+    o
 }
 
 /// A failure of the grading machinery itself (not of the student's code): exit 3.
@@ -158,7 +171,8 @@ fn compile_all(
     let mut worker: Option<Worker> = None;
     for src in sources {
         if worker.is_none() {
-            match Worker::spawn(&WorkerOptions::new(
+            match Worker::spawn(&worker_options(
+                &opts.protected,
                 Role::Compile,
                 opts.backend,
                 opts.device,
@@ -283,6 +297,7 @@ pub struct Reference {
     baselines: HashMap<String, Result<f64, String>>,
     backend: BackendKind,
     device: usize,
+    protected: Vec<std::path::PathBuf>,
 }
 
 impl Reference {
@@ -338,13 +353,19 @@ impl Reference {
             baselines: HashMap::new(),
             backend: opts.backend,
             device: opts.device,
+            protected: opts.protected.clone(),
         })
     }
 
     fn worker(&mut self) -> Result<&mut Worker, Infrastructure> {
         if self.worker.is_none() {
-            let mut w = Worker::spawn(&WorkerOptions::new(Role::Run, self.backend, self.device))
-                .map_err(|e| Infrastructure(format!("cannot start the reference worker: {e}")))?;
+            let mut w = Worker::spawn(&worker_options(
+                &self.protected,
+                Role::Run,
+                self.backend,
+                self.device,
+            ))
+            .map_err(|e| Infrastructure(format!("cannot start the reference worker: {e}")))?;
             match w.call(
                 &Request::Load,
                 &[self.ptx.as_bytes()],
@@ -566,7 +587,8 @@ impl MilestoneRun<'_> {
         }
         let contract = self.rubric.contract(&m.contract);
         // A fresh, confined worker for this milestone.
-        let mut worker = match Worker::spawn(&WorkerOptions::new(
+        let mut worker = match Worker::spawn(&worker_options(
+            &self.opts.protected,
             Role::Run,
             self.opts.backend,
             self.opts.device,
@@ -1246,7 +1268,12 @@ impl MilestoneRun<'_> {
             );
         };
         let run = (|| -> Result<Option<Metrics>, String> {
-            let mut w = Worker::spawn(&WorkerOptions::new(Role::Run, BackendKind::Emu, 0))?;
+            let mut w = Worker::spawn(&worker_options(
+                &self.opts.protected,
+                Role::Run,
+                BackendKind::Emu,
+                0,
+            ))?;
             match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
                 Ok((Response::Loaded { error: None }, _)) => {}
                 other => {

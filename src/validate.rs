@@ -24,7 +24,7 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
         if schema_only {
             continue;
         }
-        let opts = resolve(
+        let mut opts = resolve(
             &Requested {
                 backend,
                 seed: Some(1),
@@ -33,6 +33,7 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
             0,
             true,
         )?;
+        opts.protected = crate::cli::protected_dirs(&[p.as_path()]);
         ok &=
             crate::grade::validate_reference(&r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
     }

@@ -263,9 +263,3 @@ mod tests {
         assert!(p.extra_read.is_empty() && p.protected.is_empty());
     }
 }
-
-/// Prepare the worker's command before spawn (environment, inherited descriptors).
-/// Placeholder until the sandbox issue lands: only moves the CUDA JIT cache into the temp dir.
-pub fn prepare_command(cmd: &mut std::process::Command, policy: &Policy) {
-    cmd.env("CUDA_CACHE_PATH", policy.temp_dir.join("cuda-cache"));
-}

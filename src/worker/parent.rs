@@ -104,6 +104,9 @@ pub struct WorkerOptions {
     pub max_request_bytes: usize,
     pub data_limit_bytes: u64,
     pub cpu_seconds: u64,
+    /// Directories the worker must never see even if a library root contains them: the
+    /// rubric's folder, the cohort, the output dir.
+    pub protected: Vec<std::path::PathBuf>,
 }
 
 impl WorkerOptions {
@@ -115,8 +118,9 @@ impl WorkerOptions {
             startup_timeout: Duration::from_secs(60),
             max_response_bytes: 1 << 30,
             max_request_bytes: 1 << 30,
-            data_limit_bytes: 16 << 30,
+            data_limit_bytes: 8 << 30,
             cpu_seconds: 900,
+            protected: Vec::new(),
         }
     }
 }
@@ -129,14 +133,13 @@ impl Worker {
             .prefix("cugrade-worker-")
             .tempdir()
             .map_err(|e| format!("cannot create a temp dir: {e}"))?;
-        let policy = sandbox::Policy {
-            temp_dir: temp.path().to_path_buf(),
-            gpu: opts.backend == BackendKind::Cuda && opts.role == Role::Run,
-            data_bytes: opts.data_limit_bytes,
-            cpu_seconds: opts.cpu_seconds,
-            file_bytes: 64 << 20,
-            open_files: 1024,
-        };
+        let mut policy = sandbox::Policy::worker(
+            temp.path(),
+            opts.backend == BackendKind::Cuda && opts.role == Role::Run,
+        );
+        policy.data_bytes = opts.data_limit_bytes;
+        policy.cpu_seconds = opts.cpu_seconds;
+        policy.protected = opts.protected.clone();
         let config = WorkerConfig {
             role: opts.role,
             backend: opts.backend,
