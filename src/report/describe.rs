@@ -39,20 +39,17 @@ pub fn quantity(x: f64, unit: Option<&str>) -> String {
     }
 }
 
-/// `measured 0.8x, threshold 1.5x` when the check has a measurement.
+/// `0.8x (threshold 1.5x)` when the check has a measurement.
 pub fn measurement(c: &Check) -> Option<String> {
     let unit = c.unit.as_deref();
-    let measured = c
-        .measured
-        .map(|m| format!("measured {}", quantity(m, unit)));
     let threshold = c
         .threshold
         .map(|t| format!("threshold {}", quantity(t, unit)));
-    match (measured, threshold) {
+    match (c.measured, threshold) {
         (None, None) => None,
-        (Some(m), None) => Some(m),
+        (Some(m), None) => Some(quantity(m, unit)),
         (None, Some(t)) => Some(t),
-        (Some(m), Some(t)) => Some(format!("{m}, {t}")),
+        (Some(m), Some(t)) => Some(format!("{} ({t})", quantity(m, unit))),
     }
 }
 
@@ -129,17 +126,23 @@ pub fn degraded_sandbox(r: &GradeResult) -> Vec<&str> {
         .collect()
 }
 
-/// The plain sentence every report prints when speed was not measured.
-pub fn untimed_note(r: &GradeResult) -> String {
+/// Why speed was not measured, as the rest of a sentence that starts "Speed was not
+/// measured".
+pub fn untimed_reason(r: &GradeResult) -> String {
     let device = if r.run.device.is_empty() {
         r.backend.as_str()
     } else {
         r.run.device.as_str()
     };
     format!(
-        "Speed was not measured: this run used {device}, so performance checks were skipped. \
-         Grade on a GPU for a speed result."
+        "this run used {device}, so performance checks were skipped. \
+         Grade on a GPU (backend cuda) for a speed result."
     )
+}
+
+/// The plain sentence every report prints when speed was not measured.
+pub fn untimed_note(r: &GradeResult) -> String {
+    format!("Speed was not measured: {}", untimed_reason(r))
 }
 
 /// Bytes as `512 B`, `48 KiB`, `1.5 MiB`.

@@ -161,7 +161,7 @@ fn explanation(c: &Check) -> String {
         s.push_str(&format!("\ncase: {case}"));
     }
     if let Some(m) = describe::measurement(c) {
-        s.push_str(&format!("\n{m}"));
+        s.push_str(&format!("\nmeasured: {m}"));
     }
     if let Some(h) = &c.hint {
         s.push_str(&format!("\nhint: {h}"));

@@ -8,7 +8,7 @@
 
 use super::describe::{self, status_symbol};
 use super::sanitize::{DETAILS_CAP, one_line, plain_text, truncate};
-use crate::result::{Check, CompileSummary, GradeResult, MilestoneResult, Status};
+use crate::result::{Check, CheckKind, CompileSummary, GradeResult, MilestoneResult, Status};
 use std::fmt::Write as _;
 
 /// The Markdown report for one submission.
@@ -38,8 +38,8 @@ fn notes(out: &mut String, r: &GradeResult) {
     let mut notes = Vec::new();
     if !r.run.timed {
         notes.push(format!(
-            "**Speed was not measured.** {}",
-            inline(&describe::untimed_note(r))
+            "**Speed was not measured:** {}",
+            inline(&describe::untimed_reason(r))
         ));
     }
     let degraded = describe::degraded_sandbox(r);
@@ -149,7 +149,13 @@ fn check(out: &mut String, c: &Check) {
         out.push_str("\n\n");
     }
     if let Some(d) = &c.details {
-        folded(out, "Details", d);
+        let summary = match c.kind {
+            CheckKind::Compile => "Compiler output",
+            CheckKind::Correctness => "Mismatches",
+            CheckKind::Runtime => "Captured output",
+            _ => "Details",
+        };
+        folded(out, summary, d);
     }
 }
 

@@ -111,7 +111,7 @@ pub fn render(r: &GradeResult, color: bool) -> String {
             let _ = writeln!(out, "    case {}", one_line(case));
         }
         if let Some(meas) = describe::measurement(c) {
-            let _ = writeln!(out, "    {meas}");
+            let _ = writeln!(out, "    measured {meas}");
         }
         if let Some(h) = &c.hint {
             let _ = writeln!(
@@ -197,7 +197,7 @@ pub fn github(r: &GradeResult) -> String {
             props.push(format!("title={}", escape_property(&title)));
             let mut message = one_line(&c.message);
             if let Some(meas) = describe::measurement(c) {
-                message.push_str(&format!("\n{meas}"));
+                message.push_str(&format!("\nmeasured {meas}"));
             }
             if let Some(h) = &c.hint {
                 message.push_str(&format!("\nhint: {}", one_line(h)));
