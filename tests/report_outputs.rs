@@ -459,6 +459,22 @@ fn junit_is_one_suite_per_milestone_and_one_case_per_check() {
 }
 
 #[test]
+fn the_schema_check_can_fail() {
+    // Guards the guard: a `file` attribute on `<testcase>` (which junit-report writes when
+    // asked to) is outside Jenkins' schema, so validation must reject it.
+    if std::env::var_os("CUGRADE_SKIP_XMLLINT").is_some() {
+        return;
+    }
+    let bad = "<testsuites><testsuite name=\"s\" tests=\"1\" failures=\"0\" errors=\"0\">\
+               <testcase name=\"c\" file=\"k.cu\"/></testsuite></testsuites>";
+    let result = std::panic::catch_unwind(|| xmllint_validate(bad));
+    assert!(
+        result.is_err(),
+        "xmllint accepted a document outside the schema"
+    );
+}
+
+#[test]
 fn junit_failure_text_explains_the_failure() {
     let xml = junit::to_string(&mixed());
     let doc = roxmltree::Document::parse(&xml).unwrap();
@@ -834,4 +850,28 @@ fn cohort_writes_summary_csv_and_junit() {
         .count();
     assert_eq!(suites, 3 + 2 + 3 + 3);
     xmllint_validate(&xml);
+}
+
+#[test]
+fn student_files_stay_inside_the_output_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, expected) in [
+        ("alice", "alice"),
+        ("../../etc/passwd", "_._.._etc_passwd"),
+        ("..", "_."),
+        ("", "_"),
+        (".hidden", "_hidden"),
+        ("a/b\\c d", "a_b_c_d"),
+    ] {
+        assert_eq!(cohort::safe_dir_name(name), expected, "{name:?}");
+    }
+    let mut r = hostile();
+    r.student = "../escape".into();
+    let written = cohort::write_student(&r, dir.path()).unwrap();
+    assert_eq!(written, dir.path().join("_._escape"));
+    for f in ["result.json", "report.md", "junit.xml"] {
+        assert!(written.join(f).is_file(), "{f} missing");
+    }
+    assert_eq!(json::read(&written.join("result.json")).unwrap(), r);
+    assert!(!dir.path().parent().unwrap().join("escape").exists());
 }

@@ -1,9 +1,9 @@
-//! The class-wide files of `cugrade grade`: `summary.md`, `grades.csv` and the combined
-//! `junit.xml`. (The per-student files are written by the caller with the other modules.)
+//! The files of `cugrade grade`: per student `<student>/result.json`, `report.md` and
+//! `junit.xml`; for the class `summary.md`, `grades.csv` and the combined `junit.xml`.
 
 use super::describe::{self, status_symbol};
-use super::junit;
 use super::markdown::inline;
+use super::{json, junit, markdown};
 use crate::result::{GradeResult, Status};
 use std::fmt::Write as _;
 use std::io;
@@ -18,6 +18,48 @@ pub fn write_all(results: &[GradeResult], out_dir: &Path) -> io::Result<()> {
     std::fs::write(out_dir.join("grades.csv"), grades_csv(&sorted)?)?;
     std::fs::write(out_dir.join("junit.xml"), junit::cohort_to_string(&sorted))?;
     Ok(())
+}
+
+/// Write one student's `result.json`, `report.md` and `junit.xml` into
+/// `out_dir/<safe_dir_name(student)>/` and return that directory.
+pub fn write_student(r: &GradeResult, out_dir: &Path) -> io::Result<std::path::PathBuf> {
+    let dir = out_dir.join(safe_dir_name(&r.student));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("report.md"), markdown::render(r))?;
+    std::fs::write(dir.join("junit.xml"), junit::to_string(r))?;
+    // Last, and atomically: `--resume` treats an existing result.json as "graded".
+    json::write(r, &dir.join("result.json"))?;
+    Ok(dir)
+}
+
+/// A directory name for a student that cannot leave `out_dir` or hide: student names can come
+/// from a manifest the student wrote. Letters, digits, `.`, `_` and `-` are kept, anything
+/// else becomes `_`; a leading `.` becomes `_`; the result is never empty and at most 100
+/// bytes. Distinct names can map to one directory name; callers key students by their cohort
+/// entry, which the file system already made unique.
+pub fn safe_dir_name(student: &str) -> String {
+    let mut name: String = student
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.starts_with('.') {
+        name.replace_range(..1, "_");
+    }
+    if name.is_empty() {
+        name.push('_');
+    }
+    let mut end = name.len().min(100);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name.truncate(end);
+    name
 }
 
 fn sorted(results: &[GradeResult]) -> Vec<GradeResult> {
