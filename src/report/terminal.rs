@@ -11,7 +11,7 @@ use crate::result::{GradeResult, Status};
 use owo_colors::{OwoColorize, Style};
 use std::fmt::Write as _;
 
-/// Lines of a failing check's details shown in the terminal; the rest is in report.md.
+/// Lines of a failing check's details shown in the terminal; --json and --markdown keep all.
 const DETAIL_LINES: usize = 8;
 /// Width at which one detail line is cut.
 const DETAIL_WIDTH: usize = 160;
@@ -157,13 +157,20 @@ fn details(out: &mut String, d: &str, paint: &dyn Fn(&str, Style) -> String) {
             "{bar} {}",
             paint(
                 &format!(
-                    "… {} more lines (see report.md)",
+                    "… {} more lines (--json or --markdown writes them all)",
                     lines.len() - DETAIL_LINES
                 ),
                 Style::new().dimmed()
             )
         );
     }
+}
+
+/// Whether stdout should get colour: it is a terminal and `NO_COLOR` is unset or empty
+/// (<https://no-color.org>).
+pub fn stdout_wants_color() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn status_style(s: Status) -> Style {
