@@ -875,3 +875,175 @@ fn student_files_stay_inside_the_output_dir() {
     assert_eq!(json::read(&written.join("result.json")).unwrap(), r);
     assert!(!dir.path().parent().unwrap().join("escape").exists());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Random hostile text everywhere
+
+/// Pieces that mean something to XML, Markdown, HTML, terminals or GitHub, plus every control.
+fn hostile_piece(rng: &mut impl rand::Rng) -> String {
+    const PIECES: &[&str] = &[
+        "]]>",
+        "<![CDATA[",
+        "<!--",
+        "-->",
+        "<?",
+        "?>",
+        "&",
+        "&amp;",
+        "<",
+        ">",
+        "\"",
+        "'",
+        "`",
+        "```",
+        "~~~",
+        "|",
+        "\\",
+        "*",
+        "_",
+        "[",
+        "](",
+        ")",
+        "!",
+        "$",
+        "#",
+        "- ",
+        "1. ",
+        "> ",
+        "::",
+        "::error::",
+        "##[",
+        "%",
+        "%0A",
+        ",",
+        ":",
+        "\x1b[",
+        "\x1b]",
+        "\x1b[31m",
+        "\x07",
+        "\r",
+        "\n",
+        "\r\n",
+        "\t",
+        " ",
+        "a",
+        "é",
+        "\u{fffe}",
+        "\u{ffff}",
+        "\u{10ffff}",
+        "\u{202e}",
+        "\u{feff}",
+        "</details>",
+        "<details>",
+        "<script>",
+        "</summary>",
+        "<img src=x>",
+        "www.example.com",
+        "=1+1",
+        "\u{85}",
+        "\u{9b}",
+    ];
+    let mut s = String::new();
+    for _ in 0..rng.random_range(0..12) {
+        if rng.random_bool(0.3) {
+            s.push(char::from(rng.random_range(0u8..0x20)));
+        } else {
+            s.push_str(PIECES[rng.random_range(0..PIECES.len())]);
+        }
+    }
+    s
+}
+
+fn random_result(rng: &mut impl rand::Rng) -> GradeResult {
+    let mut p = || hostile_piece(rng);
+    let mut r = hostile();
+    r.student = p();
+    r.run.device = p();
+    r.run.sandbox.push(format!("{}: DEGRADED ({})", p(), p()));
+    r.run.notes.push(p());
+    r.notes.push(p());
+    let compile = r.compile.as_mut().unwrap();
+    compile.log = p();
+    compile.kernels[0].name = p();
+    for m in &mut r.milestones {
+        (m.id, m.title, m.kernel) = (p(), p(), p());
+        for c in &mut m.checks {
+            c.name = p();
+            c.message = p();
+            c.hint = Some(p());
+            c.location = Some(p());
+            c.case = Some(p());
+            c.unit = Some(p());
+            c.details = Some(p());
+        }
+    }
+    r
+}
+
+#[test]
+fn random_hostile_text_never_breaks_a_report() {
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let results: Vec<GradeResult> = (0..150).map(|_| random_result(&mut rng)).collect();
+    for r in &results {
+        let xml = junit::to_string(r);
+        let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        let cases = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("testcase"))
+            .count();
+        assert_eq!(
+            cases,
+            r.milestones.iter().map(|m| m.checks.len()).sum::<usize>()
+        );
+        quick_xml_parses(&xml);
+
+        let md = markdown::render(r);
+        let tables = md_tables(&md);
+        assert_eq!(tables[0].len(), r.milestones.len() + 2, "{md}");
+        assert!(tables.iter().all(|t| t.iter().all(|&c| c == t[0])), "{md}");
+        let (_, html) = md_code_and_html(&md);
+        for h in html {
+            let h = h.trim();
+            assert!(
+                h == "<details>" || h == "</details>" || h.starts_with("<summary>"),
+                "{h:?}\n{md}"
+            );
+        }
+        let headings = md_events(&md)
+            .iter()
+            .filter(|e| matches!(e, Event::Start(Tag::Heading { .. })))
+            .count();
+        let problems = r
+            .milestones
+            .iter()
+            .flat_map(|m| &m.checks)
+            .filter(|c| c.status != Status::Pass);
+        assert_eq!(
+            headings,
+            1 + r.milestones.len() + problems.count() + 2,
+            "{md}"
+        );
+
+        for out in [terminal::render(r, true), terminal::github(r)] {
+            let bad = out.lines().find(|l| l.contains('\0') || l.contains('\r'));
+            assert!(bad.is_none(), "{bad:?}");
+            for line in out.lines() {
+                let t = line.trim_start();
+                assert!(!t.starts_with("##["), "{line:?}");
+                assert!(
+                    !t.starts_with("::") || t.starts_with("::error ") || t.starts_with("::notice "),
+                    "{line:?}"
+                );
+            }
+        }
+    }
+    // One schema validation for the lot (xmllint per document would be slow).
+    xmllint_validate(&junit::cohort_to_string(&results));
+    let dir = tempfile::tempdir().unwrap();
+    cohort::write_all(&results, dir.path()).unwrap();
+    let mut csv = csv::Reader::from_path(dir.path().join("grades.csv")).unwrap();
+    assert_eq!(csv.records().count(), results.len());
+    let summary = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+    assert_eq!(md_tables(&summary)[0].len(), 1 + results.len());
+}

@@ -1,6 +1,7 @@
 //! How verdict values read in prose, shared by every report so that a score or a measurement
 //! reads the same in the terminal, in Markdown and in JUnit.
 
+use super::sanitize::one_line;
 use crate::result::{Check, GradeResult, Status};
 
 /// A score without noise: `30`, `12.5`, `33.33`; `?` for a value that is not a number.
@@ -32,7 +33,8 @@ pub fn quantity(x: f64, unit: Option<&str>) -> String {
         let s = format!("{x:.3}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     };
-    match unit {
+    // Units come from the rubric, but every string a report prints goes through sanitize.
+    match unit.map(one_line).as_deref() {
         None | Some("") => v,
         Some(u @ ("x" | "%")) => format!("{v}{u}"),
         Some(u) => format!("{v} {u}"),
@@ -129,11 +131,11 @@ pub fn degraded_sandbox(r: &GradeResult) -> Vec<&str> {
 /// Why speed was not measured, as the rest of a sentence that starts "Speed was not
 /// measured".
 pub fn untimed_reason(r: &GradeResult) -> String {
-    let device = if r.run.device.is_empty() {
-        r.backend.as_str()
+    let device = one_line(if r.run.device.is_empty() {
+        &r.backend
     } else {
-        r.run.device.as_str()
-    };
+        &r.run.device
+    });
     format!(
         "this run used {device}, so performance checks were skipped. \
          Grade on a GPU (backend cuda) for a speed result."

@@ -30,6 +30,8 @@ pub fn cohort_to_string(results: &[GradeResult]) -> String {
     render(&report)
 }
 
+const YEAR_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
 #[derive(Clone, Copy)]
 enum Naming {
     Single,
@@ -115,6 +117,8 @@ fn testcase(c: &Check, classname: &str) -> TestCase {
     let time = c
         .seconds
         .filter(|s| s.is_finite() && *s >= 0.0)
+        // junit-report sums the times of a suite and panics on overflow: a year is plenty.
+        .map(|s| s.min(YEAR_SECONDS))
         .and_then(Duration::checked_seconds_f64)
         .unwrap_or(Duration::ZERO);
     let kind = c.kind.as_str();

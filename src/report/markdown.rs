@@ -85,12 +85,16 @@ fn summary_table(out: &mut String, r: &GradeResult) {
 }
 
 fn milestone(out: &mut String, m: &MilestoneResult) {
+    let title = if m.title.is_empty() || m.title == m.id {
+        String::new()
+    } else {
+        format!(": {}", inline(&m.title))
+    };
     let _ = writeln!(
         out,
-        "## {} {}: {}\n",
+        "## {} {}{title}\n",
         status_symbol(m.status),
-        inline(&m.id),
-        inline(&m.title)
+        inline(&m.id)
     );
     let kernel = if m.kernel.is_empty() {
         String::new()
@@ -278,8 +282,20 @@ pub fn inline(s: &str) -> String {
         }
         out.push(c);
     }
-    // Line-start syntax (lists, headings) cannot trigger: every use follows fixed text.
-    out
+    escape_line_start(out)
+}
+
+/// Text that starts a line (a note in a block quote) could open a list or, under a paragraph,
+/// turn it into a setext heading: escape the marker.
+fn escape_line_start(s: String) -> String {
+    if s.starts_with(['-', '+', '=']) {
+        return format!("\\{s}");
+    }
+    let digits = s.chars().take_while(char::is_ascii_digit).count();
+    if digits > 0 && s[digits..].starts_with(['.', ')']) {
+        return format!("{}\\{}", &s[..digits], &s[digits..]);
+    }
+    s
 }
 
 /// Inline text for a table cell: `inline` already escapes `|`, which GFM requires in cells.
@@ -317,5 +333,8 @@ mod tests {
     fn inline_escapes_markdown_syntax() {
         assert_eq!(inline("a|b *c* <x>"), "a\\|b \\*c\\* \\<x\\>");
         assert_eq!(inline("two\nlines"), "two lines");
+        assert_eq!(inline("- item"), "\\- item");
+        assert_eq!(inline("12. item"), "12\\. item");
+        assert_eq!(inline("==="), "\\===");
     }
 }

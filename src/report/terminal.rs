@@ -191,7 +191,8 @@ pub fn github(r: &GradeResult) -> String {
         for c in m.checks.iter().filter(|c| describe::is_problem(c)) {
             let mut props = Vec::new();
             if let Some(l) = &c.location {
-                let loc = describe::location(l);
+                let l = one_line(l);
+                let loc = describe::location(&l);
                 props.push(format!("file={}", escape_property(loc.file)));
                 if let Some(line) = loc.line {
                     props.push(format!("line={line}"));
