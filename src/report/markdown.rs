@@ -286,13 +286,18 @@ pub fn inline(s: &str) -> String {
 }
 
 /// Text that starts a line (a note in a block quote) could open a list or, under a paragraph,
-/// turn it into a setext heading: escape the marker.
+/// turn it into a setext heading or a thematic break: escape the marker when it would act as
+/// one (a marker needs a space or the line end after it; an underline is all one character).
 fn escape_line_start(s: String) -> String {
-    if s.starts_with(['-', '+', '=']) {
-        return format!("\\{s}");
+    let marker_end = |rest: &str| rest.is_empty() || rest.starts_with(' ');
+    if let Some(c @ ('-' | '+' | '=')) = s.chars().next() {
+        let underline = s.chars().all(|x| x == c || x == ' ');
+        if underline || marker_end(&s[1..]) {
+            return format!("\\{s}");
+        }
     }
     let digits = s.chars().take_while(char::is_ascii_digit).count();
-    if digits > 0 && s[digits..].starts_with(['.', ')']) {
+    if digits > 0 && s[digits..].starts_with(['.', ')']) && marker_end(&s[digits + 1..]) {
         return format!("{}\\{}", &s[..digits], &s[digits..]);
     }
     s
@@ -336,5 +341,8 @@ mod tests {
         assert_eq!(inline("- item"), "\\- item");
         assert_eq!(inline("12. item"), "12\\. item");
         assert_eq!(inline("==="), "\\===");
+        assert_eq!(inline("- - -"), "\\- - -");
+        assert_eq!(inline("289.5 ms"), "289.5 ms");
+        assert_eq!(inline("-5 points"), "-5 points");
     }
 }
