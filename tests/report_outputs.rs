@@ -767,6 +767,11 @@ fn github_annotations_point_at_the_line() {
     assert!(annotations[1].starts_with("::error file=reduce.cu,line=77,col=9,title="));
     assert!(annotations[2].starts_with("::notice title=speed not measured::"));
     assert!(out.contains("Total: 30 / 100"));
+    let nested = terminal::github_in(&mixed(), "submissions/alice/");
+    assert!(
+        nested.starts_with("::error file=submissions/alice/reduce.cu,line=42,"),
+        "{nested}"
+    );
 
     let hostile = terminal::github(&hostile());
     let first = hostile.lines().find(|l| l.starts_with("::error")).unwrap();

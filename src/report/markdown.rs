@@ -261,7 +261,8 @@ fn folded(out: &mut String, summary: &str, text: &str) {
 /// A fenced code block around `text`. The fence is one backtick longer than the longest run of
 /// backticks in the text, so no line inside can close it (CommonMark 4.5).
 pub fn fenced(text: &str) -> String {
-    let body = plain_text(&truncate(text, DETAILS_CAP));
+    // Cut after sanitizing: visible escapes make text longer.
+    let body = truncate(&plain_text(text), DETAILS_CAP).into_owned();
     let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat((longest + 1).max(3));
     let body = body.trim_end_matches('\n');

@@ -186,6 +186,13 @@ fn status_style(s: Status) -> Style {
 /// file and line when the check has a location), a `::notice` when speed was not measured, then
 /// the plain summary.
 pub fn github(r: &GradeResult) -> String {
+    github_in(r, "")
+}
+
+/// [`github`] for a submission that sits in `dir` of the repository (e.g. `submissions/alice`):
+/// GitHub needs annotation paths from the repository root, locations are from the submission.
+pub fn github_in(r: &GradeResult, dir: &str) -> String {
+    let dir = dir.trim_end_matches('/');
     let mut out = String::new();
     for m in &r.milestones {
         for c in m.checks.iter().filter(|c| describe::is_problem(c)) {
@@ -193,7 +200,12 @@ pub fn github(r: &GradeResult) -> String {
             if let Some(l) = &c.location {
                 let l = one_line(l);
                 let loc = describe::location(&l);
-                props.push(format!("file={}", escape_property(loc.file)));
+                let file = if dir.is_empty() || dir == "." {
+                    loc.file.to_string()
+                } else {
+                    format!("{dir}/{}", loc.file)
+                };
+                props.push(format!("file={}", escape_property(&file)));
                 if let Some(line) = loc.line {
                     props.push(format!("line={line}"));
                 }
