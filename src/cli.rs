@@ -260,12 +260,22 @@ fn color_for(format: Format) -> bool {
         && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Print a result as `format` asks.
-pub fn print_result(r: &GradeResult, format: Format) {
+/// Print a result as `format` asks. `dir` is the submission's folder as the user named it,
+/// so GitHub annotations point at files from where the job runs.
+pub fn print_result(r: &GradeResult, format: Format, dir: Option<&Path>) {
     match format {
         Format::Human => print!("{}", report::terminal::render(r, color_for(format))),
-        Format::Github => print!("{}", report::terminal::github(r)),
-        Format::Json => println!("{}", serde_json::to_string_pretty(r).unwrap_or_default()),
+        Format::Github => match dir
+            .map(|d| d.to_string_lossy().into_owned())
+            .filter(|d| !d.is_empty() && d != ".")
+        {
+            Some(d) => print!(
+                "{}",
+                report::terminal::github_in(r, d.trim_end_matches('/'))
+            ),
+            None => print!("{}", report::terminal::github(r)),
+        },
+        Format::Json => println!("{}", report::terminal::json(r)),
     }
 }
 
@@ -296,7 +306,12 @@ fn check(
         junit.as_deref(),
         markdown.as_deref(),
     )?;
-    print_result(&result, common.format);
+    let dir = if sub_path.is_dir() {
+        Some(sub_path)
+    } else {
+        sub_path.parent()
+    };
+    print_result(&result, common.format, dir);
     Ok(if result.all_passed() {
         exit::OK
     } else {

@@ -194,7 +194,7 @@ pub fn run(
     report::write_cohort(&results, out)?;
     if opts.format != Format::Human {
         for r in &results {
-            print_result(r, opts.format);
+            print_result(r, opts.format, None);
         }
     }
     println!(
@@ -253,10 +253,19 @@ fn grade_entry(
             .map(|_| s)
             .map_err(|e| e.to_string())
     });
-    let student = loaded
-        .as_ref()
-        .map(|s| s.student.clone())
-        .unwrap_or(fallback_name);
+    // The cohort entry names the student, never the manifest: a student could otherwise
+    // claim another's name and take their place in the outputs.
+    let loaded = loaded.map(|mut s| {
+        if s.student != fallback_name {
+            s.notes.push(format!(
+                "the manifest names the student `{}`; graded as cohort entry `{fallback_name}`",
+                s.student
+            ));
+            s.student = fallback_name.clone();
+        }
+        s
+    });
+    let student = fallback_name;
     let folder = {
         let mut set = used.lock().unwrap_or_else(|p| p.into_inner());
         let base = safe_name(&student);

@@ -27,7 +27,9 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -91,7 +93,16 @@ fn every_attack_gets_its_verdict_and_harms_nothing() {
     let before = snapshot(work.path());
     let started = std::time::Instant::now();
     let o = Command::new(env!("CARGO_BIN_EXE_cugrade"))
-        .args(["grade", "--backend", "emu", "--seed", "11", "--jobs", "2", "--rubric"])
+        .args([
+            "grade",
+            "--backend",
+            "emu",
+            "--seed",
+            "11",
+            "--jobs",
+            "2",
+            "--rubric",
+        ])
         .arg(&rubric)
         .arg(&cohort)
         .arg("--out")
@@ -100,8 +111,16 @@ fn every_attack_gets_its_verdict_and_harms_nothing() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "the grader must exit normally: {:?}\n{stderr}", o.status);
-    assert!(started.elapsed().as_secs() < 600, "the suite took {:?}", started.elapsed());
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "the grader must exit normally: {:?}\n{stderr}",
+        o.status
+    );
+    assert!(
+        started.elapsed().as_secs() < 600,
+        "the suite took {:?}",
+        started.elapsed()
+    );
 
     // Nothing outside the output folder changed.
     let after = snapshot(work.path());
@@ -109,20 +128,45 @@ fn every_attack_gets_its_verdict_and_harms_nothing() {
         if p.starts_with(&out) {
             continue;
         }
-        assert_eq!(before.get(p), Some(content), "{} was written or changed", p.display());
+        assert_eq!(
+            before.get(p),
+            Some(content),
+            "{} was written or changed",
+            p.display()
+        );
     }
-    assert_eq!(before.keys().filter(|p| !after.contains_key(*p)).count(), 0, "a file was removed");
+    assert_eq!(
+        before.keys().filter(|p| !after.contains_key(*p)).count(),
+        0,
+        "a file was removed"
+    );
 
     let mut failures = Vec::new();
     for (name, exp) in &expected {
         let dir = out.join(name);
-        let json = std::fs::read_to_string(dir.join("result.json")).unwrap_or_else(|_| panic!("no result for {name}: {stderr}"));
+        let json = std::fs::read_to_string(dir.join("result.json"))
+            .unwrap_or_else(|_| panic!("no result for {name}: {stderr}"));
         let r: cugrade::result::GradeResult = serde_json::from_str(&json).unwrap();
-        let statuses: Vec<cugrade::result::Status> = r.milestones.iter().flat_map(|m| &m.checks).filter(|c| c.kind.as_str() == exp.check).map(|c| c.status).collect();
-        let got = if statuses.is_empty() { "none".to_string() } else { cugrade::result::Status::aggregate(statuses).as_str().to_string() };
+        let statuses: Vec<cugrade::result::Status> = r
+            .milestones
+            .iter()
+            .flat_map(|m| &m.checks)
+            .filter(|c| c.kind.as_str() == exp.check)
+            .map(|c| c.status)
+            .collect();
+        let got = if statuses.is_empty() {
+            "none".to_string()
+        } else {
+            cugrade::result::Status::aggregate(statuses)
+                .as_str()
+                .to_string()
+        };
         let ok = got == exp.verdict || exp.acceptable.contains(&got);
         if !ok {
-            failures.push(format!("{name}: `{}` checks are {got}, expected {} ({:?})\n{json}", exp.check, exp.verdict, exp.acceptable));
+            failures.push(format!(
+                "{name}: `{}` checks are {got}, expected {} ({:?})\n{json}",
+                exp.check, exp.verdict, exp.acceptable
+            ));
         }
         let everything = [
             json.clone(),
@@ -132,22 +176,46 @@ fn every_attack_gets_its_verdict_and_harms_nothing() {
             stderr.clone(),
         ];
         for bad in &exp.must_not_contain {
-            assert!(!everything.iter().any(|t| t.contains(bad.as_str())), "{name}: `{bad}` leaked into an output");
+            assert!(
+                !everything.iter().any(|t| t.contains(bad.as_str())),
+                "{name}: `{bad}` leaked into an output"
+            );
         }
         // Reports stay small whatever the attack printed.
-        assert!(json.len() < 1 << 20, "{name}: result.json is {} bytes", json.len());
+        assert!(
+            json.len() < 1 << 20,
+            "{name}: result.json is {} bytes",
+            json.len()
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 
     // The control is graded the same alone as next to the attacks.
     let alone = Command::new(env!("CARGO_BIN_EXE_cugrade"))
-        .args(["check", "--backend", "emu", "--seed", "11", "--format", "json", "--rubric"])
+        .args([
+            "check",
+            "--backend",
+            "emu",
+            "--seed",
+            "11",
+            "--format",
+            "json",
+            "--rubric",
+        ])
         .arg(&rubric)
         .arg(cohort.join("bob"))
         .output()
         .unwrap();
-    let alone: cugrade::result::GradeResult = serde_json::from_slice(&alone.stdout).expect("bob alone");
-    let together: cugrade::result::GradeResult = serde_json::from_str(&std::fs::read_to_string(out.join("bob/result.json")).unwrap()).unwrap();
-    let verdicts = |r: &cugrade::result::GradeResult| r.milestones.iter().map(|m| (m.id.clone(), m.status, m.score)).collect::<Vec<_>>();
+    let alone: cugrade::result::GradeResult =
+        serde_json::from_slice(&alone.stdout).expect("bob alone");
+    let together: cugrade::result::GradeResult =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bob/result.json")).unwrap())
+            .unwrap();
+    let verdicts = |r: &cugrade::result::GradeResult| {
+        r.milestones
+            .iter()
+            .map(|m| (m.id.clone(), m.status, m.score))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(verdicts(&alone), verdicts(&together));
 }

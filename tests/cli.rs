@@ -77,7 +77,10 @@ fn malformed_rubric_is_exit_2_with_position() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("broken.yaml:1:13"), "{err}");
-    assert!(err.contains("invalid type: sequence, expected a string"), "{err}");
+    assert!(
+        err.contains("invalid type: sequence, expected a string"),
+        "{err}"
+    );
 }
 
 #[test]

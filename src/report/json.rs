@@ -1,8 +1,44 @@
-//! result.json.
+//! `result.json`: the verdict exactly as `SPEC.md` fixes it, for scripts and `--resume`.
+
 use crate::result::GradeResult;
-pub fn write(r: &GradeResult, path: &std::path::Path) -> std::io::Result<()> {
-    std::fs::write(
-        path,
-        serde_json::to_string_pretty(r).map_err(std::io::Error::other)?,
-    )
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// The verdict as pretty JSON with a trailing newline.
+pub fn to_string(r: &GradeResult) -> String {
+    // Serializing plain structs of strings and numbers cannot fail (non-finite floats become
+    // `null`), so the fallback is only there to keep this function total.
+    let mut s = serde_json::to_string_pretty(r)
+        .unwrap_or_else(|e| format!("{{\"error\": \"could not serialize result: {e}\"}}"));
+    s.push('\n');
+    s
+}
+
+/// Write `result.json` atomically: a reader (or `--resume` after a crash) sees either the old
+/// file or the whole new one, never a torn write.
+pub fn write(r: &GradeResult, path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(to_string(r).as_bytes())?;
+    // Temp files are created private; a result is as readable as any file the user writes.
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Read a `result.json` back (for `--resume` and cohort summaries).
+pub fn read(path: &Path) -> io::Result<GradeResult> {
+    let text = std::fs::read_to_string(path)?;
+    serde_json::from_str(&text).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a cugrade result: {e}", path.display()),
+        )
+    })
 }

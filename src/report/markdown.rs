@@ -1,8 +1,349 @@
-//! Markdown (interim).
-use crate::result::GradeResult;
+//! `report.md`: feedback a student reads, rendered as GitHub-flavoured Markdown.
+//!
+//! Order: the score, plain notes about what the run could not do, a summary table, then each
+//! milestone's non-passing checks with their evidence folded in `<details>`, then the compiler
+//! output with per-kernel resources. Student text is escaped for its context: inline text gets
+//! backslash escapes (and `\|` in table cells), long text goes into a fenced code block whose
+//! fence is longer than any backtick run inside it, and text inside raw HTML is HTML-escaped.
+
+use super::describe::{self, status_symbol};
+use super::sanitize::{DETAILS_CAP, one_line, plain_text, truncate};
+use crate::result::{Check, CheckKind, CompileSummary, GradeResult, MilestoneResult, Status};
+use std::fmt::Write as _;
+
+/// The Markdown report for one submission.
 pub fn render(r: &GradeResult) -> String {
-    format!(
-        "# {} — {}\n\nScore {}/{}\n",
-        r.assignment, r.student, r.score, r.max_score
-    )
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}: {}\n", inline(&r.assignment), inline(&r.student));
+    let _ = writeln!(
+        out,
+        "**Score: {}** {} {}\n",
+        describe::score_of(r.score, r.max_score),
+        status_symbol(r.status()),
+        r.status().as_str()
+    );
+    notes(&mut out, r);
+    summary_table(&mut out, r);
+    for m in &r.milestones {
+        milestone(&mut out, m);
+    }
+    if let Some(c) = &r.compile {
+        compile_section(&mut out, c, r);
+    }
+    run_section(&mut out, r);
+    out
+}
+
+fn notes(out: &mut String, r: &GradeResult) {
+    let mut notes = Vec::new();
+    if !r.run.timed {
+        notes.push(format!(
+            "**Speed was not measured:** {}",
+            inline(&describe::untimed_reason(r))
+        ));
+    }
+    let degraded = describe::degraded_sandbox(r);
+    if !degraded.is_empty() {
+        let layers: Vec<String> = degraded.iter().map(|l| inline(l)).collect();
+        notes.push(format!(
+            "**The sandbox was degraded** for this run, so the submission ran with fewer \
+             protections than usual: {}.",
+            layers.join("; ")
+        ));
+    }
+    for n in r.run.notes.iter().chain(&r.notes) {
+        notes.push(inline(n));
+    }
+    for n in notes {
+        let _ = writeln!(out, "> [!NOTE]\n> {n}\n");
+    }
+}
+
+fn summary_table(out: &mut String, r: &GradeResult) {
+    out.push_str("| Milestone | Status | Score |\n| --- | --- | ---: |\n");
+    for m in &r.milestones {
+        let title = if m.title.is_empty() || m.title == m.id {
+            cell(&m.id)
+        } else {
+            format!("{} ({})", cell(&m.id), cell(&m.title))
+        };
+        let _ = writeln!(
+            out,
+            "| {title} | {} {} | {} |",
+            status_symbol(m.status),
+            m.status.as_str(),
+            describe::score_of(m.score, m.max_score)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| **Total** | {} {} | **{}** |\n",
+        status_symbol(r.status()),
+        r.status().as_str(),
+        describe::score_of(r.score, r.max_score)
+    );
+}
+
+fn milestone(out: &mut String, m: &MilestoneResult) {
+    let title = if m.title.is_empty() || m.title == m.id {
+        String::new()
+    } else {
+        format!(": {}", inline(&m.title))
+    };
+    let _ = writeln!(
+        out,
+        "## {} {}{title}\n",
+        status_symbol(m.status),
+        inline(&m.id)
+    );
+    let kernel = if m.kernel.is_empty() {
+        String::new()
+    } else {
+        format!(" Kernel `{}`.", code_span_text(&m.kernel))
+    };
+    let _ = writeln!(
+        out,
+        "Score {}.{kernel}\n",
+        describe::score_of(m.score, m.max_score)
+    );
+    for c in m.checks.iter().filter(|c| c.status != Status::Pass) {
+        check(out, c);
+    }
+    let passed: Vec<String> = m
+        .checks
+        .iter()
+        .filter(|c| c.status == Status::Pass)
+        .map(|c| inline(&c.name))
+        .collect();
+    if !passed.is_empty() {
+        let _ = writeln!(out, "Passed: {}.\n", passed.join(", "));
+    }
+}
+
+fn check(out: &mut String, c: &Check) {
+    let _ = writeln!(
+        out,
+        "### {} {} ({})\n",
+        status_symbol(c.status),
+        inline(&c.name),
+        c.kind.as_str()
+    );
+    let label = match c.status {
+        Status::Fail => "Failed",
+        Status::Error => "Error",
+        Status::Skipped => "Skipped",
+        Status::Pass => "Passed",
+    };
+    let _ = writeln!(out, "**{label}:** {}\n", inline(&c.message));
+    let mut facts = Vec::new();
+    if let Some(l) = &c.location {
+        facts.push(format!("- **Where:** `{}`", code_span_text(l)));
+    }
+    if let Some(case) = &c.case {
+        facts.push(format!("- **Case:** `{}`", code_span_text(case)));
+    }
+    if let Some(m) = describe::measurement(c) {
+        facts.push(format!("- **Measured:** {}", inline(&m)));
+    }
+    if let Some(h) = &c.hint {
+        facts.push(format!("- **Hint:** {}", inline(h)));
+    }
+    if !facts.is_empty() {
+        out.push_str(&facts.join("\n"));
+        out.push_str("\n\n");
+    }
+    if let Some(d) = &c.details {
+        let summary = match c.kind {
+            CheckKind::Compile => "Compiler output",
+            CheckKind::Correctness => "Mismatches",
+            CheckKind::Runtime => "Captured output",
+            _ => "Details",
+        };
+        folded(out, summary, d);
+    }
+}
+
+fn compile_section(out: &mut String, c: &CompileSummary, r: &GradeResult) {
+    out.push_str("## Compiler output\n\n");
+    if !c.ok {
+        out.push_str("The submission did not compile.\n\n");
+    }
+    if !c.kernels.is_empty() {
+        out.push_str(
+            "| Kernel | Registers | Shared memory | Spill stores | Spill loads | Stack |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: |\n",
+        );
+        for k in &c.kernels {
+            let spill = |n: u64| {
+                if n > 0 {
+                    format!("⚠️ {} ", describe::bytes(n))
+                } else {
+                    "0".to_string()
+                }
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                cell(&k.name),
+                k.registers,
+                describe::bytes(k.shared_bytes),
+                spill(k.spill_stores).trim_end(),
+                spill(k.spill_loads).trim_end(),
+                describe::bytes(k.stack_bytes)
+            );
+        }
+        out.push('\n');
+        if c.kernels
+            .iter()
+            .any(|k| k.spill_stores > 0 || k.spill_loads > 0)
+        {
+            out.push_str(
+                "Spills mean the compiler ran out of registers and moved values to slow local \
+                 memory; fewer live variables or a smaller unrolled loop usually removes them.\n\n",
+            );
+        }
+    }
+    // A failed compile check usually carries the same log; show it once.
+    let shown = r
+        .milestones
+        .iter()
+        .flat_map(|m| &m.checks)
+        .any(|ch| describe::is_problem(ch) && ch.details.as_deref() == Some(c.log.as_str()));
+    if !c.log.trim().is_empty() && !shown {
+        folded(out, "Compile log", &c.log);
+    }
+}
+
+fn run_section(out: &mut String, r: &GradeResult) {
+    out.push_str("## Run\n\n");
+    let device = if r.run.device.is_empty() {
+        "-"
+    } else {
+        &r.run.device
+    };
+    let _ = writeln!(
+        out,
+        "- Backend: {} ({})",
+        inline(&r.backend),
+        inline(device)
+    );
+    if !r.run.arch.is_empty() {
+        let _ = writeln!(out, "- Target: {}", inline(&r.run.arch));
+    }
+    let _ = writeln!(
+        out,
+        "- Seed: {} (grade again with `--seed {}` to reproduce)",
+        r.seed, r.seed
+    );
+    if !r.run.cugrade_version.is_empty() {
+        let _ = writeln!(out, "- cugrade {}", inline(&r.run.cugrade_version));
+    }
+    if !r.submission_sha256.is_empty() {
+        let _ = writeln!(
+            out,
+            "- Submission sha256: `{}`",
+            code_span_text(&r.submission_sha256)
+        );
+    }
+    for l in &r.run.sandbox {
+        let _ = writeln!(out, "- Sandbox: {}", inline(l));
+    }
+    out.push('\n');
+}
+
+/// Long text folded under a summary line, in a code block nothing inside can close.
+fn folded(out: &mut String, summary: &str, text: &str) {
+    let _ = writeln!(out, "<details>\n<summary>{}</summary>\n", html(summary));
+    out.push_str(&fenced(text));
+    out.push_str("\n</details>\n\n");
+}
+
+/// A fenced code block around `text`. The fence is one backtick longer than the longest run of
+/// backticks in the text, so no line inside can close it (CommonMark 4.5).
+pub fn fenced(text: &str) -> String {
+    // Cut after sanitizing: visible escapes make text longer.
+    let body = truncate(&plain_text(text), DETAILS_CAP).into_owned();
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat((longest + 1).max(3));
+    let body = body.trim_end_matches('\n');
+    format!("{fence}text\n{body}\n{fence}\n")
+}
+
+/// Inline text: one line, with every character Markdown could read as syntax escaped.
+pub fn inline(s: &str) -> String {
+    let mut out = String::new();
+    for c in one_line(s).chars() {
+        // Backslash escapes work for every ASCII punctuation character in CommonMark; these
+        // are the ones that can start emphasis, links, code, HTML, tables, math or entities.
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '#' | '~' | '$' | '&' | '!'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    escape_line_start(out)
+}
+
+/// Text that starts a line (a note in a block quote) could open a list or, under a paragraph,
+/// turn it into a setext heading or a thematic break: escape the marker when it would act as
+/// one (a marker needs a space or the line end after it; an underline is all one character).
+fn escape_line_start(s: String) -> String {
+    let marker_end = |rest: &str| rest.is_empty() || rest.starts_with(' ');
+    if let Some(c @ ('-' | '+' | '=')) = s.chars().next() {
+        let underline = s.chars().all(|x| x == c || x == ' ');
+        if underline || marker_end(&s[1..]) {
+            return format!("\\{s}");
+        }
+    }
+    let digits = s.chars().take_while(char::is_ascii_digit).count();
+    if digits > 0 && s[digits..].starts_with(['.', ')']) && marker_end(&s[digits + 1..]) {
+        return format!("{}\\{}", &s[..digits], &s[digits..]);
+    }
+    s
+}
+
+/// Inline text for a table cell: `inline` already escapes `|`, which GFM requires in cells.
+fn cell(s: &str) -> String {
+    inline(s)
+}
+
+/// Text for inside a single-backtick code span (never used in a table): backticks cannot be
+/// escaped there, so they are replaced.
+fn code_span_text(s: &str) -> String {
+    one_line(s).replace('`', "'")
+}
+
+/// Text for inside raw HTML.
+fn html(s: &str) -> String {
+    one_line(s)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_outgrows_backtick_runs() {
+        let f = fenced("a ```` b\n```\n");
+        assert!(f.starts_with("`````text\n"), "{f}");
+        assert!(f.ends_with("\n`````\n"), "{f}");
+        assert!(fenced("plain").starts_with("```text\n"));
+    }
+
+    #[test]
+    fn inline_escapes_markdown_syntax() {
+        assert_eq!(inline("a|b *c* <x>"), "a\\|b \\*c\\* \\<x\\>");
+        assert_eq!(inline("two\nlines"), "two lines");
+        assert_eq!(inline("- item"), "\\- item");
+        assert_eq!(inline("12. item"), "12\\. item");
+        assert_eq!(inline("==="), "\\===");
+        assert_eq!(inline("- - -"), "\\- - -");
+        assert_eq!(inline("289.5 ms"), "289.5 ms");
+        assert_eq!(inline("-5 points"), "-5 points");
+    }
 }

@@ -1,7 +1,13 @@
 //! Reports: result.json, JUnit XML, Markdown feedback and the terminal summary, all written
-//! from one `GradeResult`. (Interim versions; the report module proper is being merged.)
+//! from one `GradeResult`; `cohort` writes the class-wide files of `cugrade grade`.
+//!
+//! Student-controlled text reaches every report, so each one escapes through `sanitize`.
+//! docs/reports.md describes every file for users.
+
 pub mod cohort;
+mod describe;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod sanitize;
 pub mod terminal;

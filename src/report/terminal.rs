@@ -1,29 +1,270 @@
-//! Terminal summary (interim).
-use crate::result::GradeResult;
-pub fn render(r: &GradeResult, _color: bool) -> String {
-    let mut s = String::new();
+//! What `cugrade check` prints: a short summary (`--format human`), the same plus GitHub
+//! Actions annotations (`--format github`), or the result JSON (`--format json`).
+//!
+//! Student text is flattened to one line with escape sequences removed: a kernel's output must
+//! not be able to recolour, move the cursor of, or issue commands to the grader's terminal or
+//! the CI runner reading it.
+
+use super::describe::{self, status_word};
+use super::sanitize::{one_line, plain_text};
+use crate::result::{GradeResult, Status};
+use owo_colors::{OwoColorize, Style};
+use std::fmt::Write as _;
+
+/// Lines of a failing check's details shown in the terminal; --json and --markdown keep all.
+const DETAIL_LINES: usize = 8;
+/// Width at which one detail line is cut.
+const DETAIL_WIDTH: usize = 160;
+
+/// The human summary. `color` should be false when stdout is not a terminal or `NO_COLOR` is
+/// set (the caller knows which stream it writes to).
+pub fn render(r: &GradeResult, color: bool) -> String {
+    let paint = |s: &str, style: Style| {
+        if color {
+            s.style(style).to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let mut out = String::new();
+    let device = if r.run.device.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", one_line(&r.run.device))
+    };
+    let _ = writeln!(
+        out,
+        "{} {} ({}{device}, seed {})",
+        paint(&one_line(&r.assignment), Style::new().bold()),
+        paint(&one_line(&r.student), Style::new().bold()),
+        one_line(&r.backend),
+        r.seed
+    );
+
+    let width = r
+        .milestones
+        .iter()
+        .map(|m| one_line(&m.id).chars().count())
+        .max()
+        .unwrap_or(0);
     for m in &r.milestones {
-        s.push_str(&format!(
-            "{:8} {} {}/{}\n",
-            m.status.as_str(),
-            m.id,
-            m.score,
-            m.max_score
-        ));
-        for c in &m.checks {
-            if c.status != crate::result::Status::Pass {
-                s.push_str(&format!(
-                    "    {} {}: {}\n",
-                    c.status.as_str(),
-                    c.name,
-                    c.message
-                ));
-            }
+        let id = one_line(&m.id);
+        let pad = " ".repeat(width.saturating_sub(id.chars().count()));
+        let _ = writeln!(
+            out,
+            "  {} {id}{pad}  {:>9}",
+            paint(
+                &format!("{:<5}", status_word(m.status)),
+                status_style(m.status)
+            ),
+            describe::score_of(m.score, m.max_score)
+        );
+    }
+
+    if !r.run.timed {
+        let _ = writeln!(
+            out,
+            "{} {}",
+            paint("note:", Style::new().yellow().bold()),
+            describe::untimed_note(r)
+        );
+    }
+    for l in describe::degraded_sandbox(r) {
+        let _ = writeln!(
+            out,
+            "{} sandbox degraded: {}",
+            paint("warning:", Style::new().yellow().bold()),
+            one_line(l)
+        );
+    }
+    for n in r.run.notes.iter().chain(&r.notes) {
+        let _ = writeln!(
+            out,
+            "{} {}",
+            paint("note:", Style::new().yellow().bold()),
+            one_line(n)
+        );
+    }
+
+    let problems: Vec<_> = r
+        .milestones
+        .iter()
+        .flat_map(|m| m.checks.iter().map(move |c| (m, c)))
+        .filter(|(_, c)| describe::is_problem(c))
+        .collect();
+    if !problems.is_empty() {
+        out.push('\n');
+    }
+    for (m, c) in problems {
+        let _ = writeln!(
+            out,
+            "{} {} › {}: {}",
+            paint(status_word(c.status), status_style(c.status)),
+            one_line(&m.id),
+            one_line(&c.name),
+            one_line(&c.message)
+        );
+        if let Some(l) = &c.location {
+            let _ = writeln!(out, "    at {}", one_line(l));
+        }
+        if let Some(case) = &c.case {
+            let _ = writeln!(out, "    case {}", one_line(case));
+        }
+        if let Some(meas) = describe::measurement(c) {
+            let _ = writeln!(out, "    measured {meas}");
+        }
+        if let Some(h) = &c.hint {
+            let _ = writeln!(
+                out,
+                "    {} {}",
+                paint("hint:", Style::new().cyan()),
+                one_line(h)
+            );
+        }
+        if let Some(d) = &c.details {
+            details(&mut out, d, &paint);
         }
     }
-    s.push_str(&format!("total {}/{}\n", r.score, r.max_score));
-    s
+
+    let _ = writeln!(
+        out,
+        "\n{} {}  {}",
+        paint("Total:", Style::new().bold()),
+        paint(
+            &describe::score_of(r.score, r.max_score),
+            Style::new().bold()
+        ),
+        paint(status_word(r.status()), status_style(r.status()))
+    );
+    out
 }
+
+/// The first lines of a check's details, each behind a fixed prefix so that no student line
+/// starts a line of output (GitHub reads `::command::` at the start of any output line).
+fn details(out: &mut String, d: &str, paint: &dyn Fn(&str, Style) -> String) {
+    let text = plain_text(d);
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let bar = paint("    │", Style::new().dimmed());
+    for line in lines.iter().take(DETAIL_LINES) {
+        let line = line.replace('\t', "    ");
+        let cut: String = line.chars().take(DETAIL_WIDTH).collect();
+        let more = if cut.len() < line.len() { " …" } else { "" };
+        let _ = writeln!(out, "{bar} {cut}{more}");
+    }
+    if lines.len() > DETAIL_LINES {
+        let _ = writeln!(
+            out,
+            "{bar} {}",
+            paint(
+                &format!(
+                    "… {} more lines (--json or --markdown writes them all)",
+                    lines.len() - DETAIL_LINES
+                ),
+                Style::new().dimmed()
+            )
+        );
+    }
+}
+
+/// Whether stdout should get colour: it is a terminal and `NO_COLOR` is unset or empty
+/// (<https://no-color.org>).
+pub fn stdout_wants_color() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn status_style(s: Status) -> Style {
+    match s {
+        Status::Pass => Style::new().green().bold(),
+        Status::Fail => Style::new().red().bold(),
+        Status::Error => Style::new().magenta().bold(),
+        Status::Skipped => Style::new().yellow(),
+    }
+}
+
+/// `--format github`: one `::error` workflow command per failed or errored check (with the
+/// file and line when the check has a location), a `::notice` when speed was not measured, then
+/// the plain summary.
 pub fn github(r: &GradeResult) -> String {
-    render(r, false)
+    github_in(r, "")
+}
+
+/// [`github`] for a submission that sits in `dir` of the repository (e.g. `submissions/alice`):
+/// GitHub needs annotation paths from the repository root, locations are from the submission.
+pub fn github_in(r: &GradeResult, dir: &str) -> String {
+    let dir = dir.trim_end_matches('/');
+    let mut out = String::new();
+    for m in &r.milestones {
+        for c in m.checks.iter().filter(|c| describe::is_problem(c)) {
+            let mut props = Vec::new();
+            if let Some(l) = &c.location {
+                let l = one_line(l);
+                let loc = describe::location(&l);
+                let file = if dir.is_empty() || dir == "." {
+                    loc.file.to_string()
+                } else {
+                    format!("{dir}/{}", loc.file)
+                };
+                props.push(format!("file={}", escape_property(&file)));
+                if let Some(line) = loc.line {
+                    props.push(format!("line={line}"));
+                }
+                if let Some(col) = loc.col {
+                    props.push(format!("col={col}"));
+                }
+            }
+            let title = format!("{} › {}", one_line(&m.id), one_line(&c.name));
+            props.push(format!("title={}", escape_property(&title)));
+            let mut message = one_line(&c.message);
+            if let Some(meas) = describe::measurement(c) {
+                message.push_str(&format!("\nmeasured {meas}"));
+            }
+            if let Some(h) = &c.hint {
+                message.push_str(&format!("\nhint: {}", one_line(h)));
+            }
+            let _ = writeln!(
+                out,
+                "::error {}::{}",
+                props.join(","),
+                escape_data(&message)
+            );
+        }
+    }
+    if !r.run.timed {
+        let _ = writeln!(
+            out,
+            "::notice title=speed not measured::{}",
+            escape_data(&describe::untimed_note(r))
+        );
+    }
+    out.push_str(&render(r, false));
+    out
+}
+
+/// `--format json`: the result exactly as result.json holds it.
+pub fn json(r: &GradeResult) -> String {
+    super::json::to_string(r)
+}
+
+/// Workflow-command data escaping, as in `@actions/core` (`escapeData`).
+pub fn escape_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Workflow-command property escaping, as in `@actions/core` (`escapeProperty`).
+pub fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn github_escaping_follows_actions_core() {
+        assert_eq!(escape_data("50%\r\nnext"), "50%25%0D%0Anext");
+        assert_eq!(escape_property("a:b,c%"), "a%3Ab%2Cc%25");
+    }
 }
