@@ -22,26 +22,6 @@ pub struct CohortOptions {
     pub format: Format,
 }
 
-/// A file-system-safe folder name for a student.
-pub fn safe_name(student: &str) -> String {
-    let s: String = student
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let s = s.trim_matches('.').to_string();
-    if s.is_empty() {
-        "student".into()
-    } else {
-        s.chars().take(100).collect()
-    }
-}
-
 /// The result for a submission that could not be graded at all.
 pub fn unreadable(
     rubric: &LoadedRubric,
@@ -268,7 +248,7 @@ fn grade_entry(
     let student = fallback_name;
     let folder = {
         let mut set = used.lock().unwrap_or_else(|p| p.into_inner());
-        let base = safe_name(&student);
+        let base = crate::report::cohort::safe_dir_name(&student);
         let mut f = base.clone();
         let mut i = 2;
         while !set.insert(f.clone()) {
@@ -304,16 +284,4 @@ fn grade_entry(
     )
     .map_err(|e| e.to_string())?;
     Ok(result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_safe_folders() {
-        assert_eq!(safe_name("../../etc"), "_.._etc");
-        assert_eq!(safe_name("Ana María"), "Ana_Mar_a");
-        assert_eq!(safe_name(""), "student");
-    }
 }
