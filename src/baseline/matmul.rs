@@ -18,7 +18,7 @@ pub fn matmul(args: &mut HostArgs, threads: Threads) -> Result<(), BaselineError
     );
     with_output(IMP, args, "C", mn, |a, c| {
         let (am, bm) = (a.f32("A", mk)?, a.f32("B", kn)?);
-        gemm_rows(am, bm, c, n, k, threads, |_, v| v);
+        gemm_rows(am, bm, c, n, k, threads, |_, v| v as f32);
         Ok(())
     })
 }
