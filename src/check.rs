@@ -1,1 +1,424 @@
-//! check (being written).
+//! Compare what a kernel produced with what the reference produced.
+//!
+//! Pure functions on bytes: the parent runs them on raw buffers the worker sent back, so no
+//! verdict depends on anything the student's process claims. See docs/rubric.md for the
+//! tolerance rules and their numerical reasoning.
+
+use crate::inputs::{Buffer, GUARD_BYTE, decode};
+use crate::rubric::expr::{Expression, Kind, Vars};
+use crate::rubric::schema::{ScalarType, Tolerance};
+use std::fmt::Write;
+
+/// How many mismatches a report lists.
+pub const SHOWN_MISMATCHES: usize = 5;
+
+/// A tolerance with its expressions evaluated for one case.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resolved {
+    pub abs: f64,
+    pub rel: f64,
+    pub ulp: Option<u64>,
+    pub exact: bool,
+}
+
+impl Resolved {
+    /// The default for an element type when the rubric says nothing.
+    pub fn default_for(elem: ScalarType) -> Resolved {
+        match elem {
+            ScalarType::F32 => Resolved {
+                abs: 1e-6,
+                rel: 1e-5,
+                ulp: None,
+                exact: false,
+            },
+            ScalarType::F64 => Resolved {
+                abs: 1e-12,
+                rel: 1e-10,
+                ulp: None,
+                exact: false,
+            },
+            _ => Resolved {
+                abs: 0.0,
+                rel: 0.0,
+                ulp: None,
+                exact: true,
+            },
+        }
+    }
+
+    /// Evaluate `t` (falling back to the element type's default where `t` is silent).
+    pub fn from(t: Option<&Tolerance>, elem: ScalarType, vars: &Vars) -> Result<Resolved, String> {
+        let d = Resolved::default_for(elem);
+        let Some(t) = t else { return Ok(d) };
+        let ev = |e: &crate::rubric::schema::Expr| {
+            Expression::parse(&e.source(), Kind::Real).and_then(|x| x.eval_f64(vars))
+        };
+        let given = t.abs.is_some() || t.rel.is_some() || t.ulp.is_some();
+        Ok(Resolved {
+            abs: t
+                .abs
+                .as_ref()
+                .map(ev)
+                .transpose()?
+                .unwrap_or(if given { 0.0 } else { d.abs }),
+            rel: t
+                .rel
+                .as_ref()
+                .map(ev)
+                .transpose()?
+                .unwrap_or(if given { 0.0 } else { d.rel }),
+            ulp: t.ulp,
+            exact: t.exact || (!elem.is_float() && !given),
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        if self.exact {
+            return "exact".into();
+        }
+        let mut parts = vec![];
+        if self.abs > 0.0 || self.rel > 0.0 {
+            parts.push(format!(
+                "|got - expected| <= {:.3e} + {:.3e} * |expected|",
+                self.abs, self.rel
+            ));
+        }
+        if let Some(u) = self.ulp {
+            parts.push(format!("<= {u} ulp"));
+        }
+        if parts.is_empty() {
+            "exact".into()
+        } else {
+            parts.join(" or ")
+        }
+    }
+
+    /// Is `got` close enough to `expected`?
+    pub fn accepts(&self, expected: f64, got: f64, elem: ScalarType) -> bool {
+        if expected.is_nan() || got.is_nan() {
+            return expected.is_nan() && got.is_nan();
+        }
+        if expected == got {
+            return true;
+        }
+        if self.exact || expected.is_infinite() || got.is_infinite() {
+            return false;
+        }
+        if (got - expected).abs() <= self.abs + self.rel * expected.abs() {
+            return true;
+        }
+        match self.ulp {
+            Some(u) => ulp_distance(expected, got, elem) <= u,
+            None => false,
+        }
+    }
+}
+
+/// Units in the last place between two finite values of `elem`.
+pub fn ulp_distance(a: f64, b: f64, elem: ScalarType) -> u64 {
+    fn ordered32(x: f32) -> i64 {
+        let i = x.to_bits() as i32;
+        i64::from(if i < 0 { i32::MIN - i } else { i })
+    }
+    fn ordered64(x: f64) -> i128 {
+        let i = x.to_bits() as i64;
+        i128::from(if i < 0 { i64::MIN - i } else { i })
+    }
+    match elem {
+        ScalarType::F32 => (ordered32(a as f32) - ordered32(b as f32)).unsigned_abs(),
+        _ => u64::try_from((ordered64(a) - ordered64(b)).unsigned_abs()).unwrap_or(u64::MAX),
+    }
+}
+
+/// One element that differs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    pub index: usize,
+    pub coords: Option<Vec<usize>>,
+    pub expected: f64,
+    pub got: f64,
+}
+
+/// The outcome of comparing one output buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub buffer: String,
+    pub total: usize,
+    pub bad: usize,
+    /// Elements still holding the poison value: never written.
+    pub unwritten: usize,
+    pub first: Vec<Mismatch>,
+    pub tolerance: Resolved,
+    pub elem: ScalarType,
+}
+
+impl Comparison {
+    pub fn ok(&self) -> bool {
+        self.bad == 0
+    }
+
+    /// A message a student can act on: where, what was expected, what came back.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "`{}`: {} of {} elements wrong",
+            self.buffer, self.bad, self.total
+        );
+        if self.unwritten > 0 {
+            let _ = write!(s, " ({} never written)", self.unwritten);
+        }
+        let _ = write!(s, "; tolerance: {}", self.tolerance.describe());
+        for m in &self.first {
+            let at = match &m.coords {
+                Some(c) => format!(
+                    "[{}] ({})",
+                    m.index,
+                    c.iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => format!("[{}]", m.index),
+            };
+            let _ = write!(
+                s,
+                "\n  {}{at}: expected {}, got {}",
+                self.buffer,
+                fmt_value(m.expected, self.elem),
+                fmt_got(m.got, self.elem)
+            );
+        }
+        if self.bad > self.first.len() {
+            let _ = write!(s, "\n  ... and {} more", self.bad - self.first.len());
+        }
+        s
+    }
+}
+
+fn fmt_value(v: f64, elem: ScalarType) -> String {
+    if elem.is_float() {
+        format!("{v:.9e}")
+            .replace("e0", "")
+            .replace(".000000000", ".0")
+    } else {
+        format!("{v}")
+    }
+}
+
+fn fmt_got(v: f64, elem: ScalarType) -> String {
+    let poison = match elem {
+        ScalarType::F32 => (v as f32).to_bits() == crate::inputs::POISON_F32,
+        ScalarType::I32 | ScalarType::U32 => (v as i64 as u32) == crate::inputs::POISON_INT,
+        _ => false,
+    };
+    if poison {
+        "the poison value (never written)".into()
+    } else {
+        fmt_value(v, elem)
+    }
+}
+
+/// Row-major coordinates of `index` in `shape`.
+pub fn coords(index: usize, shape: &[usize]) -> Vec<usize> {
+    let mut rest = index;
+    let mut out = vec![0; shape.len()];
+    for (i, &d) in shape.iter().enumerate().rev() {
+        let d = d.max(1);
+        out[i] = rest % d;
+        rest /= d;
+    }
+    out
+}
+
+/// Compare a buffer's payload as returned with the expected payload.
+pub fn compare(buf: &Buffer, expected: &[u8], got: &[u8], tol: Resolved) -> Comparison {
+    let e = decode(expected, buf.elem);
+    let g = decode(got, buf.elem);
+    let mut c = Comparison {
+        buffer: buf.name.clone(),
+        total: e.len(),
+        bad: 0,
+        unwritten: 0,
+        first: vec![],
+        tolerance: tol,
+        elem: buf.elem,
+    };
+    let poison_bits = crate::inputs::POISON_F32;
+    for (i, (&ev, &gv)) in e.iter().zip(&g).enumerate() {
+        if tol.accepts(ev, gv, buf.elem) {
+            continue;
+        }
+        c.bad += 1;
+        let unwritten = match buf.elem {
+            ScalarType::F32 => got.get(i * 4..i * 4 + 4).is_some_and(|b| {
+                u32::from_le_bytes(b.try_into().unwrap_or_default()) == poison_bits
+            }),
+            ScalarType::I32 | ScalarType::U32 => got.get(i * 4..i * 4 + 4).is_some_and(|b| {
+                u32::from_le_bytes(b.try_into().unwrap_or_default()) == crate::inputs::POISON_INT
+            }),
+            _ => false,
+        };
+        if unwritten && buf.dir == crate::rubric::schema::Direction::Out {
+            c.unwritten += 1;
+        }
+        if c.first.len() < SHOWN_MISMATCHES {
+            c.first.push(Mismatch {
+                index: i,
+                coords: buf.shape.as_ref().map(|s| coords(i, s)),
+                expected: ev,
+                got: gv,
+            });
+        }
+    }
+    if g.len() != e.len() {
+        c.bad += e.len().abs_diff(g.len());
+    }
+    c
+}
+
+/// A write outside a buffer, found in its guard regions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrayWrite {
+    /// Byte offset relative to the buffer's start (negative: before it).
+    pub offset: i64,
+    pub bytes: usize,
+}
+
+/// Check the guard regions of a returned allocation (`guard` bytes either side of `payload`).
+pub fn guards(allocation: &[u8], payload: usize, guard: usize) -> Option<StrayWrite> {
+    let before = &allocation[..guard.min(allocation.len())];
+    let after = allocation.get(guard + payload..).unwrap_or(&[]);
+    let first_before = before.iter().position(|&b| b != GUARD_BYTE);
+    let count = |s: &[u8]| s.iter().filter(|&&b| b != GUARD_BYTE).count();
+    if let Some(p) = first_before {
+        return Some(StrayWrite {
+            offset: p as i64 - guard as i64,
+            bytes: count(before) + count(after),
+        });
+    }
+    after
+        .iter()
+        .position(|&b| b != GUARD_BYTE)
+        .map(|p| StrayWrite {
+            offset: (payload + p) as i64,
+            bytes: count(after),
+        })
+}
+
+/// First element of a read-only input that changed, if any.
+pub fn changed_input(buf: &Buffer, got: &[u8]) -> Option<usize> {
+    let w = buf.elem.size();
+    buf.data
+        .chunks(w)
+        .zip(got.chunks(w))
+        .position(|(a, b)| a != b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::{GUARD, encode};
+    use crate::rubric::schema::Direction;
+
+    fn buf(shape: Option<Vec<usize>>) -> Buffer {
+        Buffer {
+            name: "C".into(),
+            elem: ScalarType::F32,
+            dir: Direction::Out,
+            len: 6,
+            shape,
+            data: vec![],
+            symbol: false,
+            tolerance: None,
+        }
+    }
+
+    #[test]
+    fn tolerance_rules() {
+        let t = Resolved {
+            abs: 1e-3,
+            rel: 0.0,
+            ulp: None,
+            exact: false,
+        };
+        assert!(t.accepts(1.0, 1.0009, ScalarType::F32));
+        assert!(!t.accepts(1.0, 1.002, ScalarType::F32));
+        assert!(t.accepts(f64::NAN, f64::NAN, ScalarType::F32));
+        assert!(!t.accepts(1.0, f64::NAN, ScalarType::F32));
+        assert!(!t.accepts(f64::INFINITY, 1e38, ScalarType::F32));
+        assert!(t.accepts(f64::INFINITY, f64::INFINITY, ScalarType::F32));
+        let u = Resolved {
+            abs: 0.0,
+            rel: 0.0,
+            ulp: Some(2),
+            exact: false,
+        };
+        let one_up = f32::from_bits(1.0f32.to_bits() + 2) as f64;
+        assert!(u.accepts(1.0, one_up, ScalarType::F32));
+        assert!(!u.accepts(
+            1.0,
+            f32::from_bits(1.0f32.to_bits() + 3) as f64,
+            ScalarType::F32
+        ));
+        assert_eq!(ulp_distance(-0.0, 0.0, ScalarType::F32), 0);
+        assert_eq!(
+            ulp_distance(
+                -f32::MIN_POSITIVE as f64,
+                f32::MIN_POSITIVE as f64,
+                ScalarType::F32
+            ),
+            2 * (1 << 23)
+        );
+        let ints = Resolved::default_for(ScalarType::I32);
+        assert!(ints.exact && !ints.accepts(3.0, 4.0, ScalarType::I32));
+    }
+
+    #[test]
+    fn mismatch_report_names_index_coords_and_poison() {
+        let b = buf(Some(vec![2, 3]));
+        let exp = encode(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], ScalarType::F32);
+        let mut got = encode(&[0.0, 1.0, 2.0, 3.0, 9.0, 5.0], ScalarType::F32);
+        got[20..24].copy_from_slice(&crate::inputs::POISON_F32.to_le_bytes());
+        let c = compare(&b, &exp, &got, Resolved::default_for(ScalarType::F32));
+        assert_eq!((c.bad, c.unwritten), (2, 1));
+        let text = c.describe();
+        assert!(
+            text.starts_with("`C`: 2 of 6 elements wrong (1 never written)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("C[4] (1, 1): expected 4.0, got 9.0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("C[5] (1, 2): expected 5.0, got the poison value (never written)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn guards_and_const_inputs() {
+        let mut a = vec![GUARD_BYTE; 2 * GUARD + 8];
+        assert_eq!(guards(&a, 8, GUARD), None);
+        a[GUARD + 8 + 4] = 0;
+        assert_eq!(
+            guards(&a, 8, GUARD),
+            Some(StrayWrite {
+                offset: 12,
+                bytes: 1
+            })
+        );
+        a[GUARD - 4] = 1;
+        assert_eq!(guards(&a, 8, GUARD).unwrap().offset, -4);
+        let mut b = buf(None);
+        b.data = encode(&[1.0, 2.0], ScalarType::F32);
+        assert_eq!(
+            changed_input(&b, &encode(&[1.0, 2.0], ScalarType::F32)),
+            None
+        );
+        assert_eq!(
+            changed_input(&b, &encode(&[1.0, 3.0], ScalarType::F32)),
+            Some(1)
+        );
+        assert_eq!(coords(7, &[2, 2, 2]), vec![1, 1, 1]);
+    }
+}

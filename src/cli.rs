@@ -1,4 +1,325 @@
-//! Command line (being written).
+//! The command line: parse, pick a backend, dispatch. The work lives in the other modules.
+
+use crate::backend::BackendKind;
+use crate::errors::{CliError, Fatal};
+use crate::exit;
+use crate::grade::{self, Options, Reference};
+use crate::result::GradeResult;
+use crate::{report, rubric, submission};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cugrade",
+    version,
+    about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// cuda when a usable GPU is present, else emu.
+    Auto,
+    Cuda,
+    Emu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Human,
+    /// Human summary plus `::error file=…,line=…::` annotations for GitHub Actions.
+    Github,
+    /// result.json on standard output.
+    Json,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct Common {
+    /// Where kernels run.
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendChoice,
+    /// Seed for input generation; the default draws a fresh one and records it.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// What the terminal gets.
+    #[arg(long, value_enum, default_value = "human")]
+    format: Format,
+    /// GPU ordinals to use (first one for `check`), e.g. `0,1`.
+    #[arg(long, value_delimiter = ',')]
+    gpus: Vec<usize>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Grade one submission (a .cu or .ptx file, or a directory) and print a summary.
+    Check {
+        #[arg(long)]
+        rubric: PathBuf,
+        submission: PathBuf,
+        #[command(flatten)]
+        common: Common,
+        /// Write result.json here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write JUnit XML here.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// Write Markdown feedback here.
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+    },
+    /// Grade every submission in a cohort directory.
+    Grade {
+        #[arg(long)]
+        rubric: PathBuf,
+        cohort: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        common: Common,
+        /// Submissions graded at once (default 1; each still runs in its own workers).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Grade only shard K of N (1-based), e.g. `2/4`, to spread a cohort over machines.
+        #[arg(long)]
+        shard: Option<String>,
+        /// Skip students whose result.json exists for the same submission and rubric.
+        #[arg(long, conflicts_with = "regrade")]
+        resume: bool,
+        /// Grade everyone again even where results exist.
+        #[arg(long)]
+        regrade: bool,
+    },
+    /// Check rubric files, and that each rubric's reference kernels pass their own rubric.
+    Validate {
+        rubrics: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        /// Only check the files' schema and expressions (no kernels run).
+        #[arg(long)]
+        schema_only: bool,
+    },
+    /// Say what this machine offers: driver, GPUs, NVRTC, sandbox layers, and what is missing.
+    Doctor,
+    #[command(name = "__worker", hide = true)]
+    Worker { config: String },
+}
+
+/// Parse the command line and run it; returns the exit code.
 pub fn main() -> i32 {
-    0
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    exit::OK
+                }
+                _ => exit::USAGE,
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Worker { config } => return crate::worker::child::main(&config),
+        Command::Doctor => Ok(crate::doctor::run()),
+        Command::Validate {
+            rubrics,
+            backend,
+            schema_only,
+        } => crate::validate::run(&rubrics, backend, schema_only),
+        Command::Check {
+            rubric,
+            submission,
+            common,
+            json,
+            junit,
+            markdown,
+        } => check(&rubric, &submission, &common, json, junit, markdown),
+        Command::Grade {
+            rubric,
+            cohort,
+            out,
+            common,
+            jobs,
+            shard,
+            resume,
+            regrade,
+        } => match shard.as_deref().map(parse_shard).transpose() {
+            Err(e) => Err(CliError::Usage(e)),
+            Ok(shard) => {
+                let opts = crate::cohort::CohortOptions {
+                    jobs: jobs.max(1),
+                    shard,
+                    resume: resume && !regrade,
+                    format: common.format,
+                };
+                crate::cohort::run(&rubric, &cohort, &out, &common_options(&common), &opts)
+            }
+        },
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--shard takes K/N with 1 <= K <= N, got `{s}`");
+    let (k, n) = s.split_once('/').ok_or_else(bad)?;
+    let (k, n): (usize, usize) = (
+        k.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if k == 0 || n == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k, n))
+}
+
+/// What the user asked for, before a backend is chosen.
+#[derive(Debug, Clone)]
+pub struct Requested {
+    pub backend: BackendChoice,
+    pub seed: Option<u64>,
+    pub gpus: Vec<usize>,
+}
+
+fn common_options(c: &Common) -> Requested {
+    Requested {
+        backend: c.backend,
+        seed: c.seed,
+        gpus: c.gpus.clone(),
+    }
+}
+
+/// Pick the backend and device; say exactly what is missing when nothing can grade.
+pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Options, Fatal> {
+    // Short fresh seeds are easier to read back from a report and type into --seed.
+    let seed = req.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
+    let cuda = || -> Result<(String, String), String> {
+        let n = crate::backend::cuda::device_count()?;
+        if n == 0 {
+            return Err(
+                "the NVIDIA driver is installed but reports no GPU (CUDA_ERROR_NO_DEVICE)".into(),
+            );
+        }
+        crate::backend::cuda::device_arch(device)
+    };
+    let (backend, device_name, arch) = match req.backend {
+        BackendChoice::Cuda => match cuda() {
+            Ok((name, arch)) => (BackendKind::Cuda, name, arch),
+            Err(e) => {
+                return Err(Fatal::new(format!(
+                    "--backend cuda cannot run: {e}.\nfix: install the NVIDIA driver (libcuda.so.1) on a machine with a GPU, or use --backend emu to grade correctness with the PTX emulator"
+                )));
+            }
+        },
+        BackendChoice::Emu => (
+            BackendKind::Emu,
+            "PTX emulator".to_string(),
+            "sm_90".to_string(),
+        ),
+        BackendChoice::Auto => match cuda() {
+            Ok((name, arch)) => (BackendKind::Cuda, name, arch),
+            Err(_) => (
+                BackendKind::Emu,
+                "PTX emulator".to_string(),
+                "sm_90".to_string(),
+            ),
+        },
+    };
+    if needs_nvrtc && !crate::backend::cuda::nvrtc_present() {
+        return Err(Fatal::new(
+            "NVRTC (libnvrtc.so.13) was not found, so CUDA sources cannot be compiled.\n\
+             fix: install the CUDA 13.0 toolkit, or `python3 -m pip install --target ~/.cache/cugrade-nvrtc nvidia-cuda-nvrtc==13.0.88`\n\
+             and run with LD_LIBRARY_PATH=~/.cache/cugrade-nvrtc/nvidia/cu13/lib (see README.md)",
+        ));
+    }
+    Ok(Options {
+        backend,
+        device,
+        seed,
+        arch,
+        device_name,
+        timing_reps: 20,
+    })
+}
+
+fn color_for(format: Format) -> bool {
+    format == Format::Human
+        && std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Print a result as `format` asks.
+pub fn print_result(r: &GradeResult, format: Format) {
+    match format {
+        Format::Human => print!("{}", report::terminal::render(r, color_for(format))),
+        Format::Github => print!("{}", report::terminal::github(r)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(r).unwrap_or_default()),
+    }
+}
+
+fn check(
+    rubric_path: &Path,
+    sub_path: &Path,
+    common: &Common,
+    json: Option<PathBuf>,
+    junit: Option<PathBuf>,
+    markdown: Option<PathBuf>,
+) -> Result<i32, CliError> {
+    let rubric = rubric::load(rubric_path)?;
+    let sub = submission::load(sub_path).map_err(|e| match e {
+        submission::SubmissionError::Manifest(c) => CliError::Config(c),
+        submission::SubmissionError::Other(m) => CliError::Usage(m),
+    })?;
+    submission::check_against(&sub, &rubric)?;
+    let device = common.gpus.first().copied().unwrap_or(0);
+    let opts = resolve(&common_options(common), device, true)?;
+    let mut reference =
+        Reference::compile(&rubric, &opts).map_err(|e| Fatal::new(format!("{}", e.0)))?;
+    let result = grade::grade(&rubric, &sub, &opts, &mut reference)
+        .map_err(|e| Fatal::new(format!("{}", e.0)))?;
+    write_outputs(
+        &result,
+        json.as_deref(),
+        junit.as_deref(),
+        markdown.as_deref(),
+    )?;
+    print_result(&result, common.format);
+    Ok(if result.all_passed() {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
+}
+
+/// Write the per-submission files that were asked for.
+pub fn write_outputs(
+    r: &GradeResult,
+    json: Option<&Path>,
+    junit: Option<&Path>,
+    markdown: Option<&Path>,
+) -> Result<(), CliError> {
+    let io = |p: &Path, e: std::io::Error| {
+        CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
+    };
+    if let Some(p) = json {
+        report::json::write(r, p).map_err(|e| io(p, e))?;
+    }
+    if let Some(p) = junit {
+        std::fs::write(p, report::junit::to_string(r)).map_err(|e| io(p, e))?;
+    }
+    if let Some(p) = markdown {
+        std::fs::write(p, report::markdown::render(r)).map_err(|e| io(p, e))?;
+    }
+    Ok(())
 }

@@ -1,1 +1,403 @@
-//! inputs (being written).
+//! Seeded inputs: turn a contract and a case into the buffers and arguments of one launch.
+//!
+//! Every trial draws fresh values from a ChaCha generator seeded by (run seed, case, trial),
+//! so `--seed` reproduces a run exactly, whatever order milestones run in. Outputs start
+//! poisoned (NaN / 0xDEADBEEF) unless the contract gives `init`, so an element the kernel
+//! never writes cannot pass by accident; every allocation has guard regions on both sides.
+
+use crate::backend::{LaunchDims, ParamValue};
+use crate::rubric::expr::{Expression, Kind, Vars};
+use crate::rubric::schema::{Contract, Direction, Gen, Param, ScalarType, Tolerance};
+use crate::rubric::{ParamType, eval_len};
+use crate::worker::protocol::{Arg, BufferSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use sha2::{Digest, Sha256};
+
+/// Bytes of guard on each side of every buffer (keeps 256-byte alignment on CUDA).
+pub const GUARD: usize = 256;
+/// The byte guards are filled with.
+pub const GUARD_BYTE: u8 = 0xA5;
+/// A quiet NaN with a recognisable payload: what an unwritten float output holds.
+pub const POISON_F32: u32 = 0x7FC0_DEAD;
+pub const POISON_F64: u64 = 0x7FF8_DEAD_DEAD_DEAD;
+pub const POISON_INT: u32 = 0xDEAD_BEEF;
+/// Largest buffer a contract may ask for (elements), so a typo cannot allocate the world.
+pub const MAX_ELEMENTS: usize = 1 << 30;
+
+/// One buffer of an invocation.
+#[derive(Debug, Clone)]
+pub struct Buffer {
+    pub name: String,
+    pub elem: ScalarType,
+    pub dir: Direction,
+    pub len: usize,
+    pub shape: Option<Vec<usize>>,
+    /// The payload as sent (inputs generated, outputs poisoned or initialised).
+    pub data: Vec<u8>,
+    /// Set by symbol rather than passed.
+    pub symbol: bool,
+    pub tolerance: Option<Tolerance>,
+}
+
+impl Buffer {
+    pub fn spec(&self) -> BufferSpec {
+        BufferSpec {
+            bytes: self.data.len(),
+            guard: GUARD,
+        }
+    }
+
+    /// The whole allocation: guard, payload, guard.
+    pub fn allocation(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.data.len() + 2 * GUARD);
+        v.resize(GUARD, GUARD_BYTE);
+        v.extend_from_slice(&self.data);
+        v.resize(self.data.len() + 2 * GUARD, GUARD_BYTE);
+        v
+    }
+
+    pub fn is_output(&self) -> bool {
+        self.dir != Direction::In
+    }
+}
+
+/// Everything one launch needs, before it is sent to a worker.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub buffers: Vec<Buffer>,
+    /// In parameter order, symbols excluded.
+    pub args: Vec<Arg>,
+    pub symbols: Vec<(String, usize)>,
+    /// Scalars by name (for CPU implementations and tolerance variables).
+    pub scalars: Vec<(String, f64)>,
+}
+
+impl Invocation {
+    pub fn specs(&self) -> Vec<BufferSpec> {
+        self.buffers.iter().map(Buffer::spec).collect()
+    }
+    pub fn allocations(&self) -> Vec<Vec<u8>> {
+        self.buffers.iter().map(Buffer::allocation).collect()
+    }
+
+    /// Variables a tolerance expression may read: the case's, `eps`, and per float input
+    /// buffer `<name>_abs_sum` and `<name>_abs_max`.
+    pub fn tolerance_vars(&self, case_vars: &Vars) -> Vars {
+        let mut v = case_vars.clone();
+        v.insert("eps".into(), f64::from(f32::EPSILON) / 2.0);
+        v.insert("eps64".into(), f64::EPSILON / 2.0);
+        for b in &self.buffers {
+            if b.dir == Direction::Out || !b.elem.is_float() {
+                continue;
+            }
+            let vals = decode(&b.data, b.elem);
+            let finite = vals.iter().filter(|x| x.is_finite());
+            v.insert(
+                format!("{}_abs_sum", b.name),
+                finite.clone().map(|x| x.abs()).sum(),
+            );
+            v.insert(
+                format!("{}_abs_max", b.name),
+                finite.map(|x| x.abs()).fold(0.0, f64::max),
+            );
+        }
+        v
+    }
+}
+
+/// The seed of one trial, independent of the order trials run in.
+pub fn trial_seed(run_seed: u64, case: &str, trial: u32) -> u64 {
+    let mut h = Sha256::new();
+    h.update(run_seed.to_le_bytes());
+    h.update(case.as_bytes());
+    h.update(trial.to_le_bytes());
+    let d = h.finalize();
+    u64::from_le_bytes(d[..8].try_into().unwrap_or([0; 8]))
+}
+
+/// Build the invocation of `contract` for one case and trial.
+pub fn generate(contract: &Contract, vars: &Vars, seed: u64) -> Result<Invocation, String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut inv = Invocation {
+        buffers: vec![],
+        args: vec![],
+        symbols: vec![],
+        scalars: vec![],
+    };
+    for p in &contract.params {
+        match ParamType::parse(&p.ty).ok_or_else(|| format!("bad type `{}`", p.ty))? {
+            ParamType::Buffer(elem) => {
+                let b = make_buffer(p, elem, vars, &mut rng)?;
+                let idx = inv.buffers.len();
+                if p.symbol {
+                    inv.symbols.push((p.name.clone(), idx));
+                } else {
+                    inv.args.push(Arg::Buffer(idx));
+                }
+                inv.buffers.push(b);
+            }
+            ParamType::Scalar(t) => {
+                let e = p
+                    .value
+                    .as_ref()
+                    .ok_or_else(|| format!("scalar `{}` has no value", p.name))?;
+                let x = Expression::parse(&e.source(), Kind::Real)?.eval_f64(vars)?;
+                inv.scalars.push((p.name.clone(), x));
+                inv.args.push(Arg::Value(scalar(t, x)));
+            }
+        }
+    }
+    Ok(inv)
+}
+
+fn scalar(t: ScalarType, x: f64) -> ParamValue {
+    match t {
+        ScalarType::I32 => ParamValue::I32(x as i32),
+        ScalarType::U32 => ParamValue::U32(x as u32),
+        ScalarType::I64 => ParamValue::I64(x as i64),
+        ScalarType::U64 => ParamValue::U64(x as u64),
+        ScalarType::F32 => ParamValue::F32(x as f32),
+        ScalarType::F64 => ParamValue::F64(x),
+    }
+}
+
+fn make_buffer(
+    p: &Param,
+    elem: ScalarType,
+    vars: &Vars,
+    rng: &mut ChaCha8Rng,
+) -> Result<Buffer, String> {
+    let len = eval_len(p, vars)?;
+    if len > MAX_ELEMENTS {
+        return Err(format!(
+            "buffer `{}` would have {len} elements (limit {MAX_ELEMENTS})",
+            p.name
+        ));
+    }
+    let shape = match &p.shape {
+        Some(dims) => {
+            let d: Vec<usize> = dims
+                .iter()
+                .map(|e| {
+                    Expression::parse(&e.source(), Kind::Int)
+                        .and_then(|x| x.eval_int(vars))
+                        .map(|v| v.max(0) as usize)
+                })
+                .collect::<Result<_, _>>()?;
+            if d.iter().product::<usize>() != len {
+                return Err(format!(
+                    "shape of `{}` does not multiply to its len {len}",
+                    p.name
+                ));
+            }
+            Some(d)
+        }
+        None => None,
+    };
+    let values: Vec<f64> = match (&p.generator, p.dir) {
+        (Some(g), Direction::In | Direction::InOut) => draw(g, len, vars, rng)?,
+        _ => vec![],
+    };
+    let mut values = values;
+    if let (Some(s), false) = (&p.specials, values.is_empty()) {
+        for v in values.iter_mut() {
+            if rng.random::<f64>() < s.fraction {
+                *v = s.values[rng.random_range(0..s.values.len())];
+            }
+        }
+    }
+    let data = if !values.is_empty() {
+        encode(&values, elem)
+    } else if let Some(init) = p.init {
+        encode(&vec![init; len], elem)
+    } else {
+        poison(len, elem)
+    };
+    Ok(Buffer {
+        name: p.name.clone(),
+        elem,
+        dir: p.dir,
+        len,
+        shape,
+        data,
+        symbol: p.symbol,
+        tolerance: p.tolerance.clone(),
+    })
+}
+
+fn draw(g: &Gen, len: usize, vars: &Vars, rng: &mut ChaCha8Rng) -> Result<Vec<f64>, String> {
+    let ev = |e: &crate::rubric::schema::Expr| {
+        Expression::parse(&e.source(), Kind::Real).and_then(|x| x.eval_f64(vars))
+    };
+    Ok(match g {
+        Gen::Uniform([lo, hi]) => {
+            let (lo, hi) = (ev(lo)?, ev(hi)?);
+            if !(lo < hi) {
+                return Err(format!("uniform range [{lo}, {hi}) is empty"));
+            }
+            (0..len).map(|_| rng.random_range(lo..hi)).collect()
+        }
+        Gen::Normal([m, s]) => {
+            let n = Normal::new(ev(m)?, ev(s)?).map_err(|e| format!("normal: {e}"))?;
+            (0..len).map(|_| n.sample(rng)).collect()
+        }
+        Gen::Int([lo, hi]) => {
+            let (lo, hi) = (ev(lo)?.ceil() as i64, ev(hi)?.ceil() as i64);
+            if lo >= hi {
+                return Err(format!("int range [{lo}, {hi}) is empty"));
+            }
+            (0..len).map(|_| rng.random_range(lo..hi) as f64).collect()
+        }
+        Gen::Constant(c) => vec![ev(c)?; len],
+        Gen::Values(v) => (0..len).map(|i| v[i % v.len()]).collect(),
+    })
+}
+
+/// Values to little-endian bytes of `elem`.
+pub fn encode(values: &[f64], elem: ScalarType) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * elem.size());
+    for &v in values {
+        match elem {
+            ScalarType::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
+            ScalarType::F64 => out.extend_from_slice(&v.to_le_bytes()),
+            ScalarType::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
+            ScalarType::U32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
+            ScalarType::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
+            ScalarType::U64 => out.extend_from_slice(&(v as u64).to_le_bytes()),
+        }
+    }
+    out
+}
+
+/// Little-endian bytes of `elem` to values (exact for every f32/i32; i64 beyond 2^53 rounds).
+pub fn decode(bytes: &[u8], elem: ScalarType) -> Vec<f64> {
+    let w = elem.size();
+    bytes
+        .chunks_exact(w)
+        .map(|c| match elem {
+            ScalarType::F32 => f32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as f64,
+            ScalarType::F64 => f64::from_le_bytes(c.try_into().unwrap_or([0; 8])),
+            ScalarType::I32 => i32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as f64,
+            ScalarType::U32 => u32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as f64,
+            ScalarType::I64 => i64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f64,
+            ScalarType::U64 => u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f64,
+        })
+        .collect()
+}
+
+fn poison(len: usize, elem: ScalarType) -> Vec<u8> {
+    let one: Vec<u8> = match elem {
+        ScalarType::F32 => POISON_F32.to_le_bytes().to_vec(),
+        ScalarType::F64 => POISON_F64.to_le_bytes().to_vec(),
+        ScalarType::I32 | ScalarType::U32 => POISON_INT.to_le_bytes().to_vec(),
+        ScalarType::I64 | ScalarType::U64 => (u64::from(POISON_INT) << 32 | u64::from(POISON_INT))
+            .to_le_bytes()
+            .to_vec(),
+    };
+    one.repeat(len)
+}
+
+/// Launch dims checked against what every CUDA device of compute capability >= 7.5 allows.
+pub fn check_limits(d: &LaunchDims, max_threads: u32) -> Result<(), String> {
+    let threads = d.threads_per_block();
+    if threads > u64::from(max_threads.min(1024)) {
+        return Err(format!(
+            "block {:?} has {threads} threads; the limit is {}",
+            d.block,
+            max_threads.min(1024)
+        ));
+    }
+    if d.block[2] > 64 {
+        return Err(format!("block z = {} exceeds 64", d.block[2]));
+    }
+    if d.grid[1] > 65535 || d.grid[2] > 65535 {
+        return Err(format!("grid {:?}: y and z may be at most 65535", d.grid));
+    }
+    if d.grid[0] > i32::MAX as u32 {
+        return Err(format!("grid x = {} exceeds 2^31-1", d.grid[0]));
+    }
+    if d.shared_bytes > 227 * 1024 {
+        return Err(format!(
+            "{} bytes of dynamic shared memory exceed the 227 KiB a block may have",
+            d.shared_bytes
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rubric::schema::{Expr, Launch};
+
+    fn contract() -> Contract {
+        let yaml = r#"
+params:
+  - { name: a, type: f32*, len: n, gen: { uniform: [-1, 1] } }
+  - { name: ids, type: i32*, len: n, gen: { int: [0, vocab] } }
+  - { name: c, type: f32*, dir: out, len: n }
+  - { name: acc, type: f32*, dir: out, len: 1, init: 0 }
+  - { name: n, type: i32, value: n }
+launch: { block: [256], grid: ["ceil_div(n, 256)"] }
+"#;
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn vars() -> Vars {
+        [("n".to_string(), 1000.0), ("vocab".to_string(), 7.0)]
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn same_seed_same_inputs_other_seed_other_inputs() {
+        let c = contract();
+        let a = generate(&c, &vars(), 1).unwrap();
+        let b = generate(&c, &vars(), 1).unwrap();
+        let d = generate(&c, &vars(), 2).unwrap();
+        assert_eq!(a.buffers[0].data, b.buffers[0].data);
+        assert_ne!(a.buffers[0].data, d.buffers[0].data);
+        assert_ne!(trial_seed(5, "n=1", 0), trial_seed(5, "n=1", 1));
+    }
+
+    #[test]
+    fn outputs_poisoned_or_initialised_and_ids_in_range() {
+        let inv = generate(&contract(), &vars(), 3).unwrap();
+        let c = decode(&inv.buffers[2].data, ScalarType::F32);
+        assert!(c.iter().all(|x| x.is_nan()));
+        assert_eq!(decode(&inv.buffers[3].data, ScalarType::F32), vec![0.0]);
+        let ids = decode(&inv.buffers[1].data, ScalarType::I32);
+        assert!(ids.iter().all(|&i| (0.0..7.0).contains(&i)));
+        assert!(ids.contains(&0.0) && ids.contains(&6.0));
+        assert_eq!(inv.args.len(), 5);
+        let alloc = inv.buffers[0].allocation();
+        assert_eq!(alloc.len(), 4000 + 2 * GUARD);
+        assert!(alloc[..GUARD].iter().all(|&b| b == GUARD_BYTE));
+        let tv = inv.tolerance_vars(&vars());
+        assert!(tv["a_abs_sum"] > 100.0 && tv["a_abs_max"] <= 1.0 && !tv.contains_key("c_abs_sum"));
+    }
+
+    #[test]
+    fn limits() {
+        let d = |b: [u32; 3], s| LaunchDims {
+            grid: [1, 1, 1],
+            block: b,
+            shared_bytes: s,
+        };
+        assert!(check_limits(&d([1024, 1, 1], 0), 1024).is_ok());
+        assert!(
+            check_limits(&d([1025, 1, 1], 0), 1024)
+                .unwrap_err()
+                .contains("1025 threads")
+        );
+        assert!(check_limits(&d([32, 32, 2], 0), 1024).is_err());
+        assert!(check_limits(&d([32, 1, 1], 300_000), 1024).is_err());
+        let _ = Launch {
+            block: vec![Expr::Int(1)],
+            grid: vec![Expr::Int(1)],
+            shared_bytes: None,
+        };
+    }
+}

@@ -17,6 +17,7 @@ pub mod doctor;
 pub mod errors;
 pub mod exit;
 pub mod grade;
+pub mod hints;
 pub mod inputs;
 pub mod measure;
 pub mod report;

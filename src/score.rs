@@ -1,1 +1,108 @@
-//! score (being written).
+//! Turn a milestone's checks into its status and points.
+//!
+//! A milestone's correctness points are earned only when every check that shows the kernel
+//! works (compile, kernel, launch, correctness, memory, sanitizer, runtime) passed. Performance
+//! and metric checks carry their own points (tiers), and count only for a correct kernel:
+//! a fast wrong answer earns nothing.
+
+use crate::result::{Check, CheckKind, MilestoneResult, Status};
+use crate::rubric::schema::{Milestone, Tier};
+
+/// Does this kind of check show the kernel computes the right thing?
+pub fn is_correctness_kind(k: CheckKind) -> bool {
+    !matches!(
+        k,
+        CheckKind::Performance | CheckKind::Metric | CheckKind::Resources
+    )
+}
+
+/// The points the highest tier reached gives; `None` tiers means all-or-nothing `points`.
+pub fn tier_points(measured: f64, bar: f64, tiers: &[Tier], points: Option<f64>) -> f64 {
+    if tiers.is_empty() {
+        return if measured >= bar {
+            points.unwrap_or(0.0)
+        } else {
+            0.0
+        };
+    }
+    tiers
+        .iter()
+        .filter(|t| measured >= t.min)
+        .map(|t| t.points)
+        .fold(0.0, f64::max)
+}
+
+/// Assemble a milestone's result from its checks.
+pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneResult {
+    let correct = checks
+        .iter()
+        .filter(|c| is_correctness_kind(c.kind))
+        .all(|c| c.status == Status::Pass)
+        && checks.iter().any(|c| c.kind == CheckKind::Correctness);
+    let mut score = 0.0;
+    if correct {
+        score += m.correctness.points;
+        score += checks
+            .iter()
+            .filter(|c| !is_correctness_kind(c.kind))
+            .filter_map(|c| c.points)
+            .sum::<f64>();
+    }
+    let status = Status::aggregate(checks.iter().map(|c| c.status));
+    MilestoneResult {
+        id: m.id.clone(),
+        title: if m.title.is_empty() {
+            m.id.clone()
+        } else {
+            m.title.clone()
+        },
+        status,
+        score: (score * 100.0).round() / 100.0,
+        max_score,
+        checks,
+        kernel: m.kernel.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn milestone() -> Milestone {
+        serde_yaml::from_str("id: m\nkernel: k\ncontract: c\ncorrectness: { points: 10 }\n")
+            .unwrap()
+    }
+
+    #[test]
+    fn tiers_give_the_highest_reached() {
+        let t = vec![
+            Tier {
+                min: 10.0,
+                points: 2.0,
+            },
+            Tier {
+                min: 100.0,
+                points: 5.0,
+            },
+        ];
+        assert_eq!(tier_points(50.0, 100.0, &t, None), 2.0);
+        assert_eq!(tier_points(150.0, 100.0, &t, None), 5.0);
+        assert_eq!(tier_points(5.0, 100.0, &t, None), 0.0);
+        assert_eq!(tier_points(5.0, 2.0, &[], Some(3.0)), 3.0);
+    }
+
+    #[test]
+    fn fast_but_wrong_earns_nothing() {
+        let mut perf = Check::pass(CheckKind::Performance, "speed", "fast");
+        perf.points = Some(5.0);
+        let wrong = Check::fail(CheckKind::Correctness, "c", "wrong");
+        let r = finish(&milestone(), 15.0, vec![wrong, perf.clone()]);
+        assert_eq!((r.score, r.status), (0.0, Status::Fail));
+        let right = Check::pass(CheckKind::Correctness, "c", "ok");
+        let r = finish(&milestone(), 15.0, vec![right.clone(), perf]);
+        assert_eq!((r.score, r.status), (15.0, Status::Pass));
+        let skipped = Check::skipped(CheckKind::Performance, "speed", "emulator");
+        let r = finish(&milestone(), 15.0, vec![right, skipped]);
+        assert_eq!((r.score, r.status), (10.0, Status::Skipped));
+    }
+}

@@ -1,1 +1,586 @@
-//! submission (being written).
+//! What a student handed in: a `.cu`/`.ptx` file, or a directory of them with an optional
+//! `cugrade.yaml` manifest (docs/submissions.md). Archives (`.zip`, `.tar.gz`) are unpacked
+//! into a temp dir with size limits first, so a zip bomb is a message, not a full disk.
+
+use crate::compile::SourceFile;
+use crate::errors::ConfigError;
+use crate::rubric::expr::{Expression, Kind};
+use crate::rubric::locate::Locations;
+use crate::rubric::parse_yaml;
+use crate::rubric::schema::Expr;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Limits on what one submission may contain.
+pub const MAX_FILES: usize = 64;
+pub const MAX_FILE_BYTES: u64 = 2 << 20;
+pub const MAX_TOTAL_BYTES: u64 = 8 << 20;
+
+/// `cugrade.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    #[serde(default)]
+    pub student: Option<String>,
+    /// Launch overrides by kernel name.
+    #[serde(default)]
+    pub launch: BTreeMap<String, LaunchOverride>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchOverride {
+    #[serde(default)]
+    pub block: Option<Vec<Expr>>,
+    #[serde(default)]
+    pub grid: Option<Vec<Expr>>,
+    #[serde(default)]
+    pub shared_bytes: Option<Expr>,
+}
+
+/// A loaded submission.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub student: String,
+    pub root: PathBuf,
+    /// CUDA sources, each compiled on its own.
+    pub sources: Vec<SourceFile>,
+    /// Hand-written or pre-generated PTX modules.
+    pub ptx: Vec<SourceFile>,
+    /// Headers available to `#include "name"` (by submission-relative path).
+    pub headers: Vec<SourceFile>,
+    pub manifest: Manifest,
+    pub manifest_path: Option<PathBuf>,
+    pub sha256: String,
+    /// Files that were skipped, with why.
+    pub notes: Vec<String>,
+}
+
+/// Why a submission could not be read.
+#[derive(Debug)]
+pub enum SubmissionError {
+    /// The manifest is malformed (exit 2 for `check`).
+    Manifest(ConfigError),
+    /// Anything else (missing path, no sources, too large).
+    Other(String),
+}
+
+impl std::fmt::Display for SubmissionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmissionError::Manifest(e) => write!(f, "{e}"),
+            SubmissionError::Other(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// Read a submission from a file or directory.
+pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        SubmissionError::Other(format!("cannot read submission `{}`: {e}", path.display()))
+    })?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "student".into());
+    let mut sub = Submission {
+        student: stem,
+        root: if meta.is_dir() {
+            path.to_path_buf()
+        } else {
+            path.parent().unwrap_or(Path::new(".")).to_path_buf()
+        },
+        sources: vec![],
+        ptx: vec![],
+        headers: vec![],
+        manifest: Manifest::default(),
+        manifest_path: None,
+        sha256: String::new(),
+        notes: vec![],
+    };
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    if meta.is_dir() {
+        collect(path, path, &mut files, &mut sub.notes, 0)?;
+    } else {
+        let name = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        files.push((name, path.to_path_buf()));
+    }
+    files.sort();
+    let mut hasher = Sha256::new();
+    let mut total = 0u64;
+    for (rel, full) in &files {
+        let size = std::fs::metadata(full).map(|m| m.len()).unwrap_or(0);
+        if size > MAX_FILE_BYTES {
+            return Err(SubmissionError::Other(format!(
+                "`{rel}` is {size} bytes; a submission file may have at most {MAX_FILE_BYTES}"
+            )));
+        }
+        total += size;
+        if total > MAX_TOTAL_BYTES {
+            return Err(SubmissionError::Other(format!(
+                "the submission exceeds {MAX_TOTAL_BYTES} bytes"
+            )));
+        }
+        let bytes = std::fs::read(full)
+            .map_err(|e| SubmissionError::Other(format!("cannot read `{rel}`: {e}")))?;
+        hasher.update(rel.as_bytes());
+        hasher.update([0]);
+        hasher.update(&bytes);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let file = SourceFile {
+            name: rel.clone(),
+            text,
+        };
+        match extension(rel).as_str() {
+            "cu" => sub.sources.push(file),
+            "ptx" => sub.ptx.push(file),
+            "h" | "cuh" | "hpp" | "inc" => sub.headers.push(file),
+            _ if rel == "cugrade.yaml" => {
+                sub.manifest = parse_manifest(full, &file.text)?;
+                sub.manifest_path = Some(full.clone());
+            }
+            _ => {}
+        }
+    }
+    sub.sha256 = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if let Some(s) = &sub.manifest.student {
+        sub.student = s.clone();
+    } else if meta.is_dir() {
+        sub.student = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or(sub.student);
+    }
+    if sub.sources.is_empty() && sub.ptx.is_empty() {
+        return Err(SubmissionError::Other(format!(
+            "no `.cu` or `.ptx` file in `{}`",
+            path.display()
+        )));
+    }
+    Ok(sub)
+}
+
+fn extension(name: &str) -> String {
+    Path::new(name)
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+fn collect(
+    root: &Path,
+    dir: &Path,
+    out: &mut Vec<(String, PathBuf)>,
+    notes: &mut Vec<String>,
+    depth: usize,
+) -> Result<(), SubmissionError> {
+    if depth > 4 {
+        notes.push(format!(
+            "`{}` is nested too deep and was skipped",
+            dir.display()
+        ));
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| SubmissionError::Other(format!("cannot list `{}`: {e}", dir.display())))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let p = entry.path();
+        // Never follow links: a link could point at another student's files.
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_symlink() {
+            notes.push(format!("`{name}` is a symbolic link and was ignored"));
+        } else if ft.is_dir() {
+            collect(root, &p, out, notes, depth + 1)?;
+        } else if ft.is_file() {
+            let rel = p
+                .strip_prefix(root)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .into_owned();
+            let keep = matches!(
+                extension(&rel).as_str(),
+                "cu" | "ptx" | "h" | "cuh" | "hpp" | "inc"
+            ) || rel == "cugrade.yaml";
+            if keep {
+                if out.len() >= MAX_FILES {
+                    return Err(SubmissionError::Other(format!(
+                        "more than {MAX_FILES} source files"
+                    )));
+                }
+                out.push((rel, p));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parse and check a manifest; every expression must parse (variables are checked when the
+/// rubric is known, in [`check_against`]).
+pub fn parse_manifest(path: &Path, text: &str) -> Result<Manifest, SubmissionError> {
+    let m: Manifest = parse_yaml(path, text).map_err(SubmissionError::Manifest)?;
+    let locs = Locations::of(text);
+    for (kernel, o) in &m.launch {
+        for (key, list) in [("block", &o.block), ("grid", &o.grid)] {
+            if let Some(l) = list {
+                if l.is_empty() || l.len() > 3 {
+                    return Err(SubmissionError::Manifest(ConfigError::new(
+                        path,
+                        locs.value(&format!("launch.{kernel}.{key}")),
+                        format!("`{key}` takes 1 to 3 entries"),
+                        text,
+                    )));
+                }
+                for (i, e) in l.iter().enumerate() {
+                    Expression::parse(&e.source(), Kind::Int).map_err(|msg| {
+                        SubmissionError::Manifest(ConfigError::new(
+                            path,
+                            locs.value(&format!("launch.{kernel}.{key}[{i}]")),
+                            msg,
+                            text,
+                        ))
+                    })?;
+                }
+            }
+        }
+        if let Some(e) = &o.shared_bytes {
+            Expression::parse(&e.source(), Kind::Int).map_err(|msg| {
+                SubmissionError::Manifest(ConfigError::new(
+                    path,
+                    locs.value(&format!("launch.{kernel}.shared_bytes")),
+                    msg,
+                    text,
+                ))
+            })?;
+        }
+    }
+    Ok(m)
+}
+
+/// Check a manifest's overrides against the rubric: known kernels, known variables, and
+/// overrides only where the rubric allows them.
+pub fn check_against(
+    sub: &Submission,
+    rubric: &crate::rubric::LoadedRubric,
+) -> Result<(), ConfigError> {
+    let Some(path) = &sub.manifest_path else {
+        return Ok(());
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let locs = Locations::of(&text);
+    for (kernel, o) in &sub.manifest.launch {
+        let at = |k: &str| locs.key(&format!("launch.{kernel}{k}"));
+        let Some(m) = rubric
+            .rubric
+            .milestones
+            .iter()
+            .find(|m| &m.kernel == kernel)
+        else {
+            let known: Vec<&str> = rubric
+                .rubric
+                .milestones
+                .iter()
+                .map(|m| m.kernel.as_str())
+                .collect();
+            return Err(ConfigError::new(
+                path,
+                at(""),
+                format!(
+                    "`{kernel}` is not a kernel of this assignment (kernels: {})",
+                    known.join(", ")
+                ),
+                &text,
+            ));
+        };
+        if !rubric.rubric.allow_launch_override {
+            return Err(ConfigError::new(
+                path,
+                at(""),
+                format!("this assignment does not allow launch overrides (kernel `{kernel}`)"),
+                &text,
+            ));
+        }
+        let mut vars: Vec<String> = crate::rubric::contract_variables(rubric.contract(&m.contract))
+            .into_iter()
+            .collect();
+        vars.extend(
+            rubric
+                .rubric
+                .cases
+                .correctness
+                .iter()
+                .chain(&rubric.rubric.cases.performance)
+                .flat_map(|c| c.vars.keys().cloned()),
+        );
+        let exprs = o
+            .block
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, e)| (format!("launch.{kernel}.block[{i}]"), e))
+            .chain(
+                o.grid
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(i, e)| (format!("launch.{kernel}.grid[{i}]"), e)),
+            )
+            .chain(
+                o.shared_bytes
+                    .iter()
+                    .map(|e| (format!("launch.{kernel}.shared_bytes"), e)),
+            );
+        for (p, e) in exprs {
+            let parsed = Expression::parse(&e.source(), Kind::Int)
+                .map_err(|m| ConfigError::new(path, locs.value(&p), m, &text))?;
+            parsed
+                .check_vars(vars.iter().map(String::as_str))
+                .map_err(|m| ConfigError::new(path, locs.value(&p), m, &text))?;
+        }
+    }
+    Ok(())
+}
+
+/// The launch for `kernel`: the contract's, with the manifest's overrides where given.
+pub fn launch_for(
+    sub: &Submission,
+    kernel: &str,
+    default: &crate::rubric::schema::Launch,
+) -> crate::rubric::schema::Launch {
+    let mut l = default.clone();
+    if let Some(o) = sub.manifest.launch.get(kernel) {
+        if let Some(b) = &o.block {
+            l.block = b.clone();
+        }
+        if let Some(g) = &o.grid {
+            l.grid = g.clone();
+        }
+        if let Some(s) = &o.shared_bytes {
+            l.shared_bytes = Some(s.clone());
+        }
+    }
+    l
+}
+
+/// The submissions of a cohort directory: each subdirectory, `.cu`/`.ptx` file or archive.
+pub fn cohort_entries(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot list cohort `{}`: {e}", dir.display()))?
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let p = e.path();
+        let lower = name.to_ascii_lowercase();
+        if p.is_dir()
+            || lower.ends_with(".cu")
+            || lower.ends_with(".ptx")
+            || lower.ends_with(".zip")
+            || lower.ends_with(".tar.gz")
+            || lower.ends_with(".tgz")
+        {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Unpack an archive into `into`, refusing links, absolute or `..` paths and oversize content.
+pub fn unpack(archive: &Path, into: &Path) -> Result<PathBuf, String> {
+    let name = archive
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name
+        .trim_end_matches(".zip")
+        .trim_end_matches(".tar.gz")
+        .trim_end_matches(".tgz")
+        .to_string();
+    let dest = into.join(&stem);
+    std::fs::create_dir_all(&dest).map_err(|e| e.to_string())?;
+    let mut total = 0u64;
+    let mut count = 0usize;
+    let mut put = |rel: &Path, data: &mut dyn std::io::Read| -> Result<(), String> {
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(format!("`{}` in {name} escapes the archive", rel.display()));
+        }
+        count += 1;
+        if count > MAX_FILES * 4 {
+            return Err(format!("{name} holds too many files"));
+        }
+        let target = dest.join(rel);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        let mut f = std::fs::File::create(&target).map_err(|e| e.to_string())?;
+        let left = MAX_TOTAL_BYTES.saturating_sub(total);
+        let n = std::io::copy(&mut std::io::Read::take(data, left + 1), &mut f)
+            .map_err(|e| e.to_string())?;
+        total += n;
+        if total > MAX_TOTAL_BYTES {
+            return Err(format!(
+                "{name} unpacks to more than {MAX_TOTAL_BYTES} bytes"
+            ));
+        }
+        Ok(())
+    };
+    let file = std::fs::File::open(archive).map_err(|e| format!("cannot open {name}: {e}"))?;
+    if name.to_ascii_lowercase().ends_with(".zip") {
+        let mut z =
+            zip::ZipArchive::new(file).map_err(|e| format!("{name} is not a valid zip: {e}"))?;
+        for i in 0..z.len() {
+            let mut entry = z.by_index(i).map_err(|e| format!("{name}: {e}"))?;
+            if entry.is_dir() {
+                continue;
+            }
+            if entry.is_symlink() {
+                return Err(format!("{name} contains a symbolic link"));
+            }
+            let rel = entry.enclosed_name().ok_or_else(|| {
+                format!(
+                    "`{}` in {name} escapes the archive",
+                    entry.name().unwrap_or_default()
+                )
+            })?;
+            put(&rel, &mut entry)?;
+        }
+    } else {
+        let mut t = tar::Archive::new(flate2::read::GzDecoder::new(file));
+        for entry in t
+            .entries()
+            .map_err(|e| format!("{name} is not a valid .tar.gz: {e}"))?
+        {
+            let mut entry = entry.map_err(|e| format!("{name}: {e}"))?;
+            let kind = entry.header().entry_type();
+            if kind.is_dir() {
+                continue;
+            }
+            if !kind.is_file() {
+                return Err(format!("{name} contains a link or special file"));
+            }
+            let rel = entry.path().map_err(|e| e.to_string())?.into_owned();
+            put(&rel, &mut entry)?;
+        }
+    }
+    // An archive holding a single top-level folder is that folder.
+    let entries: Vec<_> = std::fs::read_dir(&dest)
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .collect();
+    if entries.len() == 1 && entries[0].path().is_dir() {
+        return Ok(entries[0].path());
+    }
+    Ok(dest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_with_manifest_and_header() {
+        let d = tempfile::tempdir().unwrap();
+        let s = d.path().join("alice");
+        std::fs::create_dir(&s).unwrap();
+        std::fs::write(s.join("k.cu"), "#include \"c.cuh\"\n").unwrap();
+        std::fs::write(s.join("c.cuh"), "").unwrap();
+        std::fs::write(s.join("notes.txt"), "ignored").unwrap();
+        std::fs::write(
+            s.join("cugrade.yaml"),
+            "student: alice2\nlaunch:\n  k:\n    block: [128]\n",
+        )
+        .unwrap();
+        let sub = load(&s).unwrap();
+        assert_eq!(sub.student, "alice2");
+        assert_eq!(sub.sources.len(), 1);
+        assert_eq!(sub.headers[0].name, "c.cuh");
+        assert_eq!(sub.sha256.len(), 64);
+        let def = crate::rubric::schema::Launch {
+            block: vec![Expr::Int(256)],
+            grid: vec![Expr::Int(1)],
+            shared_bytes: None,
+        };
+        assert_eq!(launch_for(&sub, "k", &def).block, vec![Expr::Int(128)]);
+    }
+
+    #[test]
+    fn manifest_errors_are_positioned() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("k.cu"), "").unwrap();
+        std::fs::write(
+            d.path().join("cugrade.yaml"),
+            "launch:\n  k:\n    grid: [\"ceil_div(n 16)\"]\n",
+        )
+        .unwrap();
+        let SubmissionError::Manifest(e) = load(d.path()).unwrap_err() else {
+            panic!("expected a manifest error")
+        };
+        assert_eq!(e.pos.map(|p| (p.line, p.col)), Some((3, 12)));
+        std::fs::write(d.path().join("cugrade.yaml"), "studnet: x\n").unwrap();
+        let SubmissionError::Manifest(e) = load(d.path()).unwrap_err() else {
+            panic!("expected a manifest error")
+        };
+        assert!(
+            e.message.contains("unknown field `studnet`"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn empty_directory_is_a_clear_error() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(
+            load(d.path())
+                .unwrap_err()
+                .to_string()
+                .contains("no `.cu` or `.ptx` file")
+        );
+    }
+
+    #[test]
+    fn archives_unpack_and_refuse_escapes() {
+        let d = tempfile::tempdir().unwrap();
+        let zpath = d.path().join("bob.zip");
+        {
+            let f = std::fs::File::create(&zpath).unwrap();
+            let mut z = zip::ZipWriter::new(f);
+            let o = zip::write::SimpleFileOptions::default();
+            z.start_file("bob/k.cu", o).unwrap();
+            std::io::Write::write_all(&mut z, b"// hi").unwrap();
+            z.finish().unwrap();
+        }
+        let out = tempfile::tempdir().unwrap();
+        let root = unpack(&zpath, out.path()).unwrap();
+        assert!(root.join("k.cu").is_file());
+        let evil = d.path().join("evil.zip");
+        {
+            let f = std::fs::File::create(&evil).unwrap();
+            let mut z = zip::ZipWriter::new(f);
+            z.start_file("../../x.cu", zip::write::SimpleFileOptions::default())
+                .unwrap();
+            z.finish().unwrap();
+        }
+        assert!(unpack(&evil, out.path()).unwrap_err().contains("escapes"));
+    }
+}

@@ -1,1 +1,40 @@
-//! validate (being written).
+//! `cugrade validate`: check rubric files, then grade each rubric's own reference kernels
+//! against it and cross-check them with the CPU implementations.
+
+use crate::cli::{BackendChoice, Requested, resolve};
+use crate::errors::{CliError, Fatal};
+use crate::exit;
+use std::path::PathBuf;
+
+pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Result<i32, CliError> {
+    if paths.is_empty() {
+        return Err(CliError::Usage(
+            "validate needs at least one rubric file".into(),
+        ));
+    }
+    let mut ok = true;
+    for p in paths {
+        let r = crate::rubric::load(p)?;
+        println!(
+            "{}: schema ok ({} milestones, {} points)",
+            p.display(),
+            r.rubric.milestones.len(),
+            r.max_score()
+        );
+        if schema_only {
+            continue;
+        }
+        let opts = resolve(
+            &Requested {
+                backend,
+                seed: Some(1),
+                gpus: vec![],
+            },
+            0,
+            true,
+        )?;
+        ok &= crate::grade::validate_reference(&r, &opts)
+            .map_err(|e| Fatal::new(format!("{}", e.0)))?;
+    }
+    Ok(if ok { exit::OK } else { exit::FAILED })
+}

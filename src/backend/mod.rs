@@ -198,6 +198,9 @@ pub enum BackendError {
     /// context is unusable afterwards on CUDA.
     #[error("kernel fault: {0}")]
     Fault(String),
+    /// The operation did not finish before its deadline.
+    #[error("timeout: {0}")]
+    Timeout(String),
     /// Out of device memory.
     #[error("out of memory: {0}")]
     OutOfMemory(String),

@@ -1,2 +1,758 @@
 //! Rubrics: what an assignment checks. See docs/rubric.md.
+//!
+//! `load` reads a rubric file and checks everything that can be checked without running a
+//! kernel: the schema (serde), every expression, and every name that refers to another entry.
+//! Any mistake is a [`ConfigError`] with `file:line:col`.
+
+pub mod expr;
+pub mod locate;
 pub mod schema;
+
+use crate::errors::{ConfigError, Pos};
+use expr::{Expression, Kind, Vars};
+use locate::Locations;
+use schema::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A rubric that passed every static check.
+#[derive(Debug, Clone)]
+pub struct LoadedRubric {
+    pub rubric: Rubric,
+    pub path: PathBuf,
+    /// Absolute path of the reference kernel source.
+    pub reference_path: PathBuf,
+    source: String,
+    locations: Locations,
+}
+
+/// A parameter's type, parsed: a buffer of elements, or a scalar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    Buffer(ScalarType),
+    Scalar(ScalarType),
+}
+
+impl ParamType {
+    /// `f32*`, `const float*`, `int`, `u64` ...
+    pub fn parse(s: &str) -> Option<ParamType> {
+        let t = s.trim().trim_start_matches("const ").trim();
+        if let Some(elem) = t.strip_suffix('*') {
+            ScalarType::parse(elem.trim()).map(ParamType::Buffer)
+        } else {
+            ScalarType::parse(t).map(ParamType::Scalar)
+        }
+    }
+}
+
+/// Names a tolerance expression may read beyond the case's variables.
+pub fn tolerance_vars(contract: &Contract) -> Vec<String> {
+    let mut names = vec!["eps".to_string(), "eps64".to_string()];
+    for p in &contract.params {
+        if let Some(ParamType::Buffer(t)) = ParamType::parse(&p.ty)
+            && t.is_float()
+            && p.dir != Direction::Out
+        {
+            names.push(format!("{}_abs_sum", p.name));
+            names.push(format!("{}_abs_max", p.name));
+        }
+    }
+    names
+}
+
+impl LoadedRubric {
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub fn contract(&self, name: &str) -> &Contract {
+        &self.rubric.contracts[name]
+    }
+
+    pub fn correctness_case(&self, name: &str) -> Option<&Case> {
+        self.rubric
+            .cases
+            .correctness
+            .iter()
+            .find(|c| c.name == name)
+    }
+
+    pub fn performance_case(&self, name: &str) -> Option<&Case> {
+        self.rubric
+            .cases
+            .performance
+            .iter()
+            .find(|c| c.name == name)
+    }
+
+    /// The correctness cases a milestone runs, in rubric order.
+    pub fn cases_for(&self, m: &Milestone) -> Vec<&Case> {
+        if m.correctness.cases.is_empty() {
+            self.rubric.cases.correctness.iter().collect()
+        } else {
+            m.correctness
+                .cases
+                .iter()
+                .filter_map(|n| self.correctness_case(n))
+                .collect()
+        }
+    }
+
+    pub fn max_score(&self) -> f64 {
+        self.rubric.milestones.iter().map(milestone_max).sum()
+    }
+
+    /// An error located at `path` in this rubric.
+    pub fn error_at(&self, path: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(
+            &self.path,
+            self.locations.value(path),
+            message,
+            &self.source,
+        )
+    }
+}
+
+/// Points a milestone can award.
+pub fn milestone_max(m: &Milestone) -> f64 {
+    let perf: f64 = m.performance.iter().map(perf_max).sum();
+    let metrics: f64 = m.metrics.iter().map(|x| x.points).sum();
+    m.correctness.points + perf + metrics
+}
+
+pub fn perf_max(p: &PerfSpec) -> f64 {
+    p.tiers
+        .iter()
+        .map(|t| t.points)
+        .fold(p.points.unwrap_or(0.0), f64::max)
+}
+
+/// The bar a performance check must reach to pass.
+pub fn perf_bar(p: &PerfSpec) -> f64 {
+    p.min
+        .unwrap_or_else(|| p.tiers.iter().map(|t| t.min).fold(0.0, f64::max))
+}
+
+/// Read and check a rubric.
+pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole_file(path, format!("cannot read rubric: {e}")))?;
+    let rubric: Rubric = parse_yaml(path, &source)?;
+    let locations = Locations::of(&source);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let reference_path = dir.join(&rubric.reference);
+    let loaded = LoadedRubric {
+        rubric,
+        path: path.to_path_buf(),
+        reference_path,
+        source,
+        locations,
+    };
+    check(&loaded)?;
+    Ok(loaded)
+}
+
+/// Deserialize YAML, turning serde_yaml's error into a positioned [`ConfigError`].
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    source: &str,
+) -> Result<T, ConfigError> {
+    serde_yaml::from_str(source).map_err(|e| {
+        let pos = e.location().map(|l| Pos {
+            line: l.line(),
+            col: l.column(),
+        });
+        let mut msg = e.to_string();
+        if let Some(i) = msg.rfind(" at line ") {
+            msg.truncate(i);
+        }
+        ConfigError::new(path, pos, msg, source)
+    })
+}
+
+fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
+    let rb = &r.rubric;
+    if !r.reference_path.is_file() {
+        return Err(r.error_at(
+            "reference",
+            format!(
+                "reference kernel file `{}` does not exist",
+                r.reference_path.display()
+            ),
+        ));
+    }
+    if rb.trials < 2 {
+        return Err(r.error_at(
+            "trials",
+            "trials must be at least 2: each case runs on at least two fresh inputs",
+        ));
+    }
+    for (key, t) in [
+        ("compile_s", rb.timeouts.compile_s),
+        ("launch_s", rb.timeouts.launch_s),
+        ("milestone_s", rb.timeouts.milestone_s),
+    ] {
+        if !(t > 0.0 && t <= 3600.0) {
+            return Err(r.error_at(
+                &format!("timeouts.{key}"),
+                "timeouts must be between 0 and 3600 seconds",
+            ));
+        }
+    }
+    check_cases(r)?;
+    for (name, c) in &rb.contracts {
+        check_contract(r, name, c)?;
+    }
+    let mut ids = BTreeSet::new();
+    for (i, m) in rb.milestones.iter().enumerate() {
+        let at = format!("milestones[{i}]");
+        if !ids.insert(m.id.as_str()) {
+            return Err(r.error_at(
+                &format!("{at}.id"),
+                format!("duplicate milestone id `{}`", m.id),
+            ));
+        }
+        check_milestone(r, &at, m)?;
+    }
+    if rb.milestones.is_empty() {
+        return Err(r.error_at("milestones", "a rubric needs at least one milestone"));
+    }
+    Ok(())
+}
+
+fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
+    let mut names = BTreeSet::new();
+    let groups = [
+        ("correctness", &r.rubric.cases.correctness),
+        ("performance", &r.rubric.cases.performance),
+    ];
+    for (group, cases) in groups {
+        for (i, c) in cases.iter().enumerate() {
+            if !names.insert(c.name.as_str()) {
+                return Err(r.error_at(
+                    &format!("cases.{group}[{i}].name"),
+                    format!("duplicate case name `{}`", c.name),
+                ));
+            }
+        }
+    }
+    if r.rubric.cases.correctness.is_empty() {
+        return Err(r.error_at(
+            "cases.correctness",
+            "a rubric needs at least one correctness case",
+        ));
+    }
+    Ok(())
+}
+
+/// Parse an expression found at `path`, checking its variables against `known`.
+fn parse_at(
+    r: &LoadedRubric,
+    path: &str,
+    e: &Expr,
+    kind: Kind,
+    known: &[String],
+) -> Result<Expression, ConfigError> {
+    let parsed = Expression::parse(&e.source(), kind).map_err(|m| r.error_at(path, m))?;
+    parsed
+        .check_vars(known.iter().map(String::as_str))
+        .map_err(|m| r.error_at(path, m))?;
+    Ok(parsed)
+}
+
+/// Every variable any case defines: contract expressions may use these, and each case a
+/// milestone runs is checked to define the ones its contract actually reads.
+fn all_case_vars(r: &LoadedRubric) -> Vec<String> {
+    let cases = r
+        .rubric
+        .cases
+        .correctness
+        .iter()
+        .chain(&r.rubric.cases.performance);
+    let set: BTreeSet<String> = cases.flat_map(|c| c.vars.keys().cloned()).collect();
+    set.into_iter().collect()
+}
+
+fn check_tolerance(
+    r: &LoadedRubric,
+    at: &str,
+    t: &Tolerance,
+    known: &[String],
+) -> Result<(), ConfigError> {
+    if let Some(a) = &t.abs {
+        parse_at(r, &format!("{at}.abs"), a, Kind::Real, known)?;
+    }
+    if let Some(a) = &t.rel {
+        parse_at(r, &format!("{at}.rel"), a, Kind::Real, known)?;
+    }
+    Ok(())
+}
+
+fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), ConfigError> {
+    let at = format!("contracts.{name}");
+    let vars = all_case_vars(r);
+    let mut tol_vars = vars.clone();
+    tol_vars.extend(tolerance_vars(c));
+    if let Some(cpu) = &c.cpu
+        && crate::baseline::lookup(cpu).is_none()
+    {
+        let known: Vec<&str> = crate::baseline::registry()
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        return Err(r.error_at(
+            &format!("{at}.cpu"),
+            format!(
+                "unknown CPU implementation `{cpu}` (known: {})",
+                known.join(", ")
+            ),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, p) in c.params.iter().enumerate() {
+        let pat = format!("{at}.params[{i}]");
+        if !seen.insert(p.name.as_str()) {
+            return Err(r.error_at(
+                &format!("{pat}.name"),
+                format!("duplicate parameter `{}`", p.name),
+            ));
+        }
+        let Some(ty) = ParamType::parse(&p.ty) else {
+            return Err(r.error_at(
+                &format!("{pat}.type"),
+                format!("unknown type `{}` (use i32, u32, i64, u64, f32, f64, or a pointer such as `f32*`)", p.ty),
+            ));
+        };
+        match ty {
+            ParamType::Buffer(_) => {
+                let Some(len) = &p.len else {
+                    return Err(r.error_at(&pat, format!("buffer `{}` needs `len`", p.name)));
+                };
+                parse_at(r, &format!("{pat}.len"), len, Kind::Int, &vars)?;
+                for (j, s) in p.shape.iter().flatten().enumerate() {
+                    parse_at(r, &format!("{pat}.shape[{j}]"), s, Kind::Int, &vars)?;
+                }
+                if p.value.is_some() {
+                    return Err(r.error_at(
+                        &format!("{pat}.value"),
+                        "`value` is for scalars; a buffer gets `gen` or `init`",
+                    ));
+                }
+                match (p.dir, &p.generator) {
+                    (Direction::Out, Some(_)) => {
+                        return Err(r.error_at(
+                            &format!("{pat}.gen"),
+                            "an `out` buffer is not generated; use `init` or `dir: inout`",
+                        ));
+                    }
+                    (Direction::In | Direction::InOut, None) => {
+                        return Err(
+                            r.error_at(&pat, format!("input buffer `{}` needs `gen`", p.name))
+                        );
+                    }
+                    _ => {}
+                }
+                if let Some(g) = &p.generator {
+                    let bounds: Vec<(usize, &Expr)> = match g {
+                        Gen::Uniform(b) | Gen::Normal(b) | Gen::Int(b) => {
+                            b.iter().enumerate().collect()
+                        }
+                        Gen::Constant(e) => vec![(0, e)],
+                        Gen::Values(v) if v.is_empty() => {
+                            return Err(r.error_at(
+                                &format!("{pat}.gen"),
+                                "`values` needs at least one value",
+                            ));
+                        }
+                        Gen::Values(_) => vec![],
+                    };
+                    let key = match g {
+                        Gen::Uniform(_) => "uniform",
+                        Gen::Normal(_) => "normal",
+                        Gen::Int(_) => "int",
+                        Gen::Constant(_) => "constant",
+                        Gen::Values(_) => "values",
+                    };
+                    for (j, e) in bounds {
+                        let path = if matches!(g, Gen::Constant(_)) {
+                            format!("{pat}.gen.{key}")
+                        } else {
+                            format!("{pat}.gen.{key}[{j}]")
+                        };
+                        parse_at(r, &path, e, Kind::Real, &vars)?;
+                    }
+                }
+                if let Some(s) = &p.specials
+                    && !(0.0..=1.0).contains(&s.fraction)
+                {
+                    return Err(r.error_at(
+                        &format!("{pat}.specials.fraction"),
+                        "fraction must be between 0 and 1",
+                    ));
+                }
+                if let Some(t) = &p.tolerance {
+                    check_tolerance(r, &format!("{pat}.tolerance"), t, &tol_vars)?;
+                }
+            }
+            ParamType::Scalar(_) => {
+                let Some(v) = &p.value else {
+                    return Err(r.error_at(&pat, format!("scalar `{}` needs `value`", p.name)));
+                };
+                parse_at(r, &format!("{pat}.value"), v, Kind::Real, &vars)?;
+                if p.len.is_some() || p.generator.is_some() || p.dir != Direction::In || p.symbol {
+                    return Err(r.error_at(
+                        &pat,
+                        format!("scalar `{}` takes only `name`, `type` and `value`", p.name),
+                    ));
+                }
+            }
+        }
+    }
+    for (key, list) in [("block", &c.launch.block), ("grid", &c.launch.grid)] {
+        if list.is_empty() || list.len() > 3 {
+            return Err(r.error_at(
+                &format!("{at}.launch.{key}"),
+                format!("`{key}` takes 1 to 3 entries"),
+            ));
+        }
+        for (j, e) in list.iter().enumerate() {
+            parse_at(r, &format!("{at}.launch.{key}[{j}]"), e, Kind::Int, &vars)?;
+        }
+    }
+    if let Some(s) = &c.launch.shared_bytes {
+        parse_at(r, &format!("{at}.launch.shared_bytes"), s, Kind::Int, &vars)?;
+    }
+    check_tolerance(r, &format!("{at}.tolerance"), &c.tolerance, &tol_vars)
+}
+
+/// Variables the contract's expressions read (a case must define all of them).
+pub fn contract_variables(c: &Contract) -> BTreeSet<String> {
+    let mut exprs: Vec<&Expr> = Vec::new();
+    for p in &c.params {
+        exprs.extend(p.len.iter());
+        exprs.extend(p.value.iter());
+        exprs.extend(p.shape.iter().flatten());
+        if let Some(Gen::Uniform(b) | Gen::Normal(b) | Gen::Int(b)) = &p.generator {
+            exprs.extend(b.iter());
+        }
+    }
+    exprs.extend(c.launch.block.iter().chain(&c.launch.grid));
+    exprs.extend(c.launch.shared_bytes.iter());
+    exprs
+        .into_iter()
+        .filter_map(|e| Expression::parse(&e.source(), Kind::Real).ok())
+        .flat_map(|e| e.variables())
+        .collect()
+}
+
+fn check_milestone(r: &LoadedRubric, at: &str, m: &Milestone) -> Result<(), ConfigError> {
+    let Some(contract) = r.rubric.contracts.get(&m.contract) else {
+        let known: Vec<&str> = r.rubric.contracts.keys().map(String::as_str).collect();
+        return Err(r.error_at(
+            &format!("{at}.contract"),
+            format!(
+                "unknown contract `{}` (defined: {})",
+                m.contract,
+                known.join(", ")
+            ),
+        ));
+    };
+    let needed = contract_variables(contract);
+    let missing_vars = |case: &Case| needed.iter().find(|v| !case.vars.contains_key(*v)).cloned();
+    for (i, name) in m.correctness.cases.iter().enumerate() {
+        let Some(case) = r.correctness_case(name) else {
+            return Err(r.error_at(
+                &format!("{at}.correctness.cases[{i}]"),
+                unknown_case(name, &r.rubric.cases.correctness),
+            ));
+        };
+        if let Some(v) = missing_vars(case) {
+            return Err(r.error_at(
+                &format!("{at}.correctness.cases[{i}]"),
+                format!(
+                    "case `{name}` does not define `{v}`, which contract `{}` uses",
+                    m.contract
+                ),
+            ));
+        }
+    }
+    if m.correctness.cases.is_empty() {
+        for (i, case) in r.rubric.cases.correctness.iter().enumerate() {
+            if let Some(v) = missing_vars(case) {
+                return Err(r.error_at(&format!("cases.correctness[{i}].vars"), format!("case `{}` does not define `{v}`, which contract `{}` (milestone `{}`) uses", case.name, m.contract, m.id)));
+            }
+        }
+    }
+    if m.correctness.points < 0.0 {
+        return Err(r.error_at(
+            &format!("{at}.correctness.points"),
+            "points cannot be negative",
+        ));
+    }
+    let mut tol_vars = all_case_vars(r);
+    tol_vars.extend(tolerance_vars(contract));
+    if let Some(t) = &m.correctness.tolerance {
+        check_tolerance(r, &format!("{at}.correctness.tolerance"), t, &tol_vars)?;
+    }
+    for (i, p) in m.performance.iter().enumerate() {
+        let pat = format!("{at}.performance[{i}]");
+        let Some(case) = r.performance_case(&p.case) else {
+            return Err(r.error_at(
+                &format!("{pat}.case"),
+                unknown_case(&p.case, &r.rubric.cases.performance),
+            ));
+        };
+        if let Some(v) = missing_vars(case) {
+            return Err(r.error_at(
+                &format!("{pat}.case"),
+                format!(
+                    "case `{}` does not define `{v}`, which contract `{}` uses",
+                    p.case, m.contract
+                ),
+            ));
+        }
+        if p.tiers.is_empty() && p.min.is_none() {
+            return Err(r.error_at(&pat, "a performance check needs `min` or `tiers`"));
+        }
+        match &p.against {
+            Against::Cpu | Against::CpuParallel if contract.cpu.is_none() => {
+                return Err(r.error_at(
+                    &format!("{pat}.against"),
+                    format!(
+                        "contract `{}` has no `cpu` implementation to compare with",
+                        m.contract
+                    ),
+                ));
+            }
+            Against::Cublas => {
+                for v in ["M", "N", "K"] {
+                    if !case.vars.contains_key(v) {
+                        return Err(r.error_at(
+                            &format!("{pat}.against"),
+                            format!(
+                                "`cublas` needs case variables M, N and K; case `{}` lacks `{v}`",
+                                p.case
+                            ),
+                        ));
+                    }
+                }
+            }
+            Against::CopyBandwidth { bytes } => {
+                let vars: Vec<String> = case.vars.keys().cloned().collect();
+                parse_at(
+                    r,
+                    &format!("{pat}.against.copy_bandwidth.bytes"),
+                    bytes,
+                    Kind::Int,
+                    &vars,
+                )?;
+            }
+            _ => {}
+        }
+    }
+    for (i, x) in m.metrics.iter().enumerate() {
+        let pat = format!("{at}.metrics[{i}]");
+        if !crate::backend::Metrics::NAMES.contains(&x.metric.as_str()) {
+            return Err(r.error_at(
+                &format!("{pat}.metric"),
+                format!(
+                    "unknown metric `{}` (known: {})",
+                    x.metric,
+                    crate::backend::Metrics::NAMES.join(", ")
+                ),
+            ));
+        }
+        if r.correctness_case(&x.case).is_none() {
+            return Err(r.error_at(
+                &format!("{pat}.case"),
+                unknown_case(&x.case, &r.rubric.cases.correctness),
+            ));
+        }
+        if x.min.is_none() && x.max.is_none() {
+            return Err(r.error_at(&pat, "a metric check needs `min` or `max`"));
+        }
+    }
+    Ok(())
+}
+
+fn unknown_case(name: &str, cases: &[Case]) -> String {
+    let known: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    format!("unknown case `{name}` (defined: {})", known.join(", "))
+}
+
+/// The case's variables as expression variables.
+pub fn case_vars(case: &Case) -> Vars {
+    case.vars
+        .iter()
+        .map(|(k, &v)| (k.clone(), v as f64))
+        .collect()
+}
+
+/// Evaluate a launch for a case: returns (grid, block, shared) or a message.
+pub fn eval_launch(l: &Launch, vars: &Vars) -> Result<crate::backend::LaunchDims, String> {
+    let dims = |list: &[Expr], what: &str| -> Result<[u32; 3], String> {
+        let mut out = [1u32; 3];
+        for (i, e) in list.iter().enumerate().take(3) {
+            let v = Expression::parse(&e.source(), Kind::Int)?.eval_int(vars)?;
+            out[i] = u32::try_from(v).ok().filter(|&v| v >= 1).ok_or_else(|| {
+                format!(
+                    "{what}[{i}] = `{}` evaluates to {v}; it must be at least 1",
+                    e.source()
+                )
+            })?;
+        }
+        Ok(out)
+    };
+    let shared = match &l.shared_bytes {
+        Some(e) => {
+            let v = Expression::parse(&e.source(), Kind::Int)?.eval_int(vars)?;
+            u32::try_from(v)
+                .map_err(|_| format!("shared_bytes = `{}` evaluates to {v}", e.source()))?
+        }
+        None => 0,
+    };
+    Ok(crate::backend::LaunchDims {
+        grid: dims(&l.grid, "grid")?,
+        block: dims(&l.block, "block")?,
+        shared_bytes: shared,
+    })
+}
+
+/// Evaluated sizes for a case: map of buffer name to element count.
+pub fn eval_len(p: &Param, vars: &Vars) -> Result<usize, String> {
+    let e = p
+        .len
+        .as_ref()
+        .ok_or_else(|| format!("`{}` has no len", p.name))?;
+    let v = Expression::parse(&e.source(), Kind::Int)?.eval_int(vars)?;
+    usize::try_from(v)
+        .map_err(|_| format!("len of `{}` = `{}` evaluates to {v}", p.name, e.source()))
+}
+
+/// Helper used by tests and `validate`: all buffers' tolerance-variable names resolve.
+pub fn known_names(c: &Contract) -> BTreeMap<String, ParamType> {
+    c.params
+        .iter()
+        .filter_map(|p| ParamType::parse(&p.ty).map(|t| (p.name.clone(), t)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+assignment: vector-add
+reference: ref.cu
+contracts:
+  add:
+    params:
+      - { name: a, type: f32*, len: n, gen: { uniform: [-1, 1] } }
+      - { name: c, type: f32*, dir: out, len: n }
+      - { name: n, type: i32, value: n }
+    launch: { block: [256], grid: [\"ceil_div(n, 256)\"] }
+cases:
+  correctness:
+    - { name: small, vars: { n: 1000 } }
+milestones:
+  - id: vector_add
+    kernel: vector_add
+    contract: add
+    correctness: { points: 10 }
+";
+
+    fn load_text(text: &str) -> Result<LoadedRubric, String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ref.cu"), "").unwrap();
+        let p = dir.path().join("r.yaml");
+        std::fs::write(&p, text).unwrap();
+        load(&p).map_err(|e| e.to_string().replace(&format!("{}", p.display()), "r.yaml"))
+    }
+
+    #[test]
+    fn good_rubric_loads() {
+        let r = load_text(GOOD).unwrap();
+        assert_eq!(r.max_score(), 10.0);
+        let c = r.contract("add");
+        let v = case_vars(&r.rubric.cases.correctness[0]);
+        let d = eval_launch(&c.launch, &v).unwrap();
+        assert_eq!(d.grid, [4, 1, 1]);
+        assert_eq!(d.block, [256, 1, 1]);
+    }
+
+    #[test]
+    fn unknown_key_is_pinned_word_for_word() {
+        let text = GOOD.replace("    launch:", "    tolerence: 1\n    launch:");
+        assert_eq!(
+            load_text(&text).unwrap_err(),
+            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `launch`, `tolerance`\n \
+             --> r.yaml:9:5\n  |\n9 |     tolerence: 1\n  |     ^"
+        );
+    }
+
+    #[test]
+    fn wrong_type_is_pinned_word_for_word() {
+        let text = GOOD.replace("points: 10", "points: ten");
+        assert_eq!(
+            load_text(&text).unwrap_err(),
+            "error: milestones[0].correctness.points: invalid type: string \"ten\", expected f64\n  \
+             --> r.yaml:17:28\n   |\n17 |     correctness: { points: ten }\n   |                            ^"
+        );
+    }
+
+    #[test]
+    fn bad_expression_is_pinned_word_for_word() {
+        let text = GOOD.replace("ceil_div(n, 256)", "ceil_div(n, 256");
+        let err = load_text(&text).unwrap_err();
+        assert!(
+            err.starts_with("error: cannot parse `ceil_div(n, 256`: "),
+            "{err}"
+        );
+        assert!(err.ends_with(" --> r.yaml:9:36\n  |\n9 |     launch: { block: [256], grid: [\"ceil_div(n, 256\"] }\n  |                                    ^"), "{err}");
+        let text = GOOD.replace("ceil_div(n, 256)", "ceil_div(m, 256)");
+        assert_eq!(
+            load_text(&text).unwrap_err(),
+            "error: unknown variable `m` (known here: n)\n --> r.yaml:9:36\n  |\n9 |     launch: { block: [256], grid: [\"ceil_div(m, 256)\"] }\n  |                                    ^"
+        );
+    }
+
+    #[test]
+    fn dangling_names_point_at_the_reference() {
+        let text = GOOD.replace("contract: add", "contract: ad");
+        assert_eq!(
+            load_text(&text).unwrap_err(),
+            "error: unknown contract `ad` (defined: add)\n  --> r.yaml:16:15\n   |\n16 |     contract: ad\n   |               ^"
+        );
+        let text = GOOD.replace("{ points: 10 }", "{ points: 10, cases: [big] }");
+        let e = load_text(&text).unwrap_err();
+        assert!(
+            e.starts_with("error: unknown case `big` (defined: small)\n  --> r.yaml:17:"),
+            "{e}"
+        );
+        let text = GOOD
+            .replace("trials", "x")
+            .replace("contracts:", "trials: 1\ncontracts:");
+        assert!(
+            load_text(&text)
+                .unwrap_err()
+                .starts_with("error: trials must be at least 2")
+        );
+    }
+
+    #[test]
+    fn syntax_error_has_position() {
+        let text = GOOD.replace("  add:", "  add: [");
+        let err = load_text(&text).unwrap_err();
+        assert!(err.contains("--> r.yaml:"), "{err}");
+    }
+
+    #[test]
+    fn missing_reference_file_is_an_error() {
+        let text = GOOD.replace("ref.cu", "nope.cu");
+        assert!(
+            load_text(&text)
+                .unwrap_err()
+                .contains("reference kernel file")
+        );
+    }
+}

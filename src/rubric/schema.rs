@@ -192,8 +192,7 @@ pub struct Param {
     #[serde(default)]
     pub shape: Option<Vec<Expr>>,
     /// Inputs: how values are drawn.
-    #[serde(default)]
-    #[serde(rename = "gen")]
+    #[serde(rename = "gen", default, with = "serde_yaml::with::singleton_map")]
     pub generator: Option<Gen>,
     /// Special values written over a fraction of the generated input.
     #[serde(default)]
@@ -216,7 +215,7 @@ pub struct Param {
 
 /// How input values are drawn from the seeded generator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case")]
 pub enum Gen {
     /// Uniform real in `[lo, hi)`.
     Uniform([Expr; 2]),
@@ -321,7 +320,7 @@ pub struct CorrectnessSpec {
 
 /// What a kernel's time is compared with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case")]
 pub enum Against {
     /// The single-threaded CPU implementation: `speedup = cpu_time / kernel_time`.
     Cpu,
@@ -343,6 +342,7 @@ pub struct PerfSpec {
     pub name: String,
     /// A performance case name.
     pub case: String,
+    #[serde(with = "serde_yaml::with::singleton_map")]
     pub against: Against,
     /// Pass bar for the measured ratio (or percent). Defaults to the highest tier's `min`.
     #[serde(default)]

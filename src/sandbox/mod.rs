@@ -71,3 +71,9 @@ pub fn apply(_policy: &Policy) -> Report {
 pub fn probe() -> Report {
     apply(&Policy::default())
 }
+
+/// Prepare the worker's command before spawn (environment, inherited descriptors).
+/// Placeholder until the sandbox issue lands: only moves the CUDA JIT cache into the temp dir.
+pub fn prepare_command(cmd: &mut std::process::Command, policy: &Policy) {
+    cmd.env("CUDA_CACHE_PATH", policy.temp_dir.join("cuda-cache"));
+}

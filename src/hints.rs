@@ -1,0 +1,29 @@
+//! The course's "common issues", one hint per failure category (docs/hints.md). Hints teach:
+//! they say what to look at, not what the answer is.
+
+/// Output elements differ from the reference.
+pub const WRONG_RESULTS: &str = "Wrong results: check the bounds and the index arithmetic. Is every element's index computed from blockIdx, blockDim and threadIdx exactly once, and guarded with `if (i < n)`?";
+/// Some output elements were never written.
+pub const UNWRITTEN: &str = "Some outputs were never written: does the grid cover every element? With n not a multiple of the block size, the grid must round up (ceil_div) and each thread check `i < n`.";
+/// A write landed outside a buffer.
+pub const OUT_OF_BOUNDS: &str = "A write landed outside the buffer: a thread with i >= n (or a negative index) wrote memory. Add or fix the bounds check before every store.";
+/// A read-only input changed.
+pub const CONST_WRITTEN: &str = "The kernel changed an input it must only read. Write results to the output buffer, not into the inputs.";
+/// NaN or Inf where the reference has finite values.
+pub const NON_FINITE: &str = "NaN or Inf where a finite value was expected: look for overflow (for softmax, subtract the row maximum before exp), division by zero, or reading memory that was never written.";
+/// A timeout or hang.
+pub const DEADLOCK: &str = "The kernel did not finish: a __syncthreads() that not every thread of the block reaches (e.g. inside `if (tid < s)`), or a loop whose condition never becomes false.";
+/// A fault (illegal address, trap).
+pub const FAULT: &str = "The kernel crashed: an access outside any allocation (check the bounds and pointer arithmetic), a trap, or a misaligned access.";
+/// Out of memory or resources at launch.
+pub const RESOURCES: &str = "Out of memory or resources: check the block size, the shared memory per block, and device-side malloc.";
+/// Correct but below the speed threshold.
+pub const SLOW: &str = "Correct but slow: check for warp divergence and uncoalesced global memory access (consecutive threads should touch consecutive addresses), and use shared memory to reuse data.";
+/// The kernel is missing.
+pub const MISSING_KERNEL: &str = "Declare the kernel exactly as the contract says, with extern \"C\" so its name is not mangled: extern \"C\" __global__ void NAME(...).";
+/// Shared-memory race.
+pub const RACE: &str = "Threads read shared memory another thread writes without a __syncthreads() between the write and the read.";
+/// Barrier divergence.
+pub const BARRIER_DIVERGENCE: &str = "A __syncthreads() is reached by only some threads of the block: move it out of the divergent branch so every thread executes it.";
+/// Compile error.
+pub const COMPILE: &str = "The code does not compile: read the first error in the log; later errors often follow from it.";

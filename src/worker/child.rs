@@ -1,0 +1,309 @@
+//! The worker side: `cugrade __worker`, the same binary re-executed by the parent.
+//!
+//! Order matters. The worker first takes its protocol channel off fd 1 and points fd 1 at the
+//! captured stderr stream, so that nothing the student's code prints (device printf goes to
+//! stdout) can reach the protocol. Then it confines itself (`sandbox::apply`) while still
+//! single-threaded, and only then starts a backend or reads untrusted input.
+
+use super::protocol::{Arg, Request, Response, RunSpec, read_frame, write_frame};
+use crate::backend::{Backend, BackendError, BackendKind, ParamValue};
+use crate::sandbox;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::os::fd::FromRawFd;
+use std::time::{Duration, Instant};
+
+/// What a worker is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// NVRTC only: no backend.
+    Compile,
+    /// Load, launch, time.
+    Run,
+}
+
+/// Everything the worker is told on its command line (one JSON argument).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerConfig {
+    pub role: Role,
+    pub backend: BackendKind,
+    pub device: usize,
+    pub policy: sandbox::Policy,
+    /// Largest request the worker accepts, in bytes of blobs.
+    pub max_request_bytes: usize,
+}
+
+/// Entry point of `cugrade __worker CONFIG_JSON`. Returns the exit code.
+pub fn main(config_json: &str) -> i32 {
+    let config: WorkerConfig = match serde_json::from_str(config_json) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cugrade worker: bad configuration: {e}");
+            return 3;
+        }
+    };
+    // SAFETY: fds 1 and 2 are open (the parent gave us pipes); dup/dup2 are plain syscalls.
+    let proto = unsafe {
+        let fd = libc::dup(1);
+        if fd < 0 || libc::dup2(2, 1) < 0 {
+            eprintln!("cugrade worker: cannot set up the protocol channel");
+            return 3;
+        }
+        File::from_raw_fd(fd)
+    };
+    let mut out = BufWriter::new(proto);
+    let sandbox_report = sandbox::apply(&config.policy);
+    let mut input = BufReader::new(std::io::stdin().lock());
+
+    let mut backend: Option<Box<dyn Backend>> = None;
+    let (mut device, mut arch) = (String::new(), String::new());
+    if config.role == Role::Run {
+        match make_backend(config.backend, config.device) {
+            Ok((b, a)) => {
+                device = b.device_name();
+                arch = a;
+                backend = Some(b);
+            }
+            Err(e) => {
+                let _ = write_frame(&mut out, &Response::Failed { message: e }, &[]);
+                return 3;
+            }
+        }
+    }
+    let ready = Response::Ready {
+        backend: config.backend,
+        device,
+        arch,
+        sandbox: sandbox_report.lines(),
+    };
+    if write_frame(&mut out, &ready, &[]).is_err() {
+        return 3;
+    }
+    loop {
+        let (req, blobs) = match read_frame::<Request>(&mut input, config.max_request_bytes) {
+            Ok(Some(f)) => f,
+            Ok(None) => return 0,
+            Err(e) => {
+                let _ = write_frame(
+                    &mut out,
+                    &Response::Failed {
+                        message: format!("bad request: {e}"),
+                    },
+                    &[],
+                );
+                return 3;
+            }
+        };
+        let (resp, out_blobs, fatal) = serve(req, blobs, &mut backend);
+        let refs: Vec<&[u8]> = out_blobs.iter().map(Vec::as_slice).collect();
+        // Flush what the kernel printed before answering, so the parent has it with the answer.
+        let _ = std::io::stdout().flush();
+        if write_frame(&mut out, &resp, &refs).is_err() {
+            return 3;
+        }
+        if fatal {
+            // A faulted CUDA context is unusable: end here, the parent starts a fresh worker.
+            return 0;
+        }
+    }
+}
+
+fn make_backend(kind: BackendKind, device: usize) -> Result<(Box<dyn Backend>, String), String> {
+    match kind {
+        BackendKind::Cuda => {
+            let b = crate::backend::cuda::CudaBackend::new(device).map_err(|e| e.to_string())?;
+            let arch = b.arch();
+            Ok((Box::new(b), arch))
+        }
+        BackendKind::Emu => Ok((
+            Box::new(crate::backend::emu::EmuBackend::new()),
+            "sm_90".into(),
+        )),
+    }
+}
+
+type Served = (Response, Vec<Vec<u8>>, bool);
+
+fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend>>) -> Served {
+    let backend = backend.as_deref_mut();
+    let no_backend = || {
+        (
+            Response::Failed {
+                message: "this worker has no backend".into(),
+            },
+            vec![],
+            false,
+        )
+    };
+    match req {
+        Request::Compile {
+            main,
+            headers,
+            arch,
+        } => {
+            let c = crate::compile::compile(&main, &headers, &crate::compile::options(&arch));
+            let ptx = if c.ok {
+                vec![c.ptx.into_bytes()]
+            } else {
+                vec![]
+            };
+            (
+                Response::Compiled {
+                    ok: c.ok,
+                    log: c.log,
+                },
+                ptx,
+                false,
+            )
+        }
+        Request::Load => {
+            let Some(b) = backend else {
+                return no_backend();
+            };
+            let ptx = blobs
+                .first()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .unwrap_or_default();
+            (
+                Response::Loaded {
+                    error: b.load_module(&ptx).err(),
+                },
+                vec![],
+                false,
+            )
+        }
+        Request::KernelInfo { kernel } => {
+            let Some(b) = backend else {
+                return no_backend();
+            };
+            (Response::KernelInfo(b.kernel_info(&kernel)), vec![], false)
+        }
+        Request::Run(spec) => {
+            let Some(b) = backend else {
+                return no_backend();
+            };
+            match run(b, &spec, blobs) {
+                Ok((report, times, bufs)) => (
+                    Response::Ran {
+                        error: None,
+                        report,
+                        times_ms: times,
+                    },
+                    bufs,
+                    false,
+                ),
+                Err((e, report)) => {
+                    let fatal = matches!(e, BackendError::Fault(_) | BackendError::Timeout(_));
+                    (
+                        Response::Ran {
+                            error: Some(e),
+                            report,
+                            times_ms: None,
+                        },
+                        vec![],
+                        fatal,
+                    )
+                }
+            }
+        }
+        Request::CopyBandwidth { bytes } => {
+            let Some(b) = backend else {
+                return no_backend();
+            };
+            let r = b.free_all().and_then(|_| b.copy_bandwidth(bytes));
+            let _ = b.free_all();
+            measured(r)
+        }
+        Request::Sgemm { m, n, k, reps } => {
+            let Some(b) = backend else {
+                return no_backend();
+            };
+            let r = b.free_all().and_then(|_| b.sgemm_ms(m, n, k, reps));
+            let _ = b.free_all();
+            measured(r)
+        }
+    }
+}
+
+fn measured(r: Result<Option<f64>, BackendError>) -> Served {
+    let fatal = matches!(r, Err(BackendError::Fault(_) | BackendError::Timeout(_)));
+    match r {
+        Ok(v) => (
+            Response::Measured {
+                value: v,
+                error: None,
+            },
+            vec![],
+            fatal,
+        ),
+        Err(e) => (
+            Response::Measured {
+                value: None,
+                error: Some(e.to_string()),
+            },
+            vec![],
+            fatal,
+        ),
+    }
+}
+
+type RunOk = (crate::backend::LaunchReport, Option<Vec<f64>>, Vec<Vec<u8>>);
+
+fn run(
+    b: &mut dyn Backend,
+    spec: &RunSpec,
+    blobs: Vec<Vec<u8>>,
+) -> Result<RunOk, (BackendError, crate::backend::LaunchReport)> {
+    let plain = |e| (e, Default::default());
+    if blobs.len() != spec.buffers.len()
+        || blobs
+            .iter()
+            .zip(&spec.buffers)
+            .any(|(b, s)| b.len() != s.total())
+    {
+        return Err(plain(BackendError::Other(
+            "request buffers do not match their specs".into(),
+        )));
+    }
+    b.free_all().map_err(plain)?;
+    let mut addrs = Vec::with_capacity(blobs.len());
+    for (blob, s) in blobs.iter().zip(&spec.buffers) {
+        let a = b.alloc(s.total()).map_err(plain)?;
+        b.write(a, blob).map_err(plain)?;
+        addrs.push(a);
+    }
+    for (sym, i) in &spec.symbols {
+        let s = spec.buffers[*i];
+        b.set_global(sym, &blobs[*i][s.guard..s.guard + s.bytes])
+            .map_err(plain)?;
+    }
+    let params: Vec<ParamValue> = spec
+        .args
+        .iter()
+        .map(|a| match a {
+            Arg::Buffer(i) => ParamValue::Ptr(addrs[*i] + spec.buffers[*i].guard as u64),
+            Arg::Value(v) => *v,
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_millis(spec.deadline_ms);
+    let report = b
+        .launch(&spec.kernel, spec.dims, &params, deadline)
+        .map_err(plain)?;
+    let mut out = Vec::with_capacity(addrs.len());
+    for (a, s) in addrs.iter().zip(&spec.buffers) {
+        out.push(b.read(*a, s.total()).map_err(|e| (e, report.clone()))?);
+    }
+    let times = match spec.timing {
+        Some(t) => {
+            if t.warmup > 0 {
+                b.time(&spec.kernel, spec.dims, &params, t.warmup, deadline)
+                    .map_err(|e| (e, report.clone()))?;
+            }
+            b.time(&spec.kernel, spec.dims, &params, t.reps, deadline)
+                .map_err(|e| (e, report.clone()))?
+        }
+        None => None,
+    };
+    Ok((report, times, out))
+}

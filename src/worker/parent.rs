@@ -1,0 +1,341 @@
+//! The parent side: spawn a worker, talk to it with deadlines, and kill it when it overruns.
+//!
+//! Each worker is its own process group. A request that is not answered by its deadline ends
+//! the whole group: SIGTERM, a short grace, then SIGKILL, as nextest does. Everything the
+//! worker prints (device printf included) is drained from its stderr by a thread, and kept up
+//! to a cap so a flood cannot exhaust memory or stall the worker on a full pipe.
+
+use super::child::{Role, WorkerConfig};
+use super::protocol::{Request, Response, read_frame, write_frame};
+use crate::backend::BackendKind;
+use crate::sandbox;
+use std::io::{BufReader, BufWriter, Read};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Output kept from one worker; the rest is counted and dropped.
+pub const OUTPUT_CAP: usize = 64 * 1024;
+
+/// Why a request got no valid answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerFailure {
+    /// No answer before the deadline; the process group was killed.
+    Timeout(Duration),
+    /// The worker exited or was killed by a signal; the string says how.
+    Died(String),
+    /// The worker sent something that is not a valid answer.
+    Protocol(String),
+}
+
+impl std::fmt::Display for WorkerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkerFailure::Timeout(d) => write!(
+                f,
+                "no answer within {:.1} s; the worker was killed",
+                d.as_secs_f64()
+            ),
+            WorkerFailure::Died(how) => write!(f, "the worker died: {how}"),
+            WorkerFailure::Protocol(m) => write!(f, "the worker broke the protocol: {m}"),
+        }
+    }
+}
+
+/// What the worker printed.
+#[derive(Debug, Default, Clone)]
+pub struct Captured {
+    pub bytes: Vec<u8>,
+    /// Total bytes printed, kept or not.
+    pub total: u64,
+}
+
+impl Captured {
+    pub fn truncated(&self) -> bool {
+        self.total > self.bytes.len() as u64
+    }
+    /// The kept text, with a note when some was dropped.
+    pub fn text(&self) -> String {
+        let mut s = String::from_utf8_lossy(&self.bytes).into_owned();
+        if self.truncated() {
+            s.push_str(&format!(
+                "\n[output truncated: {} of {} bytes shown]",
+                self.bytes.len(),
+                self.total
+            ));
+        }
+        s
+    }
+}
+
+type Frame = Result<(Response, Vec<Vec<u8>>), String>;
+
+pub struct Worker {
+    child: Child,
+    stdin: Option<BufWriter<ChildStdin>>,
+    frames: Receiver<Frame>,
+    output: Arc<Mutex<Captured>>,
+    pub ready: ReadyInfo,
+    _temp: tempfile::TempDir,
+    dead: bool,
+}
+
+/// What the worker said when it came up.
+#[derive(Debug, Clone, Default)]
+pub struct ReadyInfo {
+    pub device: String,
+    pub arch: String,
+    pub sandbox: Vec<String>,
+}
+
+/// How to start a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub role: Role,
+    pub backend: BackendKind,
+    pub device: usize,
+    /// Whether to confine the worker (student code) or not (trusted reference runs still are,
+    /// but may be told otherwise for debugging).
+    pub startup_timeout: Duration,
+    /// Largest response the parent accepts (blobs), bytes.
+    pub max_response_bytes: usize,
+    pub max_request_bytes: usize,
+    pub data_limit_bytes: u64,
+    pub cpu_seconds: u64,
+}
+
+impl WorkerOptions {
+    pub fn new(role: Role, backend: BackendKind, device: usize) -> Self {
+        WorkerOptions {
+            role,
+            backend,
+            device,
+            startup_timeout: Duration::from_secs(60),
+            max_response_bytes: 1 << 30,
+            max_request_bytes: 1 << 30,
+            data_limit_bytes: 16 << 30,
+            cpu_seconds: 900,
+        }
+    }
+}
+
+impl Worker {
+    /// Start a worker and wait for its `Ready`. A worker that fails to start is `Err` with the
+    /// reason and what it printed.
+    pub fn spawn(opts: &WorkerOptions) -> Result<Worker, String> {
+        let temp = tempfile::Builder::new()
+            .prefix("cugrade-worker-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temp dir: {e}"))?;
+        let policy = sandbox::Policy {
+            temp_dir: temp.path().to_path_buf(),
+            gpu: opts.backend == BackendKind::Cuda && opts.role == Role::Run,
+            data_bytes: opts.data_limit_bytes,
+            cpu_seconds: opts.cpu_seconds,
+            file_bytes: 64 << 20,
+            open_files: 1024,
+        };
+        let config = WorkerConfig {
+            role: opts.role,
+            backend: opts.backend,
+            device: opts.device,
+            policy: policy.clone(),
+            max_request_bytes: opts.max_request_bytes,
+        };
+        let exe = worker_exe()?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("__worker")
+            .arg(serde_json::to_string(&config).map_err(|e| e.to_string())?)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        sandbox::prepare_command(&mut cmd, &policy);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        let stdin = child.stdin.take().map(BufWriter::new);
+        let stdout = child.stdout.take().ok_or("worker has no stdout")?;
+        let stderr = child.stderr.take().ok_or("worker has no stderr")?;
+        let output = Arc::new(Mutex::new(Captured::default()));
+        drain(stderr, Arc::clone(&output));
+        let (tx, frames) = channel();
+        let max = opts.max_response_bytes;
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            loop {
+                let f = match read_frame::<Response>(&mut r, max) {
+                    Ok(Some(f)) => Ok(f),
+                    Ok(None) => Err("the worker closed its channel".to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                let end = f.is_err();
+                if tx.send(f).is_err() || end {
+                    break;
+                }
+            }
+        });
+        let mut w = Worker {
+            child,
+            stdin,
+            frames,
+            output,
+            ready: ReadyInfo::default(),
+            _temp: temp,
+            dead: false,
+        };
+        match w.receive(opts.startup_timeout) {
+            Ok((
+                Response::Ready {
+                    device,
+                    arch,
+                    sandbox,
+                    ..
+                },
+                _,
+            )) => {
+                w.ready = ReadyInfo {
+                    device,
+                    arch,
+                    sandbox,
+                };
+                Ok(w)
+            }
+            Ok((Response::Failed { message }, _)) => Err(message),
+            Ok((other, _)) => Err(format!("unexpected first message {other:?}")),
+            Err(f) => Err(format!("{f}\n{}", w.output().text())),
+        }
+    }
+
+    /// Send a request and wait up to `timeout` for its answer.
+    pub fn call(
+        &mut self,
+        req: &Request,
+        blobs: &[&[u8]],
+        timeout: Duration,
+    ) -> Result<(Response, Vec<Vec<u8>>), WorkerFailure> {
+        if self.dead {
+            return Err(WorkerFailure::Died("the worker was already stopped".into()));
+        }
+        let sent = match self.stdin.as_mut() {
+            Some(w) => write_frame(w, req, blobs),
+            None => Err(std::io::Error::other("no stdin")),
+        };
+        if let Err(e) = sent {
+            return Err(self.died(format!("could not send the request ({e})")));
+        }
+        self.receive(timeout)
+    }
+
+    fn receive(&mut self, timeout: Duration) -> Result<(Response, Vec<Vec<u8>>), WorkerFailure> {
+        match self.frames.recv_timeout(timeout) {
+            Ok(Ok(f)) => Ok(f),
+            Ok(Err(e)) => Err(self.died(e)),
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                Err(WorkerFailure::Timeout(timeout))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(self.died("the worker closed its channel".into()))
+            }
+        }
+    }
+
+    /// The worker is gone or broke the protocol: find out how, and make sure it is dead.
+    fn died(&mut self, context: String) -> WorkerFailure {
+        let status = self.child.try_wait().ok().flatten();
+        self.kill();
+        let status = status.or_else(|| self.child.wait().ok());
+        match status {
+            Some(s) => {
+                use std::os::unix::process::ExitStatusExt;
+                let how = match (s.code(), s.signal()) {
+                    (_, Some(sig)) => format!("killed by signal {sig} ({})", signal_name(sig)),
+                    (Some(c), _) => format!("exited with code {c}"),
+                    _ => "ended".into(),
+                };
+                if context.contains("closed its channel") {
+                    WorkerFailure::Died(how)
+                } else {
+                    WorkerFailure::Protocol(format!("{context}; {how}"))
+                }
+            }
+            None => WorkerFailure::Protocol(context),
+        }
+    }
+
+    /// Everything the worker printed so far.
+    pub fn output(&self) -> Captured {
+        // Give the drain thread a moment to catch up with output written just before an answer.
+        std::thread::sleep(Duration::from_millis(5));
+        self.output.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// End the whole process group: SIGTERM, a short grace, SIGKILL.
+    pub fn kill(&mut self) {
+        if self.dead {
+            return;
+        }
+        self.dead = true;
+        self.stdin = None;
+        let pgid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGTERM);
+        for _ in 0..20 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn drain(mut r: impl Read + Send + 'static, out: Arc<Mutex<Captured>>) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if let Ok(mut c) = out.lock() {
+                        c.total += n as u64;
+                        let room = OUTPUT_CAP.saturating_sub(c.bytes.len());
+                        c.bytes.extend_from_slice(&buf[..n.min(room)]);
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        24 => "SIGXCPU: CPU time limit",
+        25 => "SIGXFSZ: file size limit",
+        31 => "SIGSYS: a forbidden system call",
+        _ => "signal",
+    }
+}
+
+/// The binary to re-execute: ourselves. Tests of the library set `CUGRADE_WORKER_EXE` to
+/// the built `cugrade` binary, since their own executable has no worker mode.
+fn worker_exe() -> Result<std::path::PathBuf, String> {
+    if let Some(p) = std::env::var_os("CUGRADE_WORKER_EXE") {
+        return Ok(p.into());
+    }
+    std::env::current_exe().map_err(|e| format!("cannot find the cugrade executable: {e}"))
+}
