@@ -25,6 +25,17 @@ const LABS: &[&str] = &[
 ];
 
 #[test]
+fn every_rubric_passes_the_loaders_static_checks() {
+    // Schema, every expression against the variables in scope, and every cross-reference,
+    // as `cugrade validate` checks them before running anything.
+    for (path, _) in rubrics() {
+        if let Err(e) = cugrade::rubric::load(&path) {
+            panic!("{}: {e:?}", path.display());
+        }
+    }
+}
+
+#[test]
 fn every_lab_has_a_rubric_a_reference_and_a_doc() {
     let rubrics = rubrics();
     let names: BTreeSet<_> = rubrics.iter().map(|(p, _)| lab_name(p)).collect();
