@@ -26,22 +26,42 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * erfcf(-x * SQRT1_2); }
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-#define UNARY(name, expr)                                                        \
-    extern "C" __global__ void name(const float* x, float* y, int n)            \
-    {                                                                            \
-        int i = blockIdx.x * blockDim.x + threadIdx.x;                           \
-        if (i < n) {                                                             \
-            float v = x[i];                                                      \
-            y[i] = (expr);                                                       \
-        }                                                                        \
-    }
+// Element-wise kernels: one thread per element, guarded.
+extern "C" __global__ void act_relu(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
 
-UNARY(act_relu, v > 0.0f ? v : 0.0f)
-UNARY(act_sigmoid, sigmoid(v))
-UNARY(act_tanh, tanhf(v))
-UNARY(act_gelu, gelu(v))
-UNARY(act_swish, v * sigmoid(v))
-UNARY(act_mish, v * tanhf(softplus(v)))
+extern "C" __global__ void act_sigmoid(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = sigmoid(x[i]);
+}
+
+extern "C" __global__ void act_tanh(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = tanhf(x[i]);
+}
+
+extern "C" __global__ void act_gelu(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = gelu(x[i]);
+}
+
+extern "C" __global__ void act_swish(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * sigmoid(x[i]);
+}
+
+extern "C" __global__ void act_mish(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * tanhf(softplus(x[i]));
+}
 
 // Default launch: block 256, grid ceil_div(rows * cols, 256).
 extern "C" __global__ void bias_gelu(const float* x, const float* bias, float* y,
