@@ -17,8 +17,9 @@ use sha2::{Digest, Sha256};
 
 /// Bytes of guard on each side of every buffer (keeps 256-byte alignment on CUDA).
 pub const GUARD: usize = 256;
-/// The byte guards are filled with.
-pub const GUARD_BYTE: u8 = 0xA5;
+/// The byte guards are filled with: every float read from a guard is NaN (and every int -1),
+/// so a kernel that reads past its buffer gets a visibly wrong answer, not a quiet zero.
+pub const GUARD_BYTE: u8 = 0xFF;
 /// A quiet NaN with a recognisable payload: what an unwritten float output holds.
 pub const POISON_F32: u32 = 0x7FC0_DEAD;
 pub const POISON_F64: u64 = 0x7FF8_DEAD_DEAD_DEAD;

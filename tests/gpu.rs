@@ -16,27 +16,46 @@ fn enabled() -> bool {
 }
 
 fn root() -> PathBuf {
-    std::env::var_os("CUGRADE_ROOT").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+    std::env::var_os("CUGRADE_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 fn bin() -> PathBuf {
-    std::env::var_os("CUGRADE_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cugrade")))
+    std::env::var_os("CUGRADE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cugrade")))
 }
 
 fn grade(rubric: &Path, sub: &Path) -> (i32, cugrade::result::GradeResult, String) {
     let o = Command::new(bin())
-        .args(["check", "--backend", "cuda", "--seed", "5", "--format", "json", "--rubric"])
+        .args([
+            "check",
+            "--backend",
+            "cuda",
+            "--seed",
+            "5",
+            "--format",
+            "json",
+            "--rubric",
+        ])
         .arg(rubric)
         .arg(sub)
         .output()
         .expect("cugrade runs");
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let r = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("no result for {}: {e}\n{err}", sub.display()));
+    let r = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("no result for {}: {e}\n{err}", sub.display()));
     (o.status.code().unwrap_or(-1), r, err)
 }
 
 fn kinds(r: &cugrade::result::GradeResult, kind: &str) -> Vec<cugrade::result::Status> {
-    r.milestones.iter().flat_map(|m| &m.checks).filter(|c| c.kind.as_str() == kind).map(|c| c.status).collect()
+    r.milestones
+        .iter()
+        .flat_map(|m| &m.checks)
+        .filter(|c| c.kind.as_str() == kind)
+        .map(|c| c.status)
+        .collect()
 }
 
 #[test]
@@ -56,7 +75,13 @@ fn pipeline_fixtures_on_the_gpu() {
     let (code, r, _) = grade(&rubric, &f.join("hang"));
     assert_eq!(code, 1);
     assert!(kinds(&r, "runtime").contains(&Error), "{r:?}");
-    assert!(r.milestones[0].checks.iter().any(|c| c.message.contains("timeout")), "{r:?}");
+    assert!(
+        r.milestones[0]
+            .checks
+            .iter()
+            .any(|c| c.message.contains("timeout")),
+        "{r:?}"
+    );
     assert!(started.elapsed().as_secs() < 60);
     let (_, r, _) = grade(&rubric, &f.join("trap"));
     assert!(kinds(&r, "runtime").contains(&Error), "{r:?}");
@@ -79,7 +104,11 @@ fn gpu_specific_attacks_are_contained() {
         let (code, r, err) = grade(&rubric, &root().join("tests/adversarial").join(attack));
         assert!(matches!(code, 0 | 1), "{attack}: exit {code}\n{err}");
         let got = cugrade::result::Status::aggregate(kinds(&r, kind));
-        assert!(want.split('|').any(|w| w == got.as_str()), "{attack}: {kind} is {}, want {want}\n{r:?}", got.as_str());
+        assert!(
+            want.split('|').any(|w| w == got.as_str()),
+            "{attack}: {kind} is {}, want {want}\n{r:?}",
+            got.as_str()
+        );
         eprintln!("{attack}: {kind} {}", got.as_str());
     }
 }
@@ -96,17 +125,26 @@ fn lab_examples_on_the_gpu() {
         gpu: std::collections::BTreeMap<String, String>,
     }
     let mut failures = vec![];
-    for lab in std::fs::read_dir(root().join("submissions-example")).unwrap().flatten() {
+    for lab in std::fs::read_dir(root().join("submissions-example"))
+        .unwrap()
+        .flatten()
+    {
         let lab_name = lab.file_name().to_string_lossy().into_owned();
         let rubric = root().join("rubrics").join(format!("{lab_name}.yaml"));
         for sub in std::fs::read_dir(lab.path()).unwrap().flatten() {
-            let Ok(text) = std::fs::read_to_string(sub.path().join("expected.yaml")) else { continue };
+            let Ok(text) = std::fs::read_to_string(sub.path().join("expected.yaml")) else {
+                continue;
+            };
             let exp: Expected = serde_yaml::from_str(&text).unwrap();
             let (_, r, err) = grade(&rubric, &sub.path());
             for m in &r.milestones {
                 let want = exp.gpu.get(&m.id).or(exp.milestones.get(&m.id));
                 let got = m.status.as_str();
-                let line = format!("{lab_name}/{}: {} = {got} (expected {want:?})", sub.file_name().to_string_lossy(), m.id);
+                let line = format!(
+                    "{lab_name}/{}: {} = {got} (expected {want:?})",
+                    sub.file_name().to_string_lossy(),
+                    m.id
+                );
                 eprintln!("{line}");
                 // Performance can pass or fail on a GPU where the emulator skips it.
                 let ok = match want.map(String::as_str) {

@@ -246,6 +246,12 @@ pub trait Backend {
         reps: u32,
         deadline: std::time::Instant,
     ) -> Result<Option<Vec<f64>>, BackendError>;
+    /// Whether the harness should surround buffers with guard regions. The emulator says no:
+    /// it checks every access against the exact allocation itself (memcheck), and a guard
+    /// would count as valid memory.
+    fn wants_guards(&self) -> bool {
+        true
+    }
     /// Device-to-device copy bandwidth in GB/s (bytes read + written), measured on `bytes`.
     fn copy_bandwidth(&mut self, _bytes: usize) -> Result<Option<f64>, BackendError> {
         Ok(None)

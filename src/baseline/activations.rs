@@ -160,7 +160,10 @@ mod tests {
         assert!(gelu(-10.0) < 0.0 && gelu(-10.0) > -1e-20);
         assert!((swish(1.0) - 0.731_058_578_630_004_9).abs() < 1e-12);
         assert!((mish(1.0) - 0.865_098_388_267_310_3).abs() < 1e-12);
-        assert!((mish(100.0) - 100.0).abs() < 1e-12, "no overflow at x = 100");
+        assert!(
+            (mish(100.0) - 100.0).abs() < 1e-12,
+            "no overflow at x = 100"
+        );
         assert!(mish(-100.0).abs() < 1e-40);
     }
 
