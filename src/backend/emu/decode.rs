@@ -194,6 +194,9 @@ pub enum Op {
     Shf { left: bool, clamp: bool },
     Lop3,
     Copysign,
+    /// add/sub/mad with carry: (subtract, multiply mode, carry in, carry out).
+    Carry { sub: bool, mul: Option<MulMode>, cin: bool, cout: bool },
+    Bfind { shiftamt: bool },
     Fma,
     Rcp,
     Sqrt,
@@ -317,6 +320,8 @@ pub struct Program {
     pub nregs: u32,
     pub fparam_bytes: u32,
     pub special_regs: SpecialRegs,
+    /// [start, end) program counters of each function body.
+    pub func_ranges: Vec<(u32, u32)>,
     pub const_bytes: u64,
     pub global_bytes: u64,
 }
@@ -354,6 +359,8 @@ pub const SPECIALS: &[&str] = &[
     "%dynamic_smem_size",
     "%total_smem_size",
     "%warpsize",
+    // The carry flag of add.cc/addc/mad.cc chains, per lane.
+    "%__cc",
 ];
 
 pub fn special_index(name: &str) -> Option<u32> {
@@ -389,7 +396,12 @@ struct FuncScope {
 
 fn decode(m: &Module) -> Result<Program, String> {
     let mut prog = Program {
-        files: m.files.clone(),
+        // Reports name the student's file, not the directory NVRTC ran in.
+        files: m
+            .files
+            .iter()
+            .map(|(k, v)| (*k, v.rsplit(['/', '\\']).next().unwrap_or(v).to_string()))
+            .collect(),
         ..Default::default()
     };
     let mut module_syms: HashMap<String, SymKind> = HashMap::new();
@@ -576,6 +588,7 @@ fn decode(m: &Module) -> Result<Program, String> {
                 _ => {}
             }
         }
+        prog.func_ranges.push((entry_pc, prog.insts.len() as u32));
         if f.is_entry {
             prog.kernels.push(Kernel {
                 name: f.name.clone(),
@@ -866,10 +879,29 @@ fn lower(
                 }
             }
         }
+        "add" | "sub" | "addc" | "subc" if has("cc") || base.ends_with('c') => {
+            inst.op = Op::Carry {
+                sub: base.starts_with("sub"),
+                mul: None,
+                cin: base.ends_with('c'),
+                cout: has("cc"),
+            };
+            alu(&mut inst, 2)?;
+        }
+        "mad" | "madc" if has("cc") || base == "madc" => {
+            inst.op = Op::Carry {
+                sub: false,
+                mul: Some(if has("hi") { MulMode::Hi } else { MulMode::Lo }),
+                cin: base == "madc",
+                cout: has("cc"),
+            };
+            alu(&mut inst, 3)?;
+        }
+        "bfind" => {
+            inst.op = Op::Bfind { shiftamt: has("shiftamt") };
+            alu(&mut inst, 1)?;
+        }
         "add" | "sub" | "and" | "or" | "xor" | "min" | "max" | "div" | "rem" | "shl" | "shr" | "copysign" => {
-            if has("cc") || base == "addc" {
-                return unsupported();
-            }
             inst.op = match base {
                 "add" => Op::Add,
                 "sub" => Op::Sub,
@@ -1388,14 +1420,11 @@ fn check_recursion(p: &Program) -> Result<(), String> {
         return Ok(());
     }
     let func_of = |pc: u32| -> u32 {
-        // Entry pcs of callees delimit functions.
-        let mut best = 0;
-        for c in &p.calls {
-            if c.target_pc <= pc && c.target_pc >= best {
-                best = c.target_pc;
-            }
-        }
-        best
+        p.func_ranges
+            .iter()
+            .find(|(s, e)| (*s..*e).contains(&pc))
+            .map(|r| r.0)
+            .unwrap_or(0)
     };
     let mut edges: HashMap<u32, Vec<u32>> = HashMap::new();
     for (idx, inst) in p.insts.iter().enumerate() {

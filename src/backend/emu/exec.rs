@@ -209,7 +209,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 let tx = t % dims.block[0];
                 let ty = (t / dims.block[0]) % dims.block[1];
                 let tz = t / (dims.block[0] * dims.block[1]);
-                let vals: [u64; 26] = [
+                let vals: [u64; 27] = [
                     tx as u64,
                     ty as u64,
                     tz as u64,
@@ -236,6 +236,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     dims.shared_bytes as u64,
                     shared_size as u64,
                     32,
+                    0,
                 ];
                 for (k, v) in vals.iter().enumerate() {
                     regs[k * 32 + l as usize] = *v;
@@ -726,7 +727,8 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         let d = inst.d as usize * 32;
         let mut bad_src = false;
         lanes!(mask, l, {
-            let b = rd(&w.regs, inst.b, l) as u32;
+            // Only b[4:0] selects a lane (PTX ISA, shfl.sync).
+            let b = rd(&w.regs, inst.b, l) as u32 & 0x1f;
             let c = rd(&w.regs, inst.c, l) as u32;
             let lane = l as u32;
             let seg = (c >> 8) & 0x1f;
@@ -1767,6 +1769,40 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                 w.regs[d + l] = r;
             });
         }
+        (Op::Carry { sub, mul, cin, cout }, _) => {
+            let cc = (SPECIALS.len() - 1) * 32;
+            let d = inst.d as usize * 32;
+            lanes!(mask, l, {
+                let a = trunc(rd(&w.regs, inst.a, l), bits) as u128;
+                let b = trunc(rd(&w.regs, inst.b, l), bits) as u128;
+                let cf = if cin { w.regs[cc + l] as u128 & 1 } else { 0 };
+                let full: u128 = match mul {
+                    Some(mode) => {
+                        let p = a * b;
+                        let part = if mode == MulMode::Hi { p >> bits } else { p & ((1u128 << bits) - 1) };
+                        part + trunc(rd(&w.regs, inst.c, l), bits) as u128 + cf
+                    }
+                    None if sub => a.wrapping_sub(b).wrapping_sub(cf),
+                    None => a + b + cf,
+                };
+                w.regs[d + l] = trunc(full as u64, bits);
+                if cout {
+                    // For subtraction the flag is the borrow.
+                    let out = if sub && mul.is_none() { a < b + cf } else { full >> bits != 0 };
+                    w.regs[cc + l] = out as u64;
+                }
+            });
+        }
+        (Op::Bfind { shiftamt }, _) => un(w, inst, mask, |a| {
+            let v = trunc(a, bits);
+            let v = if ty.signed() && sext(v, bits) < 0 { trunc(!v, bits) } else { v };
+            if v == 0 {
+                0xffff_ffff
+            } else {
+                let pos = 63 - v.leading_zeros() as u64;
+                if shiftamt { bits as u64 - 1 - pos } else { pos }
+            }
+        }),
         (Op::Setp(c, bop), _) => {
             let cty = inst.ty2;
             lanes!(mask, l, {

@@ -73,6 +73,12 @@ impl EmuBackend {
         self.printf_sink.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
+    /// Device address of a module `.global` variable (for reading `__device__` results).
+    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+        let g = self.prog.as_ref()?.globals.iter().find(|g| g.name == name)?;
+        (g.space == Space::Global).then_some(g.addr)
+    }
+
     fn prog(&self) -> Result<&Arc<Program>, BackendError> {
         self.prog
             .as_ref()

@@ -572,14 +572,20 @@ fn parse_inst(p: &mut P) -> R<InstAst> {
     }
     let op = p.expect(Tok::Ident, "instruction")?;
     let mut operands = Vec::new();
-    if !p.eat(Tok::Semi) {
-        loop {
-            operands.push(parse_operand(p)?);
-            if p.eat(Tok::Semi) {
-                break;
+    let mut operand_list = || -> R<()> {
+        if !p.eat(Tok::Semi) {
+            loop {
+                operands.push(parse_operand(p)?);
+                if p.eat(Tok::Semi) {
+                    break;
+                }
+                p.expect(Tok::Comma, "`,` or `;`")?;
             }
-            p.expect(Tok::Comma, "`,` or `;`")?;
         }
+        Ok(())
+    };
+    if let Err(e) = operand_list() {
+        return Err(format!("{e} (in the operands of `{}`; unsupported instruction?)", op.text));
     }
     let end = p.t[p.i - 1].end;
     let text = p.src[first.start..end].split_whitespace().collect::<Vec<_>>().join(" ");
