@@ -936,26 +936,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
         });
         if gmask != 0 {
-            let mut sectors = [0u64; 128];
-            let mut n = 0;
-            lanes!(gmask, l, {
-                let a = addrs[l];
-                let mut s = a >> 5;
-                let e = (a + total as u64 - 1) >> 5;
-                while s <= e && n < 128 {
-                    sectors[n] = s;
-                    n += 1;
-                    s += 1;
-                }
-            });
-            let sec = &mut sectors[..n];
-            sec.sort_unstable();
-            let mut uniq = 0;
-            for k in 0..sec.len() {
-                if k == 0 || sec[k] != sec[k - 1] {
-                    uniq += 1;
-                }
-            }
+            let uniq = count_sectors(&addrs, gmask, total);
             let m = &mut self.out.metrics;
             let req = gmask.count_ones() as u64 * total as u64;
             if is_load || is_atom {
@@ -973,6 +954,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             self.out.metrics.shared_bank_conflicts += bank_conflicts(&addrs, smask, total);
         }
 
+        if vec == 1 && !is_atom && !generic && self.fast_access(wi, inst, pc, mask, &addrs, esize, is_load) {
+            return Ok(());
+        }
         let wid = self.warps[wi].id;
         lanes!(mask, l, {
             let addr = addrs[l];
@@ -1010,6 +994,74 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
         });
         Ok(())
+    }
+
+    /// Scalar shared/global loads and stores whose lanes are all in bounds and aligned: the
+    /// common case, without per-lane dispatch. Returns false to take the checked path.
+    #[allow(clippy::too_many_arguments)]
+    fn fast_access(&mut self, wi: usize, inst: &Inst, pc: u32, mask: u32, addrs: &[u64; 32], size: u32, is_load: bool) -> bool {
+        let sz = size as u64;
+        let ok = |a: u64| a.is_multiple_of(sz);
+        match inst.space {
+            Space::Shared => {
+                let lim = self.shared_size as u64;
+                let mut good = true;
+                lanes!(mask, l, {
+                    good &= ok(addrs[l]) && addrs[l] + sz <= lim;
+                });
+                if !good {
+                    return false;
+                }
+                let wid = self.warps[wi].id;
+                lanes!(mask, l, {
+                    let o = addrs[l] as usize;
+                    self.check_shared(o, size, is_load, false, wid * 32 + l as u32, pc, wid, l);
+                    let bytes = &mut self.shared[o..o + size as usize];
+                    if is_load {
+                        let v = le(bytes);
+                        let v = if inst.ty.signed() && size < 8 { trunc(sext(v, size * 8) as u64, 64) } else { v };
+                        self.warps[wi].regs[inst.vregs[0] as usize * 32 + l] = v;
+                    } else {
+                        let v = rd(&self.warps[wi].regs, inst.b, l);
+                        bytes.copy_from_slice(&v.to_le_bytes()[..size as usize]);
+                    }
+                });
+                true
+            }
+            Space::Global => {
+                let gm = self.ctx.gmem;
+                let first = mask.trailing_zeros() as usize;
+                let mut h = self.ghint;
+                let Some((r, _)) = gm.locate(addrs[first], sz, &mut h) else {
+                    return false;
+                };
+                let reg = &gm.regions[r];
+                let mut good = true;
+                lanes!(mask, l, {
+                    let a = addrs[l];
+                    good &= ok(a) && a >= reg.base && a - reg.base + sz <= reg.len;
+                });
+                if !good {
+                    return false;
+                }
+                self.ghint = h;
+                let w = &mut self.warps[wi];
+                if is_load {
+                    let d = inst.vregs[0] as usize * 32;
+                    let signed = inst.ty.signed() && size < 8;
+                    lanes!(mask, l, {
+                        let v = reg.read(addrs[l] - reg.base, size);
+                        w.regs[d + l] = if signed { trunc(sext(v, size * 8) as u64, 64) } else { v };
+                    });
+                } else {
+                    lanes!(mask, l, {
+                        reg.write(addrs[l] - reg.base, size, rd(&w.regs, inst.b, l));
+                    });
+                }
+                true
+            }
+            _ => false,
+        }
     }
 
     fn zero_dest(&mut self, wi: usize, inst: &Inst, l: usize) {
@@ -1240,9 +1292,55 @@ fn le(b: &[u8]) -> u64 {
     u64::from_le_bytes(x)
 }
 
+/// Distinct 32-byte sectors the lanes' accesses touch.
+fn count_sectors(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
+    let mut sectors = [0u64; 128];
+    let mut n = 0;
+    let mut sorted = true;
+    lanes!(mask, l, {
+        let a = addrs[l];
+        let mut s = a >> 5;
+        let e = (a + size as u64 - 1) >> 5;
+        while s <= e && n < 128 {
+            sorted &= n == 0 || sectors[n - 1] <= s;
+            sectors[n] = s;
+            n += 1;
+            s += 1;
+        }
+    });
+    let sec = &mut sectors[..n];
+    if !sorted {
+        sec.sort_unstable();
+    }
+    let mut uniq = 0;
+    for k in 0..sec.len() {
+        if k == 0 || sec[k] != sec[k - 1] {
+            uniq += 1;
+        }
+    }
+    uniq
+}
+
 /// Extra shared-memory wavefronts: per phase (32 lanes for 4-byte accesses, 16 for 8-byte,
 /// 8 for 16-byte), the most distinct words any one bank must serve, minus one.
 pub fn bank_conflicts(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
+    if size <= 4 {
+        // Usual case: no bank serves two different words.
+        let mut bank_word = [u64::MAX; 32];
+        let mut clash = false;
+        lanes!(mask, l, {
+            let w = addrs[l] >> 2;
+            let b = (w & 31) as usize;
+            if bank_word[b] == u64::MAX {
+                bank_word[b] = w;
+            } else if bank_word[b] != w {
+                clash = true;
+            }
+        });
+        if !clash {
+            return 0;
+        }
+    }
     let words_per_lane = size.div_ceil(4).max(1) as usize;
     let lanes_per_phase = (32 / words_per_lane).max(1);
     let mut extra = 0u64;
@@ -1357,6 +1455,13 @@ fn bin(w: &mut Warp, inst: &Inst, mask: u32, f: impl Fn(u64, u64) -> u64) {
 #[inline(always)]
 fn tri(w: &mut Warp, inst: &Inst, mask: u32, f: impl Fn(u64, u64, u64) -> u64) {
     let d = inst.d as usize * 32;
+    if let (Src::R(a), Src::R(b), Src::R(c)) = (inst.a, inst.b, inst.c) {
+        let (a, b, c) = (a as usize * 32, b as usize * 32, c as usize * 32);
+        lanes!(mask, l, {
+            w.regs[d + l] = f(w.regs[a + l], w.regs[b + l], w.regs[c + l]);
+        });
+        return;
+    }
     lanes!(mask, l, {
         let a = rd(&w.regs, inst.a, l);
         let b = rd(&w.regs, inst.b, l);
