@@ -909,6 +909,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             return Ok(());
         }
 
+        if inst.space == Space::Shared && !generic && vec == 1 && !is_atom && self.shared_fast(wi, inst, pc, mask, esize, is_load) {
+            return Ok(());
+        }
         let mut addrs = [0u64; 32];
         let mut spaces = [Space::Global; 32];
         {
@@ -996,6 +999,68 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         Ok(())
     }
 
+    /// Scalar shared loads/stores (the inner loops of tiled kernels) in one pass: addresses,
+    /// bounds, bank conflicts, race/init shadow and the access. False: take the checked path.
+    fn shared_fast(&mut self, wi: usize, inst: &Inst, pc: u32, mask: u32, size: u32, is_load: bool) -> bool {
+        let mut addrs = [0u64; 32];
+        let lim = self.shared_size as u64;
+        let sz = size as u64;
+        let mut good = true;
+        let mut bank_word = [u64::MAX; 32];
+        let mut clash = false;
+        {
+            let w = &self.warps[wi];
+            lanes!(mask, l, {
+                let a = rd(&w.regs, inst.a, l).wrapping_add(inst.off as u64);
+                addrs[l] = a;
+                good &= a.is_multiple_of(sz) && a + sz <= lim;
+                let wd = a >> 2;
+                let b = (wd & 31) as usize;
+                if bank_word[b] == u64::MAX {
+                    bank_word[b] = wd;
+                } else if bank_word[b] != wd {
+                    clash = true;
+                }
+            });
+        }
+        if !good {
+            return false;
+        }
+        let m = &mut self.out.metrics;
+        m.shared_requests += 1;
+        if clash || size > 4 {
+            m.shared_bank_conflicts += bank_conflicts(&addrs, mask, size);
+        }
+        let wid = self.warps[wi].id;
+        let signed = inst.ty.signed() && size < 8;
+        let epoch = self.epoch;
+        lanes!(mask, l, {
+            let o = addrs[l] as usize;
+            let tid = wid * 32 + l as u32;
+            // Inline the common racecheck/initcheck outcome: an initialized word read by its
+            // own warp's threads only; anything else goes through the full check.
+            let sh = &mut self.shadow[o / 4];
+            let quiet = is_load
+                && size == 4
+                && sh.init == 0xf
+                && (sh.w_epoch != epoch || sh.writer == 0 || (sh.writer - 1) / 32 == wid)
+                && sh.r_epoch == epoch
+                && sh.reader != MANY
+                && (sh.reader - 1) / 32 == wid;
+            if !quiet {
+                self.check_shared(o, size, is_load, false, tid, pc, wid, l);
+            }
+            let bytes = &mut self.shared[o..o + size as usize];
+            if is_load {
+                let v = le(bytes);
+                self.warps[wi].regs[inst.vregs[0] as usize * 32 + l] = if signed { trunc(sext(v, size * 8) as u64, 64) } else { v };
+            } else {
+                put(bytes, rd(&self.warps[wi].regs, inst.b, l));
+            }
+        });
+        true
+    }
+
     /// Scalar shared/global loads and stores whose lanes are all in bounds and aligned: the
     /// common case, without per-lane dispatch. Returns false to take the checked path.
     #[allow(clippy::too_many_arguments)]
@@ -1022,8 +1087,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                         let v = if inst.ty.signed() && size < 8 { trunc(sext(v, size * 8) as u64, 64) } else { v };
                         self.warps[wi].regs[inst.vregs[0] as usize * 32 + l] = v;
                     } else {
-                        let v = rd(&self.warps[wi].regs, inst.b, l);
-                        bytes.copy_from_slice(&v.to_le_bytes()[..size as usize]);
+                        put(bytes, rd(&self.warps[wi].regs, inst.b, l));
                     }
                 });
                 true
@@ -1146,10 +1210,10 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     let c = rd(&self.warps[wi].regs, inst.c, l);
                     let b = rd(&self.warps[wi].regs, inst.b, l);
                     let nv = atom_apply(op, inst.ty, cur, b, c);
-                    self.shared[o..o + size as usize].copy_from_slice(&nv.to_le_bytes()[..size as usize]);
+                    put(&mut self.shared[o..o + size as usize], nv);
                     Ok(Some(cur))
                 } else {
-                    self.shared[o..o + size as usize].copy_from_slice(&val.to_le_bytes()[..size as usize]);
+                    put(&mut self.shared[o..o + size as usize], val);
                     Ok(None)
                 }
             }
@@ -1203,6 +1267,21 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
     #[inline]
     fn check_shared(&mut self, o: usize, size: u32, read: bool, atomic: bool, tid: u32, pc: u32, wid: u32, l: usize) {
         let epoch = self.epoch;
+        if size == 4 && read && !atomic {
+            // A read of a written word that only this warp touched in this epoch: nothing to
+            // report and only the reader to record.
+            let sh = &mut self.shadow[o / 4];
+            let writer_ok = sh.w_epoch != epoch || sh.writer == 0 || (sh.writer - 1) / 32 == wid;
+            if sh.init == 0xf && writer_ok {
+                if sh.r_epoch != epoch {
+                    sh.r_epoch = epoch;
+                    sh.reader = tid + 1;
+                } else if sh.reader != MANY && (sh.reader - 1) / 32 != wid {
+                    sh.reader = MANY;
+                }
+                return;
+            }
+        }
         let first = o / 4;
         let last = (o + size as usize - 1) / 4;
         for wdx in first..=last {
@@ -1285,11 +1364,30 @@ pub fn resolve_generic(a: u64) -> (Space, u64) {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn le(b: &[u8]) -> u64 {
-    let mut x = [0u8; 8];
-    x[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
-    u64::from_le_bytes(x)
+    match b.len() {
+        1 => b[0] as u64,
+        2 => u16::from_le_bytes([b[0], b[1]]) as u64,
+        4 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64,
+        8 => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        n => {
+            let mut x = [0u8; 8];
+            x[..n.min(8)].copy_from_slice(&b[..n.min(8)]);
+            u64::from_le_bytes(x)
+        }
+    }
+}
+
+#[inline(always)]
+fn put(dst: &mut [u8], v: u64) {
+    match dst.len() {
+        1 => dst[0] = v as u8,
+        2 => dst.copy_from_slice(&(v as u16).to_le_bytes()),
+        4 => dst.copy_from_slice(&(v as u32).to_le_bytes()),
+        8 => dst.copy_from_slice(&v.to_le_bytes()),
+        n => dst.copy_from_slice(&v.to_le_bytes()[..n]),
+    }
 }
 
 /// Distinct 32-byte sectors the lanes' accesses touch.
@@ -1470,6 +1568,32 @@ fn tri(w: &mut Warp, inst: &Inst, mask: u32, f: impl Fn(u64, u64, u64) -> u64) {
     });
 }
 
+/// fma.rn.f32 on registers with the CPU's fused multiply-add when it has one (without it,
+/// `mul_add` is a libm call per lane).
+fn fma_fast(w: &mut Warp, inst: &Inst, mask: u32) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let (Src::R(a), Src::R(b), Src::R(c)) = (inst.a, inst.b, inst.c)
+            && std::is_x86_feature_detected!("fma")
+        {
+            let idx = [inst.d as usize * 32, a as usize * 32, b as usize * 32, c as usize * 32];
+            // SAFETY: the CPU supports FMA (checked just above).
+            unsafe { fma_lanes(&mut w.regs, idx, mask) };
+            return true;
+        }
+    }
+    let _ = (w, inst, mask);
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn fma_lanes(regs: &mut [u64], [d, a, b, c]: [usize; 4], mask: u32) {
+    lanes!(mask, l, {
+        regs[d + l] = b32(f32v(regs[a + l]).mul_add(f32v(regs[b + l]), f32v(regs[c + l])));
+    });
+}
+
 fn cmp_f(c: Cmp, a: f64, b: f64) -> bool {
     let un = a.is_nan() || b.is_nan();
     match c {
@@ -1502,6 +1626,7 @@ fn cmp_i<T: Ord>(c: Cmp, a: T, b: T) -> bool {
     }
 }
 
+#[inline]
 fn compare(c: Cmp, ty: Ty, ftz: bool, a: u64, b: u64) -> bool {
     let bits = ty.bits();
     match ty {
@@ -1628,6 +1753,9 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
             }
         }
         (Op::Fma, Ty::F32) => {
+            if rnd == Rnd::N && !ftz && !sat && fma_fast(w, inst, mask) {
+                return;
+            }
             tri(w, inst, mask, |a, b, c| f32post(float::fma32(fin(a), fin(b), fin(c), rnd)))
         }
         (Op::Div, Ty::F32) => bin(w, inst, mask, |a, b| {
