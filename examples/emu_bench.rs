@@ -32,7 +32,11 @@ fn reduce_setup(b: &mut EmuBackend, scale: usize) -> (LaunchDims, Vec<ParamValue
             block: [256, 1, 1],
             shared_bytes: 0,
         },
-        vec![ParamValue::Ptr(din), ParamValue::Ptr(dout), ParamValue::I32(n as i32)],
+        vec![
+            ParamValue::Ptr(din),
+            ParamValue::Ptr(dout),
+            ParamValue::I32(n as i32),
+        ],
     )
 }
 
@@ -81,13 +85,24 @@ const BENCHES: &[Bench] = &[
 ];
 
 /// Best of `reps` launches: (seconds, lane-instructions).
-fn measure(b: &mut EmuBackend, bench: &Bench, dims: LaunchDims, params: &[ParamValue], reps: usize) -> (f64, u64) {
+fn measure(
+    b: &mut EmuBackend,
+    bench: &Bench,
+    dims: LaunchDims,
+    params: &[ParamValue],
+    reps: usize,
+) -> (f64, u64) {
     let mut best = f64::INFINITY;
     let mut lanes = 0;
     for _ in 0..reps {
         let t0 = Instant::now();
         let r = b
-            .launch(bench.kernel, dims, params, Instant::now() + Duration::from_secs(600))
+            .launch(
+                bench.kernel,
+                dims,
+                params,
+                Instant::now() + Duration::from_secs(600),
+            )
             .expect("launch");
         best = best.min(t0.elapsed().as_secs_f64());
         lanes = r.metrics.map(|m| m.lane_instructions).unwrap_or(0);
@@ -124,6 +139,8 @@ fn main() {
             ts / tp
         );
     }
-    println!("serial = one block at a time on one core (the baseline); parallel = blocks on rayon.");
+    println!(
+        "serial = one block at a time on one core (the baseline); parallel = blocks on rayon."
+    );
     println!("kernels with global atomics always run serially, so their ratio is ~1.");
 }

@@ -59,7 +59,8 @@ fn ptx_for(file: &str) -> String {
     } else {
         let old = std::fs::read_to_string(&snap).expect("snapshot");
         assert_eq!(
-            old, ptx,
+            old,
+            ptx,
             "PTX snapshot {} differs from what NVRTC emits now; rerun with CUGRADE_UPDATE_SNAPSHOTS=1",
             snap.display()
         );
@@ -72,10 +73,15 @@ fn ptx_for(file: &str) -> String {
 pub struct Lcg(u64);
 impl Lcg {
     pub fn new(seed: u64) -> Self {
-        Lcg(seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407))
+        Lcg(seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407))
     }
     pub fn next_u32(&mut self) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) as u32
     }
     /// Uniform in [-1, 1).
@@ -145,7 +151,8 @@ fn close(got: &[f32], want: &[f32], rtol: f32, atol: f32) -> Result<(), String> 
         return Err(format!("length {} != {}", got.len(), want.len()));
     }
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        if !((g - w).abs() <= atol + rtol * w.abs()) && !(g.is_nan() && w.is_nan()) {
+        let within = (g - w).abs() <= atol + rtol * w.abs();
+        if !within && (!g.is_nan() || !w.is_nan()) {
             return Err(format!("element {i}: got {g}, want {w}"));
         }
     }
@@ -176,7 +183,12 @@ fn vector_add(b: &mut dyn Backend) -> Result<(), String> {
     let mut g = Lcg::new(1);
     let (x, y) = (g.vec(n), g.vec(n));
     let (da, db, dc) = (up_f32(b, &x), up_f32(b, &y), zeros(b, n));
-    let r = launch(b, "vector_add", d1(n.div_ceil(256) as u32, 256), &[Ptr(da), Ptr(db), Ptr(dc), I32(n as i32)]);
+    let r = launch(
+        b,
+        "vector_add",
+        d1(n.div_ceil(256) as u32, 256),
+        &[Ptr(da), Ptr(db), Ptr(dc), I32(n as i32)],
+    );
     clean(&r)?;
     let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
     let got = down_f32(b, dc, n);
@@ -198,7 +210,12 @@ fn reduce_case(b: &mut dyn Backend, kernel: &str) -> Result<(), String> {
     let mut g = Lcg::new(2);
     let x = g.vec(n);
     let (din, dout) = (up_f32(b, &x), zeros(b, 1));
-    let r = launch(b, kernel, d1(n.div_ceil(256) as u32, 256), &[Ptr(din), Ptr(dout), I32(n as i32)]);
+    let r = launch(
+        b,
+        kernel,
+        d1(n.div_ceil(256) as u32, 256),
+        &[Ptr(din), Ptr(dout), I32(n as i32)],
+    );
     clean(&r)?;
     let want: f64 = x.iter().map(|v| *v as f64).sum();
     let got = down_f32(b, dout, 1)[0];
@@ -219,8 +236,24 @@ fn matmul_tiled(b: &mut dyn Backend) -> Result<(), String> {
     let mut g = Lcg::new(3);
     let (a, bb) = (g.vec(m * k), g.vec(k * n));
     let (da, db, dc) = (up_f32(b, &a), up_f32(b, &bb), zeros(b, m * n));
-    let d = dims([n.div_ceil(16) as u32, m.div_ceil(16) as u32, 1], [16, 16, 1], 0);
-    let r = launch(b, "matmul_tiled", d, &[Ptr(da), Ptr(db), Ptr(dc), I32(m as i32), I32(n as i32), I32(k as i32)]);
+    let d = dims(
+        [n.div_ceil(16) as u32, m.div_ceil(16) as u32, 1],
+        [16, 16, 1],
+        0,
+    );
+    let r = launch(
+        b,
+        "matmul_tiled",
+        d,
+        &[
+            Ptr(da),
+            Ptr(db),
+            Ptr(dc),
+            I32(m as i32),
+            I32(n as i32),
+            I32(k as i32),
+        ],
+    );
     clean(&r)?;
     let mut want = vec![0f32; m * n];
     for i in 0..m {
@@ -239,8 +272,17 @@ fn transpose(b: &mut dyn Backend, kernel: &str, block: [u32; 3]) -> Result<Launc
     let (rows, cols) = (67, 130);
     let x = Lcg::new(4).vec(rows * cols);
     let (din, dout) = (up_f32(b, &x), zeros(b, rows * cols));
-    let d = dims([cols.div_ceil(32) as u32, rows.div_ceil(32) as u32, 1], block, 0);
-    let r = launch(b, kernel, d, &[Ptr(din), Ptr(dout), I32(rows as i32), I32(cols as i32)]);
+    let d = dims(
+        [cols.div_ceil(32) as u32, rows.div_ceil(32) as u32, 1],
+        block,
+        0,
+    );
+    let r = launch(
+        b,
+        kernel,
+        d,
+        &[Ptr(din), Ptr(dout), I32(rows as i32), I32(cols as i32)],
+    );
     clean(&r)?;
     let mut want = vec![0f32; rows * cols];
     for i in 0..rows {
@@ -259,21 +301,28 @@ fn transpose_tiled(b: &mut dyn Backend) -> Result<(), String> {
     if let Some(m) = r.metrics
         && m.shared_bank_conflicts != 0
     {
-        return Err(format!("padded tile should be conflict-free, got {}", m.shared_bank_conflicts));
+        return Err(format!(
+            "padded tile should be conflict-free, got {}",
+            m.shared_bank_conflicts
+        ));
     }
     Ok(())
 }
 
 fn softmax(b: &mut dyn Backend) -> Result<(), String> {
     let (rows, cols) = (9, 300);
-    let x: Vec<f32> = Lcg::new(5).vec(rows * cols).iter().map(|v| v * 8.0).collect();
+    let x: Vec<f32> = Lcg::new(5)
+        .vec(rows * cols)
+        .iter()
+        .map(|v| v * 8.0)
+        .collect();
     let (din, dout) = (up_f32(b, &x), zeros(b, rows * cols));
-    let r = launch(b, "softmax_rows", dims([rows as u32, 1, 1], [128, 1, 1], 128 * 4), &[
-        Ptr(din),
-        Ptr(dout),
-        I32(rows as i32),
-        I32(cols as i32),
-    ]);
+    let r = launch(
+        b,
+        "softmax_rows",
+        dims([rows as u32, 1, 1], [128, 1, 1], 128 * 4),
+        &[Ptr(din), Ptr(dout), I32(rows as i32), I32(cols as i32)],
+    );
     clean(&r)?;
     let mut want = vec![0f32; rows * cols];
     for i in 0..rows {
@@ -291,17 +340,26 @@ fn embedding(b: &mut dyn Backend) -> Result<(), String> {
     let (vocab, dim, n) = (50, 24, 37);
     let mut g = Lcg::new(6);
     let table = g.vec(vocab * dim);
-    let ids: Vec<i32> = (0..n).map(|_| (g.next_u32() % vocab as u32) as i32).collect();
+    let ids: Vec<i32> = (0..n)
+        .map(|_| (g.next_u32() % vocab as u32) as i32)
+        .collect();
     let (dids, dt, dout) = (up_i32(b, &ids), up_f32(b, &table), zeros(b, n * dim));
-    let r = launch(b, "embedding", d1((n * dim).div_ceil(128) as u32, 128), &[
-        Ptr(dids),
-        Ptr(dt),
-        Ptr(dout),
-        I32(n as i32),
-        I32(dim as i32),
-    ]);
+    let r = launch(
+        b,
+        "embedding",
+        d1((n * dim).div_ceil(128) as u32, 128),
+        &[
+            Ptr(dids),
+            Ptr(dt),
+            Ptr(dout),
+            I32(n as i32),
+            I32(dim as i32),
+        ],
+    );
     clean(&r)?;
-    let want: Vec<f32> = (0..n * dim).map(|i| table[ids[i / dim] as usize * dim + i % dim]).collect();
+    let want: Vec<f32> = (0..n * dim)
+        .map(|i| table[ids[i / dim] as usize * dim + i % dim])
+        .collect();
     close(&down_f32(b, dout, n * dim), &want, 0.0, 0.0)
 }
 
@@ -314,7 +372,12 @@ fn conv(b: &mut dyn Backend) -> Result<(), String> {
     let n = 1000;
     let x = g.vec(n);
     let (din, dout) = (up_f32(b, &x), zeros(b, n));
-    let r = launch(b, "conv1d", d1(n.div_ceil(128) as u32, 128), &[Ptr(din), Ptr(dout), I32(n as i32), I32(7)]);
+    let r = launch(
+        b,
+        "conv1d",
+        d1(n.div_ceil(128) as u32, 128),
+        &[Ptr(din), Ptr(dout), I32(n as i32), I32(7)],
+    );
     clean(&r)?;
     let mut want = vec![0f32; n];
     for (i, w) in want.iter_mut().enumerate() {
@@ -332,8 +395,17 @@ fn conv(b: &mut dyn Backend) -> Result<(), String> {
     let (h, w) = (37, 29);
     let img = g.vec(h * w);
     let (din, dout) = (up_f32(b, &img), zeros(b, h * w));
-    let d = dims([w.div_ceil(16) as u32, h.div_ceil(16) as u32, 1], [16, 16, 1], 0);
-    let r = launch(b, "conv2d", d, &[Ptr(din), Ptr(dout), I32(h as i32), I32(w as i32), I32(5)]);
+    let d = dims(
+        [w.div_ceil(16) as u32, h.div_ceil(16) as u32, 1],
+        [16, 16, 1],
+        0,
+    );
+    let r = launch(
+        b,
+        "conv2d",
+        d,
+        &[Ptr(din), Ptr(dout), I32(h as i32), I32(w as i32), I32(5)],
+    );
     clean(&r)?;
     let mut want = vec![0f32; h * w];
     for y in 0..h as i64 {
@@ -373,7 +445,12 @@ fn activations(b: &mut dyn Backend) -> Result<(), String> {
     let n = 257;
     let x: Vec<f32> = Lcg::new(8).vec(n).iter().map(|v| v * 4.0).collect();
     let (din, dout) = (up_f32(b, &x), zeros(b, 6 * n));
-    let r = launch(b, "activations", d1(n.div_ceil(64) as u32, 64), &[Ptr(din), Ptr(dout), I32(n as i32)]);
+    let r = launch(
+        b,
+        "activations",
+        d1(n.div_ceil(64) as u32, 64),
+        &[Ptr(din), Ptr(dout), I32(n as i32)],
+    );
     clean(&r)?;
     let mut want = Vec::new();
     for &v in &x {
@@ -384,7 +461,7 @@ fn activations(b: &mut dyn Backend) -> Result<(), String> {
             erf(v) as f32,
             v.abs().ln_1p() as f32,
             (1.0 / (1.0 + (-v).exp())) as f32,
-            (0.5 * v * (1.0 + erf(v * 0.70710678))) as f32,
+            (0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2 as f64))) as f32,
         ]);
     }
     close(&down_f32(b, dout, 6 * n), &want, 2e-6, 1e-6)
@@ -395,23 +472,42 @@ fn attention(b: &mut dyn Backend) -> Result<(), String> {
     let mut g = Lcg::new(9);
     let (q, k, v) = (g.vec(n * d), g.vec(n * d), g.vec(n * d));
     let (dq, dk, dv, dout) = (up_f32(b, &q), up_f32(b, &k), up_f32(b, &v), zeros(b, n * d));
-    let r = launch(b, "attention", d1(2, 32), &[Ptr(dq), Ptr(dk), Ptr(dv), Ptr(dout), I32(n as i32), I32(d as i32)]);
+    let r = launch(
+        b,
+        "attention",
+        d1(2, 32),
+        &[
+            Ptr(dq),
+            Ptr(dk),
+            Ptr(dv),
+            Ptr(dout),
+            I32(n as i32),
+            I32(d as i32),
+        ],
+    );
     clean(&r)?;
     let mut want = vec![0f32; n * d];
     let scale = 1.0 / (d as f64).sqrt();
     for i in 0..n {
         let s: Vec<f64> = (0..n)
-            .map(|j| (0..d).map(|t| q[i * d + t] as f64 * k[j * d + t] as f64).sum::<f64>() * scale)
+            .map(|j| {
+                (0..d)
+                    .map(|t| q[i * d + t] as f64 * k[j * d + t] as f64)
+                    .sum::<f64>()
+                    * scale
+            })
             .collect();
         let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let den: f64 = s.iter().map(|x| (x - m).exp()).sum();
         for t in 0..d {
-            want[i * d + t] = ((0..n).map(|j| (s[j] - m).exp() * v[j * d + t] as f64).sum::<f64>() / den) as f32;
+            want[i * d + t] = ((0..n)
+                .map(|j| (s[j] - m).exp() * v[j * d + t] as f64)
+                .sum::<f64>()
+                / den) as f32;
         }
     }
     close(&down_f32(b, dout, n * d), &want, 1e-4, 1e-5)
 }
-
 
 fn atomics(b: &mut dyn Backend) -> Result<(), String> {
     let (grid, block) = (3u32, 64u32);
@@ -424,7 +520,12 @@ fn atomics(b: &mut dyn Backend) -> Result<(), String> {
     let gl = b.alloc(8).unwrap();
     b.write(gl, &5u64.to_le_bytes()).unwrap();
     let out = zeros(b, 3);
-    let r = launch(b, "atomics", d1(grid, block), &[Ptr(gi), Ptr(gu), Ptr(gf), Ptr(gd), Ptr(gl), Ptr(out)]);
+    let r = launch(
+        b,
+        "atomics",
+        d1(grid, block),
+        &[Ptr(gi), Ptr(gu), Ptr(gf), Ptr(gd), Ptr(gl), Ptr(out)],
+    );
     clean(&r)?;
     let i = down_u32(b, gi, 6);
     let u = down_u32(b, gu, 6);
@@ -466,20 +567,29 @@ fn atomics(b: &mut dyn Backend) -> Result<(), String> {
 fn warp_ops(b: &mut dyn Backend) -> Result<(), String> {
     let n = 64;
     let mut g = Lcg::new(10);
-    let v: Vec<i32> = (0..n).map(|_| (g.next_u32() % 2000) as i32 - 1000).collect();
+    let v: Vec<i32> = (0..n)
+        .map(|_| (g.next_u32() % 2000) as i32 - 1000)
+        .collect();
     let (din, dout) = (up_i32(b, &v), zeros(b, n * 10));
     let r = launch(b, "warp_ops", d1(2, 32), &[Ptr(din), Ptr(dout)]);
     clean(&r)?;
     let got = down_u32(b, dout, n * 10);
     for w in 0..2 {
         let vv = &v[w * 32..w * 32 + 32];
-        let ballot = |f: &dyn Fn(i32) -> bool| (0..32).filter(|&l| f(vv[l])).fold(0u32, |m, l| m | 1 << l);
+        let ballot =
+            |f: &dyn Fn(i32) -> bool| (0..32).filter(|&l| f(vv[l])).fold(0u32, |m, l| m | 1 << l);
         for lane in 0..32usize {
             let seg = |wd: usize| lane / wd * wd;
             let up = if lane % 8 < 2 { vv[lane] } else { vv[lane - 2] };
-            let down = if lane % 16 + 5 >= 16 { vv[lane] } else { vv[lane + 5] };
+            let down = if lane % 16 + 5 >= 16 {
+                vv[lane]
+            } else {
+                vv[lane + 5]
+            };
             let active = (0..32).filter(|l| l % 3 == 0).fold(0u32, |m, l| m | 1 << l);
-            let odd = (0..32).filter(|l| l % 3 == 0 && vv[*l] & 1 != 0).fold(0u32, |m, l| m | 1 << l);
+            let odd = (0..32)
+                .filter(|l| l % 3 == 0 && vv[*l] & 1 != 0)
+                .fold(0u32, |m, l| m | 1 << l);
             let want: [u32; 10] = [
                 vv[3] as u32,
                 up as u32,
@@ -494,7 +604,10 @@ fn warp_ops(b: &mut dyn Backend) -> Result<(), String> {
             ];
             let t = w * 32 + lane;
             if got[t * 10..t * 10 + 10] != want {
-                return Err(format!("thread {t}: got {:?} want {want:?}", &got[t * 10..t * 10 + 10]));
+                return Err(format!(
+                    "thread {t}: got {:?} want {want:?}",
+                    &got[t * 10..t * 10 + 10]
+                ));
             }
         }
     }
@@ -505,7 +618,9 @@ fn intops(b: &mut dyn Backend) -> Result<(), String> {
     let n = 96;
     let mut g = Lcg::new(11);
     let mut a: Vec<i32> = (0..n).map(|_| g.next_u32() as i32).collect();
-    let mut c: Vec<i32> = (0..n).map(|_| g.next_u32() as i32 >> (g.next_u32() % 31)).collect();
+    let mut c: Vec<i32> = (0..n)
+        .map(|_| g.next_u32() as i32 >> (g.next_u32() % 31))
+        .collect();
     a[0] = i32::MIN;
     c[0] = -1;
     a[1] = 0;
@@ -514,7 +629,12 @@ fn intops(b: &mut dyn Backend) -> Result<(), String> {
     c[2] = 3;
     let (da, db) = (up_i32(b, &a), up_i32(b, &c));
     let (dout, d64) = (zeros(b, n * 16), zeros(b, n * 2));
-    let r = launch(b, "intops", d1(1, n as u32), &[Ptr(da), Ptr(db), Ptr(dout), Ptr(d64)]);
+    let r = launch(
+        b,
+        "intops",
+        d1(1, n as u32),
+        &[Ptr(da), Ptr(db), Ptr(dout), Ptr(d64)],
+    );
     clean(&r)?;
     let got = down_u32(b, dout, n * 16);
     let got64 = b.read(d64, n * 8).unwrap();
@@ -523,7 +643,9 @@ fn intops(b: &mut dyn Backend) -> Result<(), String> {
         let (ux, uy) = (x as u32, y as u32);
         let bp = {
             let bytes = ((uy as u64) << 32) | ux as u64;
-            (0..4).fold(0u32, |r, k| r | ((((bytes >> (((0x5140u32 >> (4 * k)) & 7) * 8)) & 0xff) as u32) << (8 * k)))
+            (0..4).fold(0u32, |r, k| {
+                r | ((((bytes >> (((0x5140u32 >> (4 * k)) & 7) * 8)) & 0xff) as u32) << (8 * k))
+            })
         };
         let fl = ((((uy as u64) << 32 | ux as u64) << (y & 31)) >> 32) as u32;
         let fr = (((uy as u64) << 32 | ux as u64) >> (uy & 31)) as u32;
@@ -538,17 +660,24 @@ fn intops(b: &mut dyn Backend) -> Result<(), String> {
             ((x as i64 * y as i64) >> 32) as u32,
             if y != 0 { x.wrapping_div(y) as u32 } else { 0 },
             if y != 0 { x.wrapping_rem(y) as u32 } else { 0 },
-            if uy != 0 { ux / uy } else { 0 },
+            ux.checked_div(uy).unwrap_or(0),
             ((x >> (y & 31)) ^ (ux >> (uy & 31)) as i32) as u32,
             (ux >> 5) & 0x3ff,
-            (x.min(y).wrapping_add(x.max(y).wrapping_mul(3)).wrapping_add(x.wrapping_abs())) as u32,
+            (x.min(y)
+                .wrapping_add(x.max(y).wrapping_mul(3))
+                .wrapping_add(x.wrapping_abs())) as u32,
             (x.abs_diff(y)).wrapping_add(7),
             (if x == 0 { 0 } else { ux.trailing_zeros() + 1 }) + (x as i64 as u64).leading_zeros(),
         ];
         if got[t * 16..t * 16 + 16] != want {
-            return Err(format!("thread {t} (x={x}, y={y}): got {:?} want {want:?}", &got[t * 16..t * 16 + 16]));
+            return Err(format!(
+                "thread {t} (x={x}, y={y}): got {:?} want {want:?}",
+                &got[t * 16..t * 16 + 16]
+            ));
         }
-        let w64 = (x as i64).wrapping_mul(y as i64).wrapping_add(((x as i64) << 20) / ((y | 1) as i64));
+        let w64 = (x as i64)
+            .wrapping_mul(y as i64)
+            .wrapping_add(((x as i64) << 20) / ((y | 1) as i64));
         let g64 = i64::from_le_bytes(got64[t * 8..t * 8 + 8].try_into().unwrap());
         if g64 != w64 {
             return Err(format!("thread {t}: 64-bit got {g64} want {w64}"));
@@ -609,15 +738,35 @@ fn convert(b: &mut dyn Backend) -> Result<(), String> {
     let d: Vec<f64> = (0..n).map(|_| g.f32() as f64 * 1e6 + 0.1).collect();
     let dx = up_f32(b, &x);
     let dd = b.alloc(n * 8).unwrap();
-    b.write(dd, &d.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    b.write(
+        dd,
+        &d.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
     let (oi, of) = (zeros(b, n * 8), zeros(b, n * 12));
     let od = zeros(b, n * 6);
-    let r = launch(b, "convert", d1(1, n as u32), &[Ptr(dx), Ptr(dd), Ptr(oi), Ptr(of), Ptr(od)]);
+    let r = launch(
+        b,
+        "convert",
+        d1(1, n as u32),
+        &[Ptr(dx), Ptr(dd), Ptr(oi), Ptr(of), Ptr(od)],
+    );
     clean(&r)?;
     let gi = down_u32(b, oi, n * 8);
     let gf = down_f32(b, of, n * 12);
-    let gd: Vec<f64> = b.read(od, n * 24).unwrap().chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
-    let sat_i = |v: f64| -> i32 { if v.is_nan() { 0 } else { v.clamp(i32::MIN as f64, i32::MAX as f64) as i32 } };
+    let gd: Vec<f64> = b
+        .read(od, n * 24)
+        .unwrap()
+        .chunks(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let sat_i = |v: f64| -> i32 {
+        if v.is_nan() {
+            0
+        } else {
+            v.clamp(i32::MIN as f64, i32::MAX as f64) as i32
+        }
+    };
     for t in 0..n {
         let v = x[t];
         let vf = v as f64;
@@ -629,7 +778,9 @@ fn convert(b: &mut dyn Backend) -> Result<(), String> {
             vf.round_ties_even().clamp(0.0, u32::MAX as f64) as u32 as i32,
             (sat_i(vf.trunc()) as i8) as i32,
             sat_i(d[t].round_ties_even()),
-            ((v * 1e10f32) as f64).trunc().clamp(i64::MIN as f64, i64::MAX as f64) as i64 as i32,
+            ((v * 1e10f32) as f64)
+                .trunc()
+                .clamp(i64::MIN as f64, i64::MAX as f64) as i64 as i32,
         ];
         let got_i: Vec<i32> = gi[t * 8..t * 8 + 8].iter().map(|u| *u as i32).collect();
         if got_i != wi {
@@ -663,15 +814,26 @@ fn convert(b: &mut dyn Backend) -> Result<(), String> {
         let got_f = &gf[t * 12..t * 12 + 12];
         for k in 0..12 {
             if got_f[k].to_bits() != wf[k].to_bits() {
-                return Err(format!("float conversion {k} of {v} (d={}): got {} want {}", d[t], got_f[k], wf[k]));
+                return Err(format!(
+                    "float conversion {k} of {v} (d={}): got {} want {}",
+                    d[t], got_f[k], wf[k]
+                ));
             }
         }
         let dv = d[t];
-        let wd = [dv.mul_add(dv, 1.0 / (dv + 3.0)), dv - dv.next_up(), vf + dv.abs().sqrt()];
+        let wd = [
+            dv.mul_add(dv, 1.0 / (dv + 3.0)),
+            dv - dv.next_up(),
+            vf + dv.abs().sqrt(),
+        ];
         for k in 0..3 {
             let e = (gd[t * 3 + k] - wd[k]).abs();
             if e > 1e-15 * wd[k].abs().max(1e-300) && !(k == 0 && e <= 2e-16 * wd[0].abs()) {
-                return Err(format!("double op {k} of {dv}: got {} want {}", gd[t * 3 + k], wd[k]));
+                return Err(format!(
+                    "double op {k} of {dv}: got {} want {}",
+                    gd[t * 3 + k],
+                    wd[k]
+                ));
             }
         }
     }
@@ -687,10 +849,20 @@ fn mathfn(b: &mut dyn Backend) -> Result<(), String> {
     x[2] = 0.0;
     let (din, dout) = (up_f32(b, &x), zeros(b, n * 10));
     let dd = zeros(b, n * 4);
-    let r = launch(b, "mathfn", d1(n.div_ceil(64) as u32, 64), &[Ptr(din), Ptr(dout), Ptr(dd), I32(n as i32)]);
+    let r = launch(
+        b,
+        "mathfn",
+        d1(n.div_ceil(64) as u32, 64),
+        &[Ptr(din), Ptr(dout), Ptr(dd), I32(n as i32)],
+    );
     clean(&r)?;
     let got = down_f32(b, dout, n * 10);
-    let gd: Vec<f64> = b.read(dd, n * 16).unwrap().chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
+    let gd: Vec<f64> = b
+        .read(dd, n * 16)
+        .unwrap()
+        .chunks(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     for t in 0..n {
         let v = x[t] as f64;
         let want = [
@@ -708,15 +880,25 @@ fn mathfn(b: &mut dyn Backend) -> Result<(), String> {
         for k in 0..10 {
             let gv = got[t * 10 + k] as f64;
             // Fast intrinsics (__expf, __sinf, __logf) have looser, absolute-ish bounds.
-            let tol = if k >= 6 && k != 7 && k != 8 { 1e-5 * want[k].abs().max(1.0) * 4.0 } else { 4e-7 * want[k].abs() + 1e-7 };
+            let tol = if k >= 6 && k != 7 && k != 8 {
+                1e-5 * want[k].abs().max(1.0) * 4.0
+            } else {
+                4e-7 * want[k].abs() + 1e-7
+            };
             if (gv - want[k]).abs() > tol {
                 return Err(format!("math {k} of {v}: got {gv} want {}", want[k]));
             }
         }
         let wd = [v.exp(), (v * 3.0).sin()];
         for k in 0..2 {
-            if (gd[t * 2 + k] - wd[k]).abs() > 1e-15 * wd[k].abs() + 1e-300 + if k == 1 { 1e-16 } else { 0.0 } {
-                return Err(format!("double math {k} of {v}: got {} want {}", gd[t * 2 + k], wd[k]));
+            if (gd[t * 2 + k] - wd[k]).abs()
+                > 1e-15 * wd[k].abs() + 1e-300 + if k == 1 { 1e-16 } else { 0.0 }
+            {
+                return Err(format!(
+                    "double math {k} of {v}: got {} want {}",
+                    gd[t * 2 + k],
+                    wd[k]
+                ));
             }
         }
     }
@@ -729,11 +911,20 @@ fn devfunc(b: &mut dyn Backend) -> Result<(), String> {
     let c = g.vec(8);
     let xs = g.vec(n);
     let (dc, dx, dout) = (up_f32(b, &c), up_f32(b, &xs), zeros(b, n));
-    let r = launch(b, "devfunc", d1(2, 32), &[Ptr(dc), Ptr(dx), Ptr(dout), I32(n as i32), I32(5)]);
+    let r = launch(
+        b,
+        "devfunc",
+        d1(2, 32),
+        &[Ptr(dc), Ptr(dx), Ptr(dout), I32(n as i32), I32(5)],
+    );
     clean(&r)?;
     let want: Vec<f32> = xs
         .iter()
-        .map(|&x| (0..8).rev().fold(0f32, |acc, j| acc.mul_add(x, if j < 5 { c[j] } else { 0.0 })))
+        .map(|&x| {
+            (0..8).rev().fold(0f32, |acc, j| {
+                acc.mul_add(x, if j < 5 { c[j] } else { 0.0 })
+            })
+        })
         .collect();
     close(&down_f32(b, dout, n), &want, 1e-6, 1e-7)
 }
@@ -743,9 +934,16 @@ fn blocks3d(b: &mut dyn Backend) -> Result<(), String> {
     let nt = 96usize;
     let nb = 4usize;
     let mut g = Lcg::new(15);
-    let v: Vec<i32> = (0..nt * nb).map(|_| (g.next_u32() % 200) as i32 - 100).collect();
+    let v: Vec<i32> = (0..nt * nb)
+        .map(|_| (g.next_u32() % 200) as i32 - 100)
+        .collect();
     let (din, dout) = (up_i32(b, &v), zeros(b, nt * nb));
-    let r = launch(b, "blocks3d", dims(grid, block, (nt * 4) as u32), &[Ptr(din), Ptr(dout)]);
+    let r = launch(
+        b,
+        "blocks3d",
+        dims(grid, block, (nt * 4) as u32),
+        &[Ptr(din), Ptr(dout)],
+    );
     clean(&r)?;
     let got = down_u32(b, dout, nt * nb);
     for blk in 0..nb {
@@ -756,7 +954,10 @@ fn blocks3d(b: &mut dyn Backend) -> Result<(), String> {
         for t in 0..nt {
             let want = vv[nt - 1 - t] * 1000 + cnt * 4 + all * 2 + any;
             if got[blk * nt + t] as i32 != want {
-                return Err(format!("block {blk} thread {t}: got {} want {want}", got[blk * nt + t] as i32));
+                return Err(format!(
+                    "block {blk} thread {t}: got {} want {want}",
+                    got[blk * nt + t] as i32
+                ));
             }
         }
     }
@@ -764,25 +965,101 @@ fn blocks3d(b: &mut dyn Backend) -> Result<(), String> {
 }
 
 pub const CASES: &[Case] = &[
-    Case { name: "vector_add", file: "vector_add.cu", run: vector_add },
-    Case { name: "reduce_naive", file: "reduce_naive.cu", run: reduce_naive },
-    Case { name: "reduce_shared", file: "reduce_shared.cu", run: reduce_shared },
-    Case { name: "reduce_shuffle", file: "reduce_shuffle.cu", run: reduce_shuffle },
-    Case { name: "matmul_tiled", file: "matmul_tiled.cu", run: matmul_tiled },
-    Case { name: "transpose_naive", file: "transpose.cu", run: transpose_naive },
-    Case { name: "transpose_tiled", file: "transpose.cu", run: transpose_tiled },
-    Case { name: "softmax", file: "softmax.cu", run: softmax },
-    Case { name: "embedding", file: "embedding.cu", run: embedding },
-    Case { name: "conv", file: "conv.cu", run: conv },
-    Case { name: "activations", file: "activations.cu", run: activations },
-    Case { name: "attention", file: "attention.cu", run: attention },
-    Case { name: "atomics", file: "atomics.cu", run: atomics },
-    Case { name: "warp_ops", file: "warp.cu", run: warp_ops },
-    Case { name: "intops", file: "intops.cu", run: intops },
-    Case { name: "convert", file: "convert.cu", run: convert },
-    Case { name: "mathfn", file: "mathfn.cu", run: mathfn },
-    Case { name: "devfunc", file: "devfunc.cu", run: devfunc },
-    Case { name: "blocks3d", file: "blocks3d.cu", run: blocks3d },
+    Case {
+        name: "vector_add",
+        file: "vector_add.cu",
+        run: vector_add,
+    },
+    Case {
+        name: "reduce_naive",
+        file: "reduce_naive.cu",
+        run: reduce_naive,
+    },
+    Case {
+        name: "reduce_shared",
+        file: "reduce_shared.cu",
+        run: reduce_shared,
+    },
+    Case {
+        name: "reduce_shuffle",
+        file: "reduce_shuffle.cu",
+        run: reduce_shuffle,
+    },
+    Case {
+        name: "matmul_tiled",
+        file: "matmul_tiled.cu",
+        run: matmul_tiled,
+    },
+    Case {
+        name: "transpose_naive",
+        file: "transpose.cu",
+        run: transpose_naive,
+    },
+    Case {
+        name: "transpose_tiled",
+        file: "transpose.cu",
+        run: transpose_tiled,
+    },
+    Case {
+        name: "softmax",
+        file: "softmax.cu",
+        run: softmax,
+    },
+    Case {
+        name: "embedding",
+        file: "embedding.cu",
+        run: embedding,
+    },
+    Case {
+        name: "conv",
+        file: "conv.cu",
+        run: conv,
+    },
+    Case {
+        name: "activations",
+        file: "activations.cu",
+        run: activations,
+    },
+    Case {
+        name: "attention",
+        file: "attention.cu",
+        run: attention,
+    },
+    Case {
+        name: "atomics",
+        file: "atomics.cu",
+        run: atomics,
+    },
+    Case {
+        name: "warp_ops",
+        file: "warp.cu",
+        run: warp_ops,
+    },
+    Case {
+        name: "intops",
+        file: "intops.cu",
+        run: intops,
+    },
+    Case {
+        name: "convert",
+        file: "convert.cu",
+        run: convert,
+    },
+    Case {
+        name: "mathfn",
+        file: "mathfn.cu",
+        run: mathfn,
+    },
+    Case {
+        name: "devfunc",
+        file: "devfunc.cu",
+        run: devfunc,
+    },
+    Case {
+        name: "blocks3d",
+        file: "blocks3d.cu",
+        run: blocks3d,
+    },
 ];
 
 #[test]
@@ -806,7 +1083,11 @@ fn corpus_runs_correctly_on_the_emulator() {
             failures.push(format!("{}: {e}", case.name));
         }
     }
-    assert!(failures.is_empty(), "failing corpus cases:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "failing corpus cases:\n{}",
+        failures.join("\n")
+    );
 }
 
 fn load(file: &str) -> Option<EmuBackend> {
@@ -820,7 +1101,9 @@ fn load(file: &str) -> Option<EmuBackend> {
 
 #[test]
 fn device_function_printf_and_device_globals() {
-    let Some(mut emu) = load("devfunc.cu") else { return };
+    let Some(mut emu) = load("devfunc.cu") else {
+        return;
+    };
     emu.capture_printf();
     devfunc(&mut emu).unwrap();
     let out = String::from_utf8(emu.take_printf()).unwrap();
@@ -843,7 +1126,10 @@ fn hand_written_half_precision_ptx() {
     // (a, b) pairs as f16 bits: 1.5 and 2.25, -0.5 and 3.0, 1000 and 0.001.
     let pairs: [(u16, u16); 3] = [(0x3E00, 0x4080), (0xB800, 0x4200), (0x63D0, 0x1419)];
     let a = emu.alloc(12).unwrap();
-    let bytes: Vec<u8> = pairs.iter().flat_map(|(x, y)| [x.to_le_bytes(), y.to_le_bytes()].concat()).collect();
+    let bytes: Vec<u8> = pairs
+        .iter()
+        .flat_map(|(x, y)| [x.to_le_bytes(), y.to_le_bytes()].concat())
+        .collect();
     emu.write(a, &bytes).unwrap();
     let out = emu.alloc(60).unwrap();
     launch(&mut emu, "half_ops", d1(1, 3), &[Ptr(a), Ptr(out)]);
@@ -857,20 +1143,32 @@ fn hand_written_half_precision_ptx() {
     assert_eq!(got, want);
 }
 
-fn diag_run(file: &str, kernel: &str, d: LaunchDims, setup: impl FnOnce(&mut EmuBackend) -> Vec<ParamValue>) -> Option<LaunchReport> {
+fn diag_run(
+    file: &str,
+    kernel: &str,
+    d: LaunchDims,
+    setup: impl FnOnce(&mut EmuBackend) -> Vec<ParamValue>,
+) -> Option<LaunchReport> {
     let mut emu = load(file)?;
     let p = setup(&mut emu);
-    Some(emu.launch(kernel, d, &p, Instant::now() + Duration::from_secs(30)).expect("launch"))
+    Some(
+        emu.launch(kernel, d, &p, Instant::now() + Duration::from_secs(30))
+            .expect("launch"),
+    )
 }
 
 fn only(r: &LaunchReport, tool: &str) -> Vec<cugrade::backend::Diagnostic> {
-    r.diagnostics.iter().filter(|d| d.tool == tool).cloned().collect()
+    r.diagnostics
+        .iter()
+        .filter(|d| d.tool == tool)
+        .cloned()
+        .collect()
 }
 
 #[test]
 fn memcheck_reports_out_of_bounds_exactly_and_keeps_running() {
     let Some(r) = diag_run("diag_oob.cu", "diag_oob", d1(1, 64), |e| {
-        let a = up_f32(e, &vec![1.0; 40]);
+        let a = up_f32(e, &[1.0; 40]);
         let o = zeros(e, 40);
         vec![Ptr(a), Ptr(o), I32(40)]
     }) else {
@@ -882,13 +1180,21 @@ fn memcheck_reports_out_of_bounds_exactly_and_keeps_running() {
     assert_eq!(g.thread, [40, 0, 0]);
     assert_eq!(g.line, Some(5));
     assert_eq!(g.file.as_deref(), Some("diag_oob.cu"));
-    assert!(g.message.contains("0 bytes past the end of a 160-byte allocation"), "{}", g.message);
+    assert!(
+        g.message
+            .contains("0 bytes past the end of a 160-byte allocation"),
+        "{}",
+        g.message
+    );
     assert!(g.instruction.starts_with("ld.global"), "{}", g.instruction);
     assert_eq!(g.repeats, 0);
     let s = m.iter().find(|d| d.message.contains("shared")).unwrap();
     assert_eq!(s.line, Some(6));
     assert_eq!(s.thread, [32, 0, 0]);
-    assert_eq!(s.repeats, 31, "threads 32..63 overflow, reported once with a count");
+    assert_eq!(
+        s.repeats, 31,
+        "threads 32..63 overflow, reported once with a count"
+    );
 }
 
 #[test]
@@ -924,13 +1230,17 @@ fn racecheck_finds_missing_syncthreads() {
 
 #[test]
 fn racecheck_is_quiet_on_correct_reduction() {
-    let Some(mut emu) = load("reduce_shared.cu") else { return };
+    let Some(mut emu) = load("reduce_shared.cu") else {
+        return;
+    };
     reduce_shared(&mut emu).unwrap();
 }
 
 #[test]
 fn initcheck_finds_unwritten_shared_reads() {
-    let Some(r) = diag_run("diag_uninit.cu", "diag_uninit", d1(1, 64), |e| vec![Ptr(zeros(e, 64))]) else {
+    let Some(r) = diag_run("diag_uninit.cu", "diag_uninit", d1(1, 64), |e| {
+        vec![Ptr(zeros(e, 64))]
+    }) else {
         return;
     };
     let m = only(&r, "initcheck");
@@ -942,18 +1252,24 @@ fn initcheck_finds_unwritten_shared_reads() {
 
 #[test]
 fn synccheck_reports_divergent_barriers() {
-    let Some(r) = diag_run("diag_barrier.cu", "diag_barrier", d1(1, 64), |e| vec![Ptr(zeros(e, 64))]) else {
+    let Some(r) = diag_run("diag_barrier.cu", "diag_barrier", d1(1, 64), |e| {
+        vec![Ptr(zeros(e, 64))]
+    }) else {
         return;
     };
     let m = only(&r, "synccheck");
     assert_eq!(m.len(), 1, "{:?}", r.diagnostics);
-    assert!(m[0].message.contains("diag_barrier.cu:6") && m[0].message.contains("diag_barrier.cu:9"), "{}", m[0].message);
+    assert!(
+        m[0].message.contains("diag_barrier.cu:6") && m[0].message.contains("diag_barrier.cu:9"),
+        "{}",
+        m[0].message
+    );
 }
 
 #[test]
 fn shfl_mask_mismatch_is_reported() {
     let Some(r) = diag_run("diag_shfl.cu", "diag_shfl", d1(1, 32), |e| {
-        let a = up_f32(e, &vec![1.0; 32]);
+        let a = up_f32(e, &[1.0; 32]);
         vec![Ptr(a), Ptr(zeros(e, 32))]
     }) else {
         return;
@@ -966,26 +1282,45 @@ fn shfl_mask_mismatch_is_reported() {
 
 #[test]
 fn trap_faults_the_launch() {
-    let Some(mut emu) = load("diag_trap.cu") else { return };
+    let Some(mut emu) = load("diag_trap.cu") else {
+        return;
+    };
     let mut v = vec![1i32; 64];
     v[5] = -1;
     let a = up_i32(&mut emu, &v);
     let o = zeros(&mut emu, 64);
-    let e = emu.launch("diag_trap", d1(2, 32), &[Ptr(a), Ptr(o)], Instant::now() + Duration::from_secs(30));
+    let e = emu.launch(
+        "diag_trap",
+        d1(2, 32),
+        &[Ptr(a), Ptr(o)],
+        Instant::now() + Duration::from_secs(30),
+    );
     match e {
-        Err(cugrade::backend::BackendError::Fault(m)) => assert!(m.contains("trap") && m.contains("[5, 0, 0]"), "{m}"),
+        Err(cugrade::backend::BackendError::Fault(m)) => {
+            assert!(m.contains("trap") && m.contains("[5, 0, 0]"), "{m}")
+        }
         other => panic!("expected a fault, got {other:?}"),
     }
 }
 
 #[test]
 fn infinite_loop_stops_at_the_deadline() {
-    let Some(mut emu) = load("diag_loop.cu") else { return };
+    let Some(mut emu) = load("diag_loop.cu") else {
+        return;
+    };
     let f = zeros(&mut emu, 1);
     let o = zeros(&mut emu, 1);
     let t0 = Instant::now();
-    let e = emu.launch("diag_loop", d1(1, 32), &[Ptr(f), Ptr(o)], Instant::now() + Duration::from_millis(300));
-    assert!(matches!(&e, Err(cugrade::backend::BackendError::Fault(m)) if m.contains("deadline")), "{e:?}");
+    let e = emu.launch(
+        "diag_loop",
+        d1(1, 32),
+        &[Ptr(f), Ptr(o)],
+        Instant::now() + Duration::from_millis(300),
+    );
+    assert!(
+        matches!(&e, Err(cugrade::backend::BackendError::Fault(m)) if m.contains("deadline")),
+        "{e:?}"
+    );
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
 
@@ -994,12 +1329,17 @@ fn unsupported_instruction_is_a_load_error_naming_it() {
     let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\ttex.1d.v4.f32.s32 {%f1,%f2,%f3,%f4}, [t, {%r1}];\n\tret;\n}\n";
     let e = EmuBackend::new().load_module(ptx).unwrap_err();
     let m = e.to_string();
-    assert!(m.contains("tex.1d.v4.f32.s32") && m.contains("line 6"), "{m}");
+    assert!(
+        m.contains("tex.1d.v4.f32.s32") && m.contains("line 6"),
+        "{m}"
+    );
 }
 
 #[test]
 fn parallel_and_serial_blocks_agree() {
-    let Some(mut par) = load("matmul_tiled.cu") else { return };
+    let Some(mut par) = load("matmul_tiled.cu") else {
+        return;
+    };
     let mut ser = load("matmul_tiled.cu").unwrap();
     ser.parallel = false;
     let run = |b: &mut EmuBackend| {
@@ -1007,7 +1347,12 @@ fn parallel_and_serial_blocks_agree() {
         let mut g = Lcg::new(3);
         let (a, bb) = (g.vec(m * k), g.vec(k * n));
         let (da, db, dc) = (up_f32(b, &a), up_f32(b, &bb), zeros(b, m * n));
-        let r = launch(b, "matmul_tiled", dims([4, 4, 1], [16, 16, 1], 0), &[Ptr(da), Ptr(db), Ptr(dc), I32(64), I32(64), I32(64)]);
+        let r = launch(
+            b,
+            "matmul_tiled",
+            dims([4, 4, 1], [16, 16, 1], 0),
+            &[Ptr(da), Ptr(db), Ptr(dc), I32(64), I32(64), I32(64)],
+        );
         (down_f32(b, dc, m * n), r)
     };
     let (x, rx) = run(&mut par);

@@ -79,7 +79,10 @@ impl Ty {
         matches!(self, Ty::S8 | Ty::S16 | Ty::S32 | Ty::S64)
     }
     pub fn float(self) -> bool {
-        matches!(self, Ty::F16 | Ty::BF16 | Ty::F32 | Ty::F64 | Ty::F16x2 | Ty::BF16x2)
+        matches!(
+            self,
+            Ty::F16 | Ty::BF16 | Ty::F32 | Ty::F64 | Ty::F16x2 | Ty::BF16x2
+        )
     }
 }
 
@@ -191,12 +194,22 @@ pub enum Op {
     Bfe,
     Bfi,
     Prmt,
-    Shf { left: bool, clamp: bool },
+    Shf {
+        left: bool,
+        clamp: bool,
+    },
     Lop3,
     Copysign,
     /// add/sub/mad with carry: (subtract, multiply mode, carry in, carry out).
-    Carry { sub: bool, mul: Option<MulMode>, cin: bool, cout: bool },
-    Bfind { shiftamt: bool },
+    Carry {
+        sub: bool,
+        mul: Option<MulMode>,
+        cin: bool,
+        cout: bool,
+    },
+    Bfind {
+        shiftamt: bool,
+    },
     Fma,
     Rcp,
     Sqrt,
@@ -213,7 +226,9 @@ pub enum Op {
     Slct,
     Cvt,
     /// cvta: `to` converts generic -> space, otherwise space -> generic.
-    Cvta { to: bool },
+    Cvta {
+        to: bool,
+    },
     Ld,
     St,
     /// `ld.param` of a kernel parameter: the same value in every lane.
@@ -223,7 +238,9 @@ pub enum Op {
     Call,
     Ret,
     Exit,
-    Bar { arrive: bool },
+    Bar {
+        arrive: bool,
+    },
     BarRed(BoolOp),
     BarWarp,
     Nop,
@@ -266,7 +283,6 @@ pub struct Inst {
     /// Memory offset, branch target, call index, or barrier id depending on op.
     pub off: i64,
     pub aux: u32,
-    pub src_loc: u32,
 }
 
 /// Where a `call` copies arguments from and results to (function-parameter slots).
@@ -278,6 +294,9 @@ pub struct CallSite {
     /// (callee slot offset, caller slot offset, bytes) for each return value.
     pub rets: Vec<(u32, u32, u32)>,
 }
+
+/// A function's parameter and return-value slots: (offset, bytes) each.
+type FuncSlots = HashMap<String, (Vec<(u32, u32)>, Vec<(u32, u32)>)>;
 
 #[derive(Debug, Clone)]
 pub struct Kernel {
@@ -299,7 +318,6 @@ pub struct Global {
     pub name: String,
     pub space: Space,
     pub size: u64,
-    pub align: u32,
     pub init: Vec<u8>,
     /// Address (global) or const-bank offset.
     pub addr: u64,
@@ -319,17 +337,10 @@ pub struct Program {
     pub calls: Vec<CallSite>,
     pub nregs: u32,
     pub fparam_bytes: u32,
-    pub special_regs: SpecialRegs,
     /// [start, end) program counters of each function body.
     pub func_ranges: Vec<(u32, u32)>,
     pub const_bytes: u64,
     pub global_bytes: u64,
-}
-
-/// Hidden registers the launcher fills per lane before a warp runs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SpecialRegs {
-    pub base: u32,
 }
 
 pub const SPECIALS: &[&str] = &[
@@ -431,7 +442,12 @@ fn decode(m: &Module) -> Result<Program, String> {
                 module_shared += v.size();
                 (SymKind::Shared(a), a)
             }
-            _ => return Err(format!("PTX line {}: unsupported module-level variable space", v.line)),
+            _ => {
+                return Err(format!(
+                    "PTX line {}: unsupported module-level variable space",
+                    v.line
+                ));
+            }
         };
         module_syms.insert(v.name.clone(), kind);
         if matches!(v.space, Space::Global | Space::Const) {
@@ -440,7 +456,6 @@ fn decode(m: &Module) -> Result<Program, String> {
                 name: v.name.clone(),
                 space: v.space,
                 size: v.size(),
-                align: v.align,
                 init,
                 addr,
                 sym_init,
@@ -453,7 +468,7 @@ fn decode(m: &Module) -> Result<Program, String> {
     // Function parameter slots (per lane) and entry points are laid out before bodies so
     // calls can refer forward.
     let mut fparam = 0u32;
-    let mut func_params: HashMap<String, (Vec<(u32, u32)>, Vec<(u32, u32)>)> = HashMap::new();
+    let mut func_params: FuncSlots = HashMap::new();
     for f in &m.funcs {
         if f.is_entry {
             continue;
@@ -471,7 +486,6 @@ fn decode(m: &Module) -> Result<Program, String> {
     }
 
     prog.nregs = SPECIALS.len() as u32;
-    prog.special_regs = SpecialRegs { base: 0 };
     let mut func_entry: HashMap<String, u32> = HashMap::new();
     let mut pending_calls: Vec<(usize, String)> = Vec::new();
     for f in &m.funcs {
@@ -510,7 +524,10 @@ fn decode(m: &Module) -> Result<Program, String> {
         let mut pc = entry_pc;
         for s in body {
             match s {
-                Stmt::Reg { names, .. } => {
+                Stmt::Reg { ty, names } => {
+                    if ty != "pred" && Ty::parse(ty).is_none() {
+                        return Err(format!("unsupported register type `.{ty}` in `{}`", f.name));
+                    }
                     for (n, count) in names {
                         match count {
                             Some(c) => {
@@ -548,11 +565,19 @@ fn decode(m: &Module) -> Result<Program, String> {
                             if !matches!(sc.syms.get(&v.name), Some(SymKind::FParam(_, s)) if *s as u64 >= v.size())
                             {
                                 fparam = fparam.next_multiple_of(v.align.max(1));
-                                sc.syms.insert(v.name.clone(), SymKind::FParam(fparam, v.size() as u32));
+                                sc.syms.insert(
+                                    v.name.clone(),
+                                    SymKind::FParam(fparam, v.size() as u32),
+                                );
                                 fparam += v.size().max(1) as u32;
                             }
                         }
-                        _ => return Err(format!("PTX line {}: unsupported variable space in a function", v.line)),
+                        _ => {
+                            return Err(format!(
+                                "PTX line {}: unsupported variable space in a function",
+                                v.line
+                            ));
+                        }
                     }
                 }
                 Stmt::Label(l) => {
@@ -629,9 +654,23 @@ fn decode(m: &Module) -> Result<Program, String> {
     }
     prog.fparam_bytes = fparam;
     // Functions share one frame each (no recursion): a kernel's local size covers callees.
-    let func_local: u32 = prog.kernels.iter().filter(|k| k.name.starts_with('\0')).map(|k| k.local_bytes).sum();
-    let func_atomics = prog.kernels.iter().any(|k| k.name.starts_with('\0') && k.uses_global_atomics);
-    let func_shared: u32 = prog.kernels.iter().filter(|k| k.name.starts_with('\0')).map(|k| k.static_shared).max().unwrap_or(0);
+    let func_local: u32 = prog
+        .kernels
+        .iter()
+        .filter(|k| k.name.starts_with('\0'))
+        .map(|k| k.local_bytes)
+        .sum();
+    let func_atomics = prog
+        .kernels
+        .iter()
+        .any(|k| k.name.starts_with('\0') && k.uses_global_atomics);
+    let func_shared: u32 = prog
+        .kernels
+        .iter()
+        .filter(|k| k.name.starts_with('\0'))
+        .map(|k| k.static_shared)
+        .max()
+        .unwrap_or(0);
     prog.kernels.retain(|k| !k.name.starts_with('\0'));
     for k in &mut prog.kernels {
         k.local_bytes += func_local;
@@ -641,7 +680,10 @@ fn decode(m: &Module) -> Result<Program, String> {
     Ok(prog)
 }
 
-fn init_bytes(v: &VarDecl) -> Result<(Vec<u8>, Vec<(usize, String)>), String> {
+/// Initial bytes of a variable, and the (offset, symbol) places that hold addresses.
+type InitBytes = (Vec<u8>, Vec<(usize, String)>);
+
+fn init_bytes(v: &VarDecl) -> Result<InitBytes, String> {
     let es = type_size(&v.ty).unwrap_or(1) as usize;
     let mut out = Vec::new();
     let mut syms = Vec::new();
@@ -649,11 +691,19 @@ fn init_bytes(v: &VarDecl) -> Result<(Vec<u8>, Vec<(usize, String)>), String> {
         match x {
             super::parse::Init::Int(i) => out.extend_from_slice(&(*i as u128).to_le_bytes()[..es]),
             super::parse::Init::F32(b) => {
-                let bits = if es == 8 { (f32::from_bits(*b) as f64).to_bits() } else { *b as u64 };
+                let bits = if es == 8 {
+                    (f32::from_bits(*b) as f64).to_bits()
+                } else {
+                    *b as u64
+                };
                 out.extend_from_slice(&bits.to_le_bytes()[..es]);
             }
             super::parse::Init::F64(b) => {
-                let bits = if es == 4 { (f64::from_bits(*b) as f32).to_bits() as u64 } else { *b };
+                let bits = if es == 4 {
+                    (f64::from_bits(*b) as f32).to_bits() as u64
+                } else {
+                    *b
+                };
                 out.extend_from_slice(&bits.to_le_bytes()[..es.min(8)]);
             }
             super::parse::Init::Sym(s) => {
@@ -689,7 +739,6 @@ fn blank(op: Op) -> Inst {
         vregs: [NOREG; 4],
         off: 0,
         aux: 0,
-        src_loc: 0,
     }
 }
 
@@ -716,7 +765,7 @@ fn parse_cmp(s: &str) -> Option<Cmp> {
 fn lower(
     i: &InstAst,
     sc: &FuncScope,
-    funcs: &HashMap<String, (Vec<(u32, u32)>, Vec<(u32, u32)>)>,
+    funcs: &FuncSlots,
     global_atomics: &mut bool,
 ) -> Result<(Inst, Option<String>), String> {
     // Split `ld.global.v4.f32` into the base and modifiers.
@@ -777,7 +826,8 @@ fn lower(
     };
     let ops = &i.operands;
     let opn = |k: usize| -> Result<&Operand, String> {
-        ops.get(k).ok_or_else(|| err(i, format!("missing operand {}", k + 1)))
+        ops.get(k)
+            .ok_or_else(|| err(i, format!("missing operand {}", k + 1)))
     };
 
     let mut inst = blank(Op::Nop);
@@ -812,7 +862,14 @@ fn lower(
         let t = inst.ty;
         inst.a = src(opn(1)?, t)?;
         if n >= 2 {
-            inst.b = src(opn(2)?, if matches!(inst.op, Op::Shl | Op::Shr) { Ty::U32 } else { t })?;
+            inst.b = src(
+                opn(2)?,
+                if matches!(inst.op, Op::Shl | Op::Shr) {
+                    Ty::U32
+                } else {
+                    t
+                },
+            )?;
         }
         if n >= 3 {
             inst.c = src(opn(3)?, t)?;
@@ -869,8 +926,14 @@ fn lower(
                     }
                     inst.vec = v.len() as u8;
                 }
-                (d, Operand::Name(n)) if n == "%clock" || n == "%clock64" || n == "%globaltimer" => {
-                    inst.op = Op::ReadSpecial(if n == "%clock" { Special::Clock } else { Special::Clock64 });
+                (d, Operand::Name(n))
+                    if n == "%clock" || n == "%clock64" || n == "%globaltimer" =>
+                {
+                    inst.op = Op::ReadSpecial(if n == "%clock" {
+                        Special::Clock
+                    } else {
+                        Special::Clock64
+                    });
                     inst.d = dst(d)?;
                 }
                 _ => {
@@ -898,10 +961,13 @@ fn lower(
             alu(&mut inst, 3)?;
         }
         "bfind" => {
-            inst.op = Op::Bfind { shiftamt: has("shiftamt") };
+            inst.op = Op::Bfind {
+                shiftamt: has("shiftamt"),
+            };
             alu(&mut inst, 1)?;
         }
-        "add" | "sub" | "and" | "or" | "xor" | "min" | "max" | "div" | "rem" | "shl" | "shr" | "copysign" => {
+        "add" | "sub" | "and" | "or" | "xor" | "min" | "max" | "div" | "rem" | "shl" | "shr"
+        | "copysign" => {
             inst.op = match base {
                 "add" => Op::Add,
                 "sub" => Op::Sub,
@@ -916,7 +982,9 @@ fn lower(
                 "shr" => Op::Shr,
                 _ => Op::Copysign,
             };
-            if (inst.ty == Ty::F16x2 || inst.ty == Ty::BF16x2) && !matches!(base, "add" | "sub" | "min" | "max") {
+            if (inst.ty == Ty::F16x2 || inst.ty == Ty::BF16x2)
+                && !matches!(base, "add" | "sub" | "min" | "max")
+            {
                 return unsupported();
             }
             alu(&mut inst, 2)?;
@@ -930,7 +998,11 @@ fn lower(
             alu(&mut inst, 2)?;
         }
         "mad" | "fma" => {
-            inst.op = if inst.ty.float() { Op::Fma } else { Op::Mad(mul_mode()) };
+            inst.op = if inst.ty.float() {
+                Op::Fma
+            } else {
+                Op::Mad(mul_mode())
+            };
             if has("cc") {
                 return unsupported();
             }
@@ -944,8 +1016,8 @@ fn lower(
             inst.op = Op::Sad;
             alu(&mut inst, 3)?;
         }
-        "abs" | "neg" | "not" | "cnot" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt" | "sin" | "cos"
-        | "ex2" | "lg2" | "tanh" => {
+        "abs" | "neg" | "not" | "cnot" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt"
+        | "sin" | "cos" | "ex2" | "lg2" | "tanh" => {
             inst.op = match base {
                 "abs" => Op::Abs,
                 "neg" => Op::Neg,
@@ -981,7 +1053,10 @@ fn lower(
             inst.e = src(opn(4)?, Ty::U32)?;
         }
         "prmt" => {
-            if mods.iter().any(|m| matches!(*m, "f4e" | "b4e" | "rc8" | "ecl" | "ecr" | "rc16")) {
+            if mods
+                .iter()
+                .any(|m| matches!(*m, "f4e" | "b4e" | "rc8" | "ecl" | "ecr" | "rc16"))
+            {
                 return unsupported();
             }
             inst.op = Op::Prmt;
@@ -1000,15 +1075,25 @@ fn lower(
             alu(&mut inst, 4)?;
         }
         "testp" => {
-            let k = ["finite", "infinite", "number", "notanumber", "normal", "subnormal"]
-                .iter()
-                .position(|x| has(x))
-                .ok_or_else(|| err(i, "testp without a test"))?;
+            let k = [
+                "finite",
+                "infinite",
+                "number",
+                "notanumber",
+                "normal",
+                "subnormal",
+            ]
+            .iter()
+            .position(|x| has(x))
+            .ok_or_else(|| err(i, "testp without a test"))?;
             inst.op = Op::Testp(k as u8);
             alu(&mut inst, 1)?;
         }
         "setp" | "set" => {
-            let cmp = mods.iter().find_map(|m| parse_cmp(m)).ok_or_else(|| err(i, "missing comparison"))?;
+            let cmp = mods
+                .iter()
+                .find_map(|m| parse_cmp(m))
+                .ok_or_else(|| err(i, "missing comparison"))?;
             let bop = if has("and") {
                 BoolOp::And
             } else if has("or") {
@@ -1022,7 +1107,10 @@ fn lower(
             if base == "set" {
                 inst.op = Op::Set(cmp, bop);
                 inst.ty = ty0;
-                inst.ty2 = types.get(1).copied().ok_or_else(|| err(i, "set needs two types"))?;
+                inst.ty2 = types
+                    .get(1)
+                    .copied()
+                    .ok_or_else(|| err(i, "set needs two types"))?;
             } else {
                 inst.op = Op::Setp(cmp, bop);
                 inst.ty2 = ty0;
@@ -1094,7 +1182,11 @@ fn lower(
                 1
             };
             let sp = space_of(&mods);
-            let (data, addr) = if is_ld { (opn(0)?, opn(1)?) } else { (opn(1)?, opn(0)?) };
+            let (data, addr) = if is_ld {
+                (opn(0)?, opn(1)?)
+            } else {
+                (opn(1)?, opn(0)?)
+            };
             let Operand::Addr { base: abase, off } = addr else {
                 return Err(err(i, "expected a [address] operand"));
             };
@@ -1114,7 +1206,10 @@ fn lower(
                                 inst.off += *o as i64;
                             }
                             (SymKind::KParam(_), _) | (SymKind::FParam(..), _) => {
-                                return Err(err(i, "taking the address of a parameter is not supported"));
+                                return Err(err(
+                                    i,
+                                    "taking the address of a parameter is not supported",
+                                ));
                             }
                             (k, _) => inst.a = Src::I(sym_addr(*k)),
                         }
@@ -1131,8 +1226,12 @@ fn lower(
                     Space::Global
                 }
             };
-            if inst.space == Space::Param && inst.op != Op::LdKParam && matches!(inst.a, Src::R(_)) {
-                return Err(err(i, "param-space access through a register is not supported"));
+            if inst.space == Space::Param && inst.op != Op::LdKParam && matches!(inst.a, Src::R(_))
+            {
+                return Err(err(
+                    i,
+                    "param-space access through a register is not supported",
+                ));
             }
             let mut regs = Vec::new();
             match data {
@@ -1143,7 +1242,12 @@ fn lower(
                             Operand::Name(n) => reg(n)?,
                             o if !is_ld => match src(o, ty0)? {
                                 Src::R(r) => r,
-                                Src::I(_) => return Err(err(i, "immediate vector store operands are not supported")),
+                                Src::I(_) => {
+                                    return Err(err(
+                                        i,
+                                        "immediate vector store operands are not supported",
+                                    ));
+                                }
                             },
                             _ => return Err(err(i, "bad vector operand")),
                         });
@@ -1187,7 +1291,13 @@ fn lower(
             .find(|(n, _)| has(n))
             .map(|x| x.1)
             .ok_or_else(|| err(i, "atomic without an operation"))?;
-            if has("v2") || has("v4") || has("v8") || ty0 == Ty::F16x2 || ty0 == Ty::BF16x2 || ty0 == Ty::B128 {
+            if has("v2")
+                || has("v4")
+                || has("v8")
+                || ty0 == Ty::F16x2
+                || ty0 == Ty::BF16x2
+                || ty0 == Ty::B128
+            {
                 return unsupported();
             }
             inst.op = Op::Atom(aop);
@@ -1231,7 +1341,10 @@ fn lower(
             let Operand::Name(l) = opn(0)? else {
                 return Err(err(i, "branch target must be a label"));
             };
-            inst.aux = *sc.labels.get(l).ok_or_else(|| err(i, format!("unknown label `{l}`")))?;
+            inst.aux = *sc
+                .labels
+                .get(l)
+                .ok_or_else(|| err(i, format!("unknown label `{l}`")))?;
         }
         "call" => {
             // call[.uni] (rets), func, (args);  /  call func, (args);  /  call func;
@@ -1279,8 +1392,16 @@ fn lower(
                     inst.op = Op::Call;
                     let site = CallSite {
                         target_pc: 0,
-                        args: arg_slots.iter().zip(ps).map(|(a, p)| (a.0, p.0, p.1.min(a.1))).collect(),
-                        rets: rs.iter().zip(&ret_slots).map(|(r, c)| (r.0, c.0, r.1.min(c.1))).collect(),
+                        args: arg_slots
+                            .iter()
+                            .zip(ps)
+                            .map(|(a, p)| (a.0, p.0, p.1.min(a.1)))
+                            .collect(),
+                        rets: rs
+                            .iter()
+                            .zip(&ret_slots)
+                            .map(|(r, c)| (r.0, c.0, r.1.min(c.1)))
+                            .collect(),
                     };
                     CALLS.with(|c| {
                         let mut c = c.borrow_mut();
@@ -1310,7 +1431,9 @@ fn lower(
                 inst.op = Op::BarRed(bop);
                 inst.d = dst(opn(0)?)?;
                 inst.a = src(opn(1)?, Ty::U32)?;
-                let last = ops.last().ok_or_else(|| err(i, "bar.red needs a predicate"))?;
+                let last = ops
+                    .last()
+                    .ok_or_else(|| err(i, "bar.red needs a predicate"))?;
                 match last {
                     Operand::NotName(n) => {
                         inst.c = Src::R(reg(n)?);
@@ -1323,7 +1446,9 @@ fn lower(
                     inst.aux = 1;
                 }
             } else if has("sync") || has("arrive") || mods.is_empty() || has("aligned") {
-                inst.op = Op::Bar { arrive: has("arrive") };
+                inst.op = Op::Bar {
+                    arrive: has("arrive"),
+                };
                 inst.a = src(opn(0)?, Ty::U32)?;
                 if let Some(o) = ops.get(1) {
                     inst.b = src(o, Ty::U32)?;
@@ -1333,7 +1458,8 @@ fn lower(
                 return unsupported();
             }
         }
-        "membar" | "fence" | "prefetch" | "prefetchu" | "nanosleep" | "pmevent" | "brkpt" | "griddepcontrol" => {
+        "membar" | "fence" | "prefetch" | "prefetchu" | "nanosleep" | "pmevent" | "brkpt"
+        | "griddepcontrol" => {
             inst.op = Op::Nop;
         }
         "trap" => inst.op = Op::Trap,
@@ -1430,7 +1556,10 @@ fn check_recursion(p: &Program) -> Result<(), String> {
     for (idx, inst) in p.insts.iter().enumerate() {
         if inst.op == Op::Call {
             let from = func_of(idx as u32);
-            edges.entry(from).or_default().push(p.calls[inst.aux as usize].target_pc);
+            edges
+                .entry(from)
+                .or_default()
+                .push(p.calls[inst.aux as usize].target_pc);
         }
     }
     fn dfs(n: u32, e: &HashMap<u32, Vec<u32>>, stack: &mut Vec<u32>) -> bool {

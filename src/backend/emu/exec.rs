@@ -136,7 +136,11 @@ fn rd(regs: &[u64], s: Src, l: usize) -> u64 {
 
 #[inline(always)]
 fn trunc(v: u64, bits: u32) -> u64 {
-    if bits >= 64 { v } else { v & ((1u64 << bits) - 1) }
+    if bits >= 64 {
+        v
+    } else {
+        v & ((1u64 << bits) - 1)
+    }
 }
 #[inline(always)]
 fn sext(v: u64, bits: u32) -> i64 {
@@ -192,8 +196,16 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         let nthreads = dims.threads_per_block() as u32;
         let nwarps = nthreads.div_ceil(32);
         let nregs = ctx.prog.nregs as usize;
-        let shared_size = ctx.kernel.static_shared.next_multiple_of(ctx.kernel.dyn_shared_align) + dims.shared_bytes;
-        let shared_size = if dims.shared_bytes == 0 { ctx.kernel.static_shared } else { shared_size };
+        let shared_size = ctx
+            .kernel
+            .static_shared
+            .next_multiple_of(ctx.kernel.dyn_shared_align)
+            + dims.shared_bytes;
+        let shared_size = if dims.shared_bytes == 0 {
+            ctx.kernel.static_shared
+        } else {
+            shared_size
+        };
         let local = ctx.kernel.local_bytes as usize;
         let fp = ctx.prog.fparam_bytes as usize;
         let mut warps = Vec::with_capacity(nwarps as usize);
@@ -283,7 +295,15 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         [t % b[0], (t / b[0]) % b[1], t / (b[0] * b[1])]
     }
 
-    fn diag(&mut self, tool: &'static str, kind: u8, pc: u32, warp: u32, lane: usize, message: impl FnOnce() -> String) {
+    fn diag(
+        &mut self,
+        tool: &'static str,
+        kind: u8,
+        pc: u32,
+        warp: u32,
+        lane: usize,
+        message: impl FnOnce() -> String,
+    ) {
         let key = (tool, pc, kind);
         if let Some(&i) = self.diag_index.get(&key) {
             self.out.diags[i].1.repeats += 1;
@@ -329,7 +349,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
             if Instant::now() > self.ctx.deadline {
                 self.ctx.abort.store(true, Ordering::Relaxed);
-                return Err(Stop::Fault("deadline exceeded: the kernel ran too long (infinite loop?)".into()));
+                return Err(Stop::Fault(
+                    "deadline exceeded: the kernel ran too long (infinite loop?)".into(),
+                ));
             }
             if !progressed {
                 if self.warps.iter().all(|w| w.blocked == 0) {
@@ -368,7 +390,10 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 .iter()
                 .map(|pc| match prog.locs[*pc as usize] {
                     (_, 0) => format!("PTX `{}`", prog.texts[*pc as usize]),
-                    (f, l) => format!("{}:{l}", prog.files.get(&f).map(|s| s.as_str()).unwrap_or("?")),
+                    (f, l) => format!(
+                        "{}:{l}",
+                        prog.files.get(&f).map(|s| s.as_str()).unwrap_or("?")
+                    ),
                 })
                 .collect();
             let (w, l) = first.unwrap_or((0, 0));
@@ -431,7 +456,14 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             self.steps += 1;
             if matches!(
                 inst.op,
-                Op::Bra | Op::Call | Op::Ret | Op::Exit | Op::Bar { .. } | Op::BarRed(_) | Op::Trap | Op::AssertFail
+                Op::Bra
+                    | Op::Call
+                    | Op::Ret
+                    | Op::Exit
+                    | Op::Bar { .. }
+                    | Op::BarRed(_)
+                    | Op::Trap
+                    | Op::AssertFail
             ) {
                 self.control(wi, inst, pc, mask)?;
                 continue;
@@ -505,7 +537,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                         w.lane_pc[l] = pc + 1;
                         continue;
                     }
-                    let frame = if inst.op == Op::Ret { w.stack.get_mut(l).and_then(|s| s.pop()) } else { None };
+                    let frame = if inst.op == Op::Ret {
+                        w.stack.get_mut(l).and_then(|s| s.pop())
+                    } else {
+                        None
+                    };
                     match frame {
                         Some((ret_pc, site)) => {
                             let lp = &mut w.fparam[l * fp..(l + 1) * fp];
@@ -642,7 +678,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 for k in 0..inst.vec as usize {
                     let o = inst.off as usize + k * n;
                     let v = self.ctx.params.get(o..o + n).map(le).unwrap_or(0);
-                    let v = if ty.signed() { trunc(sext(v, bits) as u64, 64) } else { v };
+                    let v = if ty.signed() {
+                        trunc(sext(v, bits) as u64, 64)
+                    } else {
+                        v
+                    };
                     if inst.vregs[k] == NOREG {
                         continue;
                     }
@@ -716,7 +756,14 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         Ok(())
     }
 
-    fn shfl(&mut self, wi: usize, inst: &Inst, pc: u32, mask: u32, mode: ShflMode) -> Result<(), Stop> {
+    fn shfl(
+        &mut self,
+        wi: usize,
+        inst: &Inst,
+        pc: u32,
+        mask: u32,
+        mode: ShflMode,
+    ) -> Result<(), Stop> {
         let w = &mut self.warps[wi];
         let mut src = [0u64; 32];
         for (l, s) in src.iter_mut().enumerate() {
@@ -778,7 +825,8 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             });
         } else if bad_src {
             self.diag("shfl", 2, pc, id, first, || {
-                "shfl.sync read a value from a lane that is not participating (result undefined)".into()
+                "shfl.sync read a value from a lane that is not participating (result undefined)"
+                    .into()
             });
         }
         Ok(())
@@ -842,7 +890,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             let mut conv = None;
             for c in it.by_ref() {
                 spec.push(c);
-                if c.is_ascii_alphabetic() && !matches!(c, 'l' | 'h' | 'z' | 'j' | 't' | 'L') || c == '%' {
+                if c.is_ascii_alphabetic() && !matches!(c, 'l' | 'h' | 'z' | 'j' | 't' | 'L')
+                    || c == '%'
+                {
                     conv = Some(c);
                     break;
                 }
@@ -893,15 +943,25 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 let base = l * fp + inst.off as usize;
                 for k in 0..vec as usize {
                     let o = base + k * esize as usize;
-                    let Some(slot) = w.fparam.get_mut(o..o + esize as usize) else { continue };
+                    let Some(slot) = w.fparam.get_mut(o..o + esize as usize) else {
+                        continue;
+                    };
                     if is_load {
                         let v = le(slot);
                         let r = inst.vregs[k];
                         if r != NOREG {
-                            w.regs[r as usize * 32 + l] = if ty.signed() { trunc(sext(v, esize * 8) as u64, 64) } else { v };
+                            w.regs[r as usize * 32 + l] = if ty.signed() {
+                                trunc(sext(v, esize * 8) as u64, 64)
+                            } else {
+                                v
+                            };
                         }
                     } else {
-                        let v = if k == 0 { rd(&w.regs, inst.b, l) } else { w.regs[inst.vregs[k] as usize * 32 + l] };
+                        let v = if k == 0 {
+                            rd(&w.regs, inst.b, l)
+                        } else {
+                            w.regs[inst.vregs[k] as usize * 32 + l]
+                        };
                         slot.copy_from_slice(&v.to_le_bytes()[..esize as usize]);
                     }
                 }
@@ -909,7 +969,12 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             return Ok(());
         }
 
-        if inst.space == Space::Shared && !generic && vec == 1 && !is_atom && self.shared_fast(wi, inst, pc, mask, esize, is_load) {
+        if inst.space == Space::Shared
+            && !generic
+            && vec == 1
+            && !is_atom
+            && self.shared_fast(wi, inst, pc, mask, esize, is_load)
+        {
             return Ok(());
         }
         let mut addrs = [0u64; 32];
@@ -957,14 +1022,20 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             self.out.metrics.shared_bank_conflicts += bank_conflicts(&addrs, smask, total);
         }
 
-        if vec == 1 && !is_atom && !generic && self.fast_access(wi, inst, pc, mask, &addrs, esize, is_load) {
+        if vec == 1
+            && !is_atom
+            && !generic
+            && self.fast_access(wi, inst, pc, mask, &addrs, esize, is_load)
+        {
             return Ok(());
         }
         let wid = self.warps[wi].id;
         lanes!(mask, l, {
             let addr = addrs[l];
             let space = spaces[l];
-            if !addr.is_multiple_of(total.min(16) as u64) && !(is_atom && addr.is_multiple_of(esize as u64)) {
+            if !addr.is_multiple_of(total.min(16) as u64)
+                && (!is_atom || !addr.is_multiple_of(esize as u64))
+            {
                 let sp = space_name(space);
                 self.diag("memcheck", 1, pc, wid, l, || {
                     format!(
@@ -990,7 +1061,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 if let Some(v) = res {
                     let dreg = if is_atom { inst.d } else { r };
                     if dreg != NOREG {
-                        let v = if ty.signed() && esize < 8 { trunc(sext(v, esize * 8) as u64, 64) } else { v };
+                        let v = if ty.signed() && esize < 8 {
+                            trunc(sext(v, esize * 8) as u64, 64)
+                        } else {
+                            v
+                        };
                         self.warps[wi].regs[dreg as usize * 32 + l] = v;
                     }
                 }
@@ -1001,7 +1076,15 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
 
     /// Scalar shared loads/stores (the inner loops of tiled kernels) in one pass: addresses,
     /// bounds, bank conflicts, race/init shadow and the access. False: take the checked path.
-    fn shared_fast(&mut self, wi: usize, inst: &Inst, pc: u32, mask: u32, size: u32, is_load: bool) -> bool {
+    fn shared_fast(
+        &mut self,
+        wi: usize,
+        inst: &Inst,
+        pc: u32,
+        mask: u32,
+        size: u32,
+        is_load: bool,
+    ) -> bool {
         let mut addrs = [0u64; 32];
         let lim = self.shared_size as u64;
         let sz = size as u64;
@@ -1053,7 +1136,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             let bytes = &mut self.shared[o..o + size as usize];
             if is_load {
                 let v = le(bytes);
-                self.warps[wi].regs[inst.vregs[0] as usize * 32 + l] = if signed { trunc(sext(v, size * 8) as u64, 64) } else { v };
+                self.warps[wi].regs[inst.vregs[0] as usize * 32 + l] = if signed {
+                    trunc(sext(v, size * 8) as u64, 64)
+                } else {
+                    v
+                };
             } else {
                 put(bytes, rd(&self.warps[wi].regs, inst.b, l));
             }
@@ -1064,7 +1151,16 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
     /// Scalar shared/global loads and stores whose lanes are all in bounds and aligned: the
     /// common case, without per-lane dispatch. Returns false to take the checked path.
     #[allow(clippy::too_many_arguments)]
-    fn fast_access(&mut self, wi: usize, inst: &Inst, pc: u32, mask: u32, addrs: &[u64; 32], size: u32, is_load: bool) -> bool {
+    fn fast_access(
+        &mut self,
+        wi: usize,
+        inst: &Inst,
+        pc: u32,
+        mask: u32,
+        addrs: &[u64; 32],
+        size: u32,
+        is_load: bool,
+    ) -> bool {
         let sz = size as u64;
         let ok = |a: u64| a.is_multiple_of(sz);
         match inst.space {
@@ -1084,7 +1180,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     let bytes = &mut self.shared[o..o + size as usize];
                     if is_load {
                         let v = le(bytes);
-                        let v = if inst.ty.signed() && size < 8 { trunc(sext(v, size * 8) as u64, 64) } else { v };
+                        let v = if inst.ty.signed() && size < 8 {
+                            trunc(sext(v, size * 8) as u64, 64)
+                        } else {
+                            v
+                        };
                         self.warps[wi].regs[inst.vregs[0] as usize * 32 + l] = v;
                     } else {
                         put(bytes, rd(&self.warps[wi].regs, inst.b, l));
@@ -1115,7 +1215,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     let signed = inst.ty.signed() && size < 8;
                     lanes!(mask, l, {
                         let v = reg.read(addrs[l] - reg.base, size);
-                        w.regs[d + l] = if signed { trunc(sext(v, size * 8) as u64, 64) } else { v };
+                        w.regs[d + l] = if signed {
+                            trunc(sext(v, size * 8) as u64, 64)
+                        } else {
+                            v
+                        };
                     });
                 } else {
                     lanes!(mask, l, {
@@ -1232,8 +1336,15 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     Ok(Some(le(s)))
                 } else if let Op::Atom(op) = inst.op {
                     let cur = le(s);
-                    let nv = atom_apply(op, inst.ty, cur, rd(&w.regs, inst.b, l), rd(&w.regs, inst.c, l));
-                    w.local[base..base + size as usize].copy_from_slice(&nv.to_le_bytes()[..size as usize]);
+                    let nv = atom_apply(
+                        op,
+                        inst.ty,
+                        cur,
+                        rd(&w.regs, inst.b, l),
+                        rd(&w.regs, inst.c, l),
+                    );
+                    w.local[base..base + size as usize]
+                        .copy_from_slice(&nv.to_le_bytes()[..size as usize]);
                     Ok(Some(cur))
                 } else {
                     s.copy_from_slice(&val.to_le_bytes()[..size as usize]);
@@ -1265,7 +1376,17 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
     /// racecheck and initcheck for one shared access.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn check_shared(&mut self, o: usize, size: u32, read: bool, atomic: bool, tid: u32, pc: u32, wid: u32, l: usize) {
+    fn check_shared(
+        &mut self,
+        o: usize,
+        size: u32,
+        read: bool,
+        atomic: bool,
+        tid: u32,
+        pc: u32,
+        wid: u32,
+        l: usize,
+    ) {
         let epoch = self.epoch;
         if size == 4 && read && !atomic {
             // A read of a written word that only this warp touched in this epoch: nothing to
@@ -1286,7 +1407,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         let last = (o + size as usize - 1) / 4;
         for wdx in first..=last {
             let lo = if wdx == first { o % 4 } else { 0 };
-            let hi = if wdx == last { (o + size as usize - 1) % 4 } else { 3 };
+            let hi = if wdx == last {
+                (o + size as usize - 1) % 4
+            } else {
+                3
+            };
             let bytes: u8 = (((1u16 << (hi + 1)) - 1) as u8) & !((1u8 << lo) - 1);
             let sh = self.shadow[wdx];
             let mut hazard: Option<(&'static str, u32)> = None;
@@ -1310,8 +1435,17 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 if !atomic {
                     if sh.w_epoch == epoch && sh.writer != 0 && (sh.writer - 1) / 32 != wid {
                         hazard = Some(("write-after-write", sh.writer - 1));
-                    } else if sh.r_epoch == epoch && (sh.reader == MANY || (sh.reader - 1) / 32 != wid) {
-                        hazard = Some(("write-after-read", if sh.reader == MANY { u32::MAX } else { sh.reader - 1 }));
+                    } else if sh.r_epoch == epoch
+                        && (sh.reader == MANY || (sh.reader - 1) / 32 != wid)
+                    {
+                        hazard = Some((
+                            "write-after-read",
+                            if sh.reader == MANY {
+                                u32::MAX
+                            } else {
+                                sh.reader - 1
+                            },
+                        ));
                     }
                 }
                 nsh.init |= bytes;
@@ -1329,7 +1463,12 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     "threads of other warps".to_string()
                 } else {
                     let b = self.ctx.dims.block;
-                    format!("thread ({}, {}, {})", other % b[0], (other / b[0]) % b[1], other / (b[0] * b[1]))
+                    format!(
+                        "thread ({}, {}, {})",
+                        other % b[0],
+                        (other / b[0]) % b[1],
+                        other / (b[0] * b[1])
+                    )
                 };
                 self.diag("racecheck", 0, pc, wid, l, || {
                     format!(
@@ -1445,13 +1584,13 @@ pub fn bank_conflicts(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
     for phase in (0..32).step_by(lanes_per_phase) {
         let mut words = [u64::MAX; 32];
         let mut n = 0;
-        for l in phase..(phase + lanes_per_phase).min(32) {
+        for (l, &addr) in addrs.iter().enumerate().skip(phase).take(lanes_per_phase) {
             if mask >> l & 1 == 0 {
                 continue;
             }
             for k in 0..words_per_lane {
                 if n < 32 {
-                    words[n] = (addrs[l] >> 2) + k as u64;
+                    words[n] = (addr >> 2) + k as u64;
                     n += 1;
                 }
             }
@@ -1479,7 +1618,8 @@ fn atom_apply(op: AtomOp, ty: Ty, old: u64, b: u64, c: u64) -> u64 {
         (AtomOp::Add, Ty::F32) => b32(f32v(old) + f32v(b)),
         (AtomOp::Add, Ty::F64) => (f64::from_bits(old) + f64::from_bits(b)).to_bits(),
         (AtomOp::Add, Ty::F16) => {
-            let s = float::from_small(old as u16, float::F16) + float::from_small(b as u16, float::F16);
+            let s =
+                float::from_small(old as u16, float::F16) + float::from_small(b as u16, float::F16);
             float::to_small(s, float::F16, Rnd::N) as u64
         }
         (AtomOp::Add, _) => old.wrapping_add(b),
@@ -1576,7 +1716,12 @@ fn fma_fast(w: &mut Warp, inst: &Inst, mask: u32) -> bool {
         if let (Src::R(a), Src::R(b), Src::R(c)) = (inst.a, inst.b, inst.c)
             && std::is_x86_feature_detected!("fma")
         {
-            let idx = [inst.d as usize * 32, a as usize * 32, b as usize * 32, c as usize * 32];
+            let idx = [
+                inst.d as usize * 32,
+                a as usize * 32,
+                b as usize * 32,
+                c as usize * 32,
+            ];
             // SAFETY: the CPU supports FMA (checked just above).
             unsafe { fma_lanes(&mut w.regs, idx, mask) };
             return true;
@@ -1697,7 +1842,11 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                 Op::Neg => -x,
                 _ => x.abs(),
             };
-            if sat { if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) } } else { r }
+            if sat {
+                if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) }
+            } else {
+                r
+            }
         };
         if pair {
             tri(w, inst, mask, |a, b, c| half2(a, b, c, fmt, f, rnd));
@@ -1712,7 +1861,13 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
         return;
     }
     match (inst.op, ty) {
-        (Op::Mov, _) => un(w, inst, mask, |a| if ty == Ty::Pred { (a != 0) as u64 } else { trunc(a, bits) }),
+        (Op::Mov, _) => un(w, inst, mask, |a| {
+            if ty == Ty::Pred {
+                (a != 0) as u64
+            } else {
+                trunc(a, bits)
+            }
+        }),
         (Op::Pack, _) => {
             let n = inst.vec as u32;
             let eb = bits / n;
@@ -1741,38 +1896,62 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
             if rnd == Rnd::N && !ftz && !sat {
                 bin(w, inst, mask, |a, b| b32(f32v(a) + f32v(b)))
             } else {
-                bin(w, inst, mask, |a, b| f32post(float::add32(fin(a), fin(b), rnd)))
+                bin(w, inst, mask, |a, b| {
+                    f32post(float::add32(fin(a), fin(b), rnd))
+                })
             }
         }
-        (Op::Sub, Ty::F32) => bin(w, inst, mask, |a, b| f32post(float::add32(fin(a), -fin(b), rnd))),
+        (Op::Sub, Ty::F32) => bin(w, inst, mask, |a, b| {
+            f32post(float::add32(fin(a), -fin(b), rnd))
+        }),
         (Op::Mul(_), Ty::F32) => {
             if rnd == Rnd::N && !ftz && !sat {
                 bin(w, inst, mask, |a, b| b32(f32v(a) * f32v(b)))
             } else {
-                bin(w, inst, mask, |a, b| f32post(float::mul32(fin(a), fin(b), rnd)))
+                bin(w, inst, mask, |a, b| {
+                    f32post(float::mul32(fin(a), fin(b), rnd))
+                })
             }
         }
         (Op::Fma, Ty::F32) => {
             if rnd == Rnd::N && !ftz && !sat && fma_fast(w, inst, mask) {
                 return;
             }
-            tri(w, inst, mask, |a, b, c| f32post(float::fma32(fin(a), fin(b), fin(c), rnd)))
+            tri(w, inst, mask, |a, b, c| {
+                f32post(float::fma32(fin(a), fin(b), fin(c), rnd))
+            })
         }
         (Op::Div, Ty::F32) => bin(w, inst, mask, |a, b| {
             let (x, y) = (fin(a), fin(b));
-            f32post(if inst.approx { x / y } else { float::div32(x, y, rnd) })
+            f32post(if inst.approx {
+                x / y
+            } else {
+                float::div32(x, y, rnd)
+            })
         }),
-        (Op::Add, Ty::F64) => bin(w, inst, mask, |a, b| float::add64(f64::from_bits(a), f64::from_bits(b), rnd).to_bits()),
-        (Op::Sub, Ty::F64) => bin(w, inst, mask, |a, b| float::add64(f64::from_bits(a), -f64::from_bits(b), rnd).to_bits()),
-        (Op::Mul(_), Ty::F64) => bin(w, inst, mask, |a, b| float::mul64(f64::from_bits(a), f64::from_bits(b), rnd).to_bits()),
+        (Op::Add, Ty::F64) => bin(w, inst, mask, |a, b| {
+            float::add64(f64::from_bits(a), f64::from_bits(b), rnd).to_bits()
+        }),
+        (Op::Sub, Ty::F64) => bin(w, inst, mask, |a, b| {
+            float::add64(f64::from_bits(a), -f64::from_bits(b), rnd).to_bits()
+        }),
+        (Op::Mul(_), Ty::F64) => bin(w, inst, mask, |a, b| {
+            float::mul64(f64::from_bits(a), f64::from_bits(b), rnd).to_bits()
+        }),
         (Op::Fma, Ty::F64) => tri(w, inst, mask, |a, b, c| {
             float::fma64(f64::from_bits(a), f64::from_bits(b), f64::from_bits(c), rnd).to_bits()
         }),
-        (Op::Div, Ty::F64) => bin(w, inst, mask, |a, b| float::div64(f64::from_bits(a), f64::from_bits(b), rnd).to_bits()),
+        (Op::Div, Ty::F64) => bin(w, inst, mask, |a, b| {
+            float::div64(f64::from_bits(a), f64::from_bits(b), rnd).to_bits()
+        }),
         (Op::Min, Ty::F32) => bin(w, inst, mask, |a, b| f32post(float::min32(fin(a), fin(b)))),
         (Op::Max, Ty::F32) => bin(w, inst, mask, |a, b| f32post(float::max32(fin(a), fin(b)))),
-        (Op::Min, Ty::F64) => bin(w, inst, mask, |a, b| float::min64(f64::from_bits(a), f64::from_bits(b)).to_bits()),
-        (Op::Max, Ty::F64) => bin(w, inst, mask, |a, b| float::max64(f64::from_bits(a), f64::from_bits(b)).to_bits()),
+        (Op::Min, Ty::F64) => bin(w, inst, mask, |a, b| {
+            float::min64(f64::from_bits(a), f64::from_bits(b)).to_bits()
+        }),
+        (Op::Max, Ty::F64) => bin(w, inst, mask, |a, b| {
+            float::max64(f64::from_bits(a), f64::from_bits(b)).to_bits()
+        }),
         (Op::Abs, Ty::F32) => un(w, inst, mask, |a| b32(fin(a).abs())),
         (Op::Neg, Ty::F32) => un(w, inst, mask, |a| b32(-fin(a))),
         (Op::Abs, Ty::F64) => un(w, inst, mask, |a| a & !(1 << 63)),
@@ -1780,13 +1959,28 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
         (Op::Copysign, Ty::F32) => bin(w, inst, mask, |a, b| (b & 0x7fff_ffff) | (a & 0x8000_0000)),
         (Op::Copysign, Ty::F64) => bin(w, inst, mask, |a, b| (b & !(1 << 63)) | (a & (1 << 63))),
         (Op::Rcp, Ty::F32) => un(w, inst, mask, |a| {
-            f32post(if inst.approx { 1.0 / fin(a) } else { float::div32(1.0, fin(a), rnd) })
+            f32post(if inst.approx {
+                1.0 / fin(a)
+            } else {
+                float::div32(1.0, fin(a), rnd)
+            })
         }),
-        (Op::Rcp, Ty::F64) => un(w, inst, mask, |a| float::div64(1.0, f64::from_bits(a), rnd).to_bits()),
-        (Op::Sqrt, Ty::F32) => un(w, inst, mask, |a| f32post(float::sqrt32(fin(a), if inst.approx { Rnd::N } else { rnd }))),
-        (Op::Sqrt, Ty::F64) => un(w, inst, mask, |a| float::sqrt64(f64::from_bits(a), rnd).to_bits()),
+        (Op::Rcp, Ty::F64) => un(w, inst, mask, |a| {
+            float::div64(1.0, f64::from_bits(a), rnd).to_bits()
+        }),
+        (Op::Sqrt, Ty::F32) => un(w, inst, mask, |a| {
+            f32post(float::sqrt32(
+                fin(a),
+                if inst.approx { Rnd::N } else { rnd },
+            ))
+        }),
+        (Op::Sqrt, Ty::F64) => un(w, inst, mask, |a| {
+            float::sqrt64(f64::from_bits(a), rnd).to_bits()
+        }),
         (Op::Rsqrt, Ty::F32) => un(w, inst, mask, |a| f32post(1.0 / fin(a).sqrt())),
-        (Op::Rsqrt, Ty::F64) => un(w, inst, mask, |a| (1.0 / f64::from_bits(a).sqrt()).to_bits()),
+        (Op::Rsqrt, Ty::F64) => un(w, inst, mask, |a| {
+            (1.0 / f64::from_bits(a).sqrt()).to_bits()
+        }),
         (Op::Sin, _) => un(w, inst, mask, |a| f32post(fin(a).sin())),
         (Op::Cos, _) => un(w, inst, mask, |a| f32post(fin(a).cos())),
         (Op::Ex2, _) => un(w, inst, mask, |a| f32post(fin(a).exp2())),
@@ -1819,14 +2013,24 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
         // Integer arithmetic: compute wide, keep the type's width.
         (Op::Add, _) => {
             if sat && ty == Ty::S32 {
-                bin(w, inst, mask, |a, b| trunc((sext(a, 32) + sext(b, 32)).clamp(i32::MIN as i64, i32::MAX as i64) as u64, 32))
+                bin(w, inst, mask, |a, b| {
+                    trunc(
+                        (sext(a, 32) + sext(b, 32)).clamp(i32::MIN as i64, i32::MAX as i64) as u64,
+                        32,
+                    )
+                })
             } else {
                 bin(w, inst, mask, |a, b| trunc(a.wrapping_add(b), bits))
             }
         }
         (Op::Sub, _) => {
             if sat && ty == Ty::S32 {
-                bin(w, inst, mask, |a, b| trunc((sext(a, 32) - sext(b, 32)).clamp(i32::MIN as i64, i32::MAX as i64) as u64, 32))
+                bin(w, inst, mask, |a, b| {
+                    trunc(
+                        (sext(a, 32) - sext(b, 32)).clamp(i32::MIN as i64, i32::MAX as i64) as u64,
+                        32,
+                    )
+                })
             } else {
                 bin(w, inst, mask, |a, b| trunc(a.wrapping_sub(b), bits))
             }
@@ -1835,7 +2039,11 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
             let sg = ty.signed();
             let is24 = matches!(inst.op, Op::Mul24(_));
             bin(w, inst, mask, |a, b| {
-                let (a, b) = if is24 { (sext(a, 24) as u64, sext(b, 24) as u64) } else { (a, b) };
+                let (a, b) = if is24 {
+                    (sext(a, 24) as u64, sext(b, 24) as u64)
+                } else {
+                    (a, b)
+                };
                 let p: i128 = if sg {
                     sext(a, bits) as i128 * sext(b, bits) as i128
                 } else {
@@ -1861,7 +2069,11 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                     MulMode::Hi => {
                         let h = (p >> bits) as u64;
                         if sat && ty == Ty::S32 {
-                            trunc((sext(h, 32) + sext(c, 32)).clamp(i32::MIN as i64, i32::MAX as i64) as u64, 32)
+                            trunc(
+                                (sext(h, 32) + sext(c, 32)).clamp(i32::MIN as i64, i32::MAX as i64)
+                                    as u64,
+                                32,
+                            )
                         } else {
                             trunc(h.wrapping_add(c), bits)
                         }
@@ -1881,23 +2093,35 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
         (Op::Div, _) => bin(w, inst, mask, |a, b| {
             if ty.signed() {
                 let (x, y) = (sext(a, bits), sext(b, bits));
-                if y == 0 { trunc(u64::MAX, bits) } else { trunc(x.wrapping_div(y) as u64, bits) }
+                if y == 0 {
+                    trunc(u64::MAX, bits)
+                } else {
+                    trunc(x.wrapping_div(y) as u64, bits)
+                }
             } else {
                 let (x, y) = (trunc(a, bits), trunc(b, bits));
-                if y == 0 { trunc(u64::MAX, bits) } else { x / y }
+                x.checked_div(y).unwrap_or(trunc(u64::MAX, bits))
             }
         }),
         (Op::Rem, _) => bin(w, inst, mask, |a, b| {
             if ty.signed() {
                 let (x, y) = (sext(a, bits), sext(b, bits));
-                if y == 0 { trunc(x as u64, bits) } else { trunc(x.wrapping_rem(y) as u64, bits) }
+                if y == 0 {
+                    trunc(x as u64, bits)
+                } else {
+                    trunc(x.wrapping_rem(y) as u64, bits)
+                }
             } else {
                 let (x, y) = (trunc(a, bits), trunc(b, bits));
                 if y == 0 { x } else { x % y }
             }
         }),
-        (Op::Abs, _) => un(w, inst, mask, |a| trunc(sext(a, bits).wrapping_abs() as u64, bits)),
-        (Op::Neg, _) => un(w, inst, mask, |a| trunc((a as i64).wrapping_neg() as u64, bits)),
+        (Op::Abs, _) => un(w, inst, mask, |a| {
+            trunc(sext(a, bits).wrapping_abs() as u64, bits)
+        }),
+        (Op::Neg, _) => un(w, inst, mask, |a| {
+            trunc((a as i64).wrapping_neg() as u64, bits)
+        }),
         (Op::Min, _) => bin(w, inst, mask, |a, b| {
             if ty.signed() {
                 trunc(sext(a, bits).min(sext(b, bits)) as u64, bits)
@@ -1923,7 +2147,11 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
         (Op::CNot, _) => un(w, inst, mask, |a| (trunc(a, bits) == 0) as u64),
         (Op::Shl, _) => bin(w, inst, mask, |a, b| {
             let s = trunc(b, 32);
-            if s >= bits as u64 { 0 } else { trunc(a << s, bits) }
+            if s >= bits as u64 {
+                0
+            } else {
+                trunc(a << s, bits)
+            }
         }),
         (Op::Shr, _) => bin(w, inst, mask, |a, b| {
             let s = trunc(b, 32).min(bits as u64 - 1 + (!ty.signed()) as u64);
@@ -1936,20 +2164,32 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
             }
         }),
         (Op::Popc, _) => un(w, inst, mask, |a| trunc(a, bits).count_ones() as u64),
-        (Op::Clz, _) => un(w, inst, mask, |a| (trunc(a, bits).leading_zeros() - (64 - bits)) as u64),
-        (Op::Brev, _) => un(w, inst, mask, |a| trunc(a, bits).reverse_bits() >> (64 - bits)),
+        (Op::Clz, _) => un(w, inst, mask, |a| {
+            (trunc(a, bits).leading_zeros() - (64 - bits)) as u64
+        }),
+        (Op::Brev, _) => un(w, inst, mask, |a| {
+            trunc(a, bits).reverse_bits() >> (64 - bits)
+        }),
         (Op::Bfe, _) => tri(w, inst, mask, |a, b, c| {
             let pos = trunc(b, 8);
             let len = trunc(c, 8);
             let msb = bits as u64 - 1;
             let sbit = if ty.signed() {
-                if len == 0 { false } else { (a >> (pos + len - 1).min(msb)) & 1 != 0 }
+                if len == 0 {
+                    false
+                } else {
+                    (a >> (pos + len - 1).min(msb)) & 1 != 0
+                }
             } else {
                 false
             };
             let mut d = 0u64;
             for i in 0..bits as u64 {
-                let bit = if i < len && pos + i <= msb { (a >> (pos + i)) & 1 != 0 } else { sbit };
+                let bit = if i < len && pos + i <= msb {
+                    (a >> (pos + i)) & 1 != 0
+                } else {
+                    sbit
+                };
                 d |= (bit as u64) << i;
             }
             d
@@ -1977,7 +2217,11 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
             for k in 0..4 {
                 let sel = (c >> (4 * k)) & 0xf;
                 let byte = (bytes >> ((sel & 7) * 8)) & 0xff;
-                let byte = if sel & 8 != 0 { if byte & 0x80 != 0 { 0xff } else { 0 } } else { byte };
+                let byte = if sel & 8 != 0 {
+                    if byte & 0x80 != 0 { 0xff } else { 0 }
+                } else {
+                    byte
+                };
                 r |= byte << (8 * k);
             }
             r
@@ -1985,7 +2229,11 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
         (Op::Shf { left, clamp }, _) => tri(w, inst, mask, |a, b, c| {
             let n = if clamp { trunc(c, 32).min(32) } else { c & 31 };
             let v = (trunc(b, 32) << 32) | trunc(a, 32);
-            if left { trunc((v << n) >> 32, 32) } else { trunc(v >> n, 32) }
+            if left {
+                trunc((v << n) >> 32, 32)
+            } else {
+                trunc(v >> n, 32)
+            }
         }),
         (Op::Lop3, _) => {
             let d = inst.d as usize * 32;
@@ -2002,7 +2250,15 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                 w.regs[d + l] = r;
             });
         }
-        (Op::Carry { sub, mul, cin, cout }, _) => {
+        (
+            Op::Carry {
+                sub,
+                mul,
+                cin,
+                cout,
+            },
+            _,
+        ) => {
             let cc = (SPECIALS.len() - 1) * 32;
             let d = inst.d as usize * 32;
             lanes!(mask, l, {
@@ -2012,7 +2268,11 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                 let full: u128 = match mul {
                     Some(mode) => {
                         let p = a * b;
-                        let part = if mode == MulMode::Hi { p >> bits } else { p & ((1u128 << bits) - 1) };
+                        let part = if mode == MulMode::Hi {
+                            p >> bits
+                        } else {
+                            p & ((1u128 << bits) - 1)
+                        };
                         part + trunc(rd(&w.regs, inst.c, l), bits) as u128 + cf
                     }
                     None if sub => a.wrapping_sub(b).wrapping_sub(cf),
@@ -2021,14 +2281,22 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                 w.regs[d + l] = trunc(full as u64, bits);
                 if cout {
                     // For subtraction the flag is the borrow.
-                    let out = if sub && mul.is_none() { a < b + cf } else { full >> bits != 0 };
+                    let out = if sub && mul.is_none() {
+                        a < b + cf
+                    } else {
+                        full >> bits != 0
+                    };
                     w.regs[cc + l] = out as u64;
                 }
             });
         }
         (Op::Bfind { shiftamt }, _) => un(w, inst, mask, |a| {
             let v = trunc(a, bits);
-            let v = if ty.signed() && sext(v, bits) < 0 { trunc(!v, bits) } else { v };
+            let v = if ty.signed() && sext(v, bits) < 0 {
+                trunc(!v, bits)
+            } else {
+                v
+            };
             if v == 0 {
                 0xffff_ffff
             } else {
@@ -2087,13 +2355,21 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
             let d = inst.d as usize * 32;
             lanes!(mask, l, {
                 let p = (rd(&w.regs, inst.c, l) != 0) != inst.c_neg;
-                w.regs[d + l] = if p { rd(&w.regs, inst.a, l) } else { rd(&w.regs, inst.b, l) };
+                w.regs[d + l] = if p {
+                    rd(&w.regs, inst.a, l)
+                } else {
+                    rd(&w.regs, inst.b, l)
+                };
             });
         }
         (Op::Slct, _) => {
             let cty = inst.ty2;
             tri(w, inst, mask, |a, b, c| {
-                let ge = if cty == Ty::F32 { fin(c) >= 0.0 } else { sext(c, 32) >= 0 };
+                let ge = if cty == Ty::F32 {
+                    fin(c) >= 0.0
+                } else {
+                    sext(c, 32) >= 0
+                };
                 if ge { a } else { b }
             })
         }
@@ -2109,7 +2385,16 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                 Space::Const => CONST_WIN,
                 _ => 0,
             };
-            un(w, inst, mask, |a| trunc(if to { a.wrapping_sub(win) } else { a.wrapping_add(win) }, bits))
+            un(w, inst, mask, |a| {
+                trunc(
+                    if to {
+                        a.wrapping_sub(win)
+                    } else {
+                        a.wrapping_add(win)
+                    },
+                    bits,
+                )
+            })
         }
         _ => {
             // Combinations decode accepted but the ALU has no rule for (e.g. rem.f32): keep
@@ -2129,9 +2414,19 @@ fn cvt(a: u64, dt: Ty, st: Ty, rnd: Rnd, rnd_int: bool, ftz: bool, sat: bool) ->
             (0, (1i128 << b) - 1)
         }
     };
-    let sat_f = |x: f64| if sat { if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) } } else { x };
+    let sat_f = |x: f64| {
+        if sat {
+            if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
+        } else {
+            x
+        }
+    };
     if !st.float() && !dt.float() {
-        let v: i128 = if st.signed() { sext(a, sbits) as i128 } else { trunc(a, sbits) as i128 };
+        let v: i128 = if st.signed() {
+            sext(a, sbits) as i128
+        } else {
+            trunc(a, sbits) as i128
+        };
         if sat {
             let (lo, hi) = int_range(dt);
             return trunc(v.clamp(lo, hi) as u64, dbits);
@@ -2140,7 +2435,11 @@ fn cvt(a: u64, dt: Ty, st: Ty, rnd: Rnd, rnd_int: bool, ftz: bool, sat: bool) ->
         return trunc(v as u64, dbits);
     }
     if !st.float() {
-        let v: i128 = if st.signed() { sext(a, sbits) as i128 } else { trunc(a, sbits) as i128 };
+        let v: i128 = if st.signed() {
+            sext(a, sbits) as i128
+        } else {
+            trunc(a, sbits) as i128
+        };
         return match dt {
             Ty::F32 => {
                 let r = float::int_to_f32(v, rnd);
@@ -2166,7 +2465,11 @@ fn cvt(a: u64, dt: Ty, st: Ty, rnd: Rnd, rnd_int: bool, ftz: bool, sat: bool) ->
     let x = sat_f(x);
     match dt {
         Ty::F32 => {
-            let r = if st == Ty::F64 && !rnd_int { float::round_f32(x, 0.0, rnd) } else { x as f32 };
+            let r = if st == Ty::F64 && !rnd_int {
+                float::round_f32(x, 0.0, rnd)
+            } else {
+                x as f32
+            };
             b32(if ftz { float::ftz32(r) } else { r })
         }
         Ty::F64 => x.to_bits(),
@@ -2234,7 +2537,11 @@ mod cfmt {
         if s.left {
             format!("{body}{}", " ".repeat(n))
         } else if s.zero && numeric {
-            let (sign, rest) = if body.starts_with(['-', '+', ' ']) { body.split_at(1) } else { ("", body.as_str()) };
+            let (sign, rest) = if body.starts_with(['-', '+', ' ']) {
+                body.split_at(1)
+            } else {
+                ("", body.as_str())
+            };
             format!("{sign}{}{rest}", "0".repeat(n))
         } else {
             format!("{}{body}", " ".repeat(n))
@@ -2274,7 +2581,11 @@ mod cfmt {
         let s = parse(spec);
         let body = match conv {
             'd' | 'i' => {
-                let v = if size == 8 { raw as i64 } else { raw as u32 as i32 as i64 };
+                let v = if size == 8 {
+                    raw as i64
+                } else {
+                    raw as u32 as i32 as i64
+                };
                 let mut digits = v.unsigned_abs().to_string();
                 if let Some(p) = s.prec {
                     while digits.len() < p {
@@ -2325,7 +2636,11 @@ mod cfmt {
                         'a' => format!("{a:e}"),
                         _ => {
                             let p = if p == 0 { 1 } else { p };
-                            let e = if a == 0.0 { 0 } else { a.log10().floor() as i32 };
+                            let e = if a == 0.0 {
+                                0
+                            } else {
+                                a.log10().floor() as i32
+                            };
                             let mut t = if e < -4 || e >= p as i32 {
                                 exp_form(a, p - 1, false)
                             } else {
@@ -2333,7 +2648,11 @@ mod cfmt {
                             };
                             if !s.alt {
                                 if let Some((m, ex)) = t.clone().split_once('e') {
-                                    let m = if m.contains('.') { m.trim_end_matches('0').trim_end_matches('.') } else { m };
+                                    let m = if m.contains('.') {
+                                        m.trim_end_matches('0').trim_end_matches('.')
+                                    } else {
+                                        m
+                                    };
                                     t = format!("{m}e{ex}");
                                 } else if t.contains('.') {
                                     t = t.trim_end_matches('0').trim_end_matches('.').to_string();
@@ -2356,10 +2675,19 @@ mod cfmt {
         #[test]
         fn c_formats() {
             assert_eq!(super::format_one("%d", 'd', (-5i32) as u32 as u64, 4), "-5");
-            assert_eq!(super::format_one("%5.2f", 'f', 3.14159f64.to_bits(), 8), " 3.14");
-            assert_eq!(super::format_one("%g", 'g', 0.0001f64.to_bits(), 8), "0.0001");
+            assert_eq!(
+                super::format_one("%5.2f", 'f', 3.25159f64.to_bits(), 8),
+                " 3.25"
+            );
+            assert_eq!(
+                super::format_one("%g", 'g', 0.0001f64.to_bits(), 8),
+                "0.0001"
+            );
             assert_eq!(super::format_one("%g", 'g', 1e20f64.to_bits(), 8), "1e+20");
-            assert_eq!(super::format_one("%e", 'e', 12345.0f64.to_bits(), 8), "1.234500e+04");
+            assert_eq!(
+                super::format_one("%e", 'e', 12345.0f64.to_bits(), 8),
+                "1.234500e+04"
+            );
             assert_eq!(super::format_one("%04x", 'x', 0xab, 4), "00ab");
             assert_eq!(super::format_one("%-3d", 'd', 7, 4), "7  ");
             assert_eq!(super::format_str("%.2s", "hello"), "he");
@@ -2393,18 +2721,45 @@ mod tests {
     #[test]
     fn cvt_edges() {
         // f32 -> s32 saturates; NaN -> 0.
-        assert_eq!(cvt(b32(3e9), Ty::S32, Ty::F32, Rnd::Z, true, false, false), i32::MAX as u32 as u64);
-        assert_eq!(cvt(b32(f32::NAN), Ty::S32, Ty::F32, Rnd::N, true, false, false), 0);
-        assert_eq!(cvt(b32(-1.0), Ty::U8, Ty::F32, Rnd::N, true, false, false), 0);
+        assert_eq!(
+            cvt(b32(3e9), Ty::S32, Ty::F32, Rnd::Z, true, false, false),
+            i32::MAX as u32 as u64
+        );
+        assert_eq!(
+            cvt(b32(f32::NAN), Ty::S32, Ty::F32, Rnd::N, true, false, false),
+            0
+        );
+        assert_eq!(
+            cvt(b32(-1.0), Ty::U8, Ty::F32, Rnd::N, true, false, false),
+            0
+        );
         // s32 -> s64 sign-extends, u32 -> u64 zero-extends.
-        assert_eq!(cvt(0xffff_ffff, Ty::S64, Ty::S32, Rnd::N, false, false, false), u64::MAX);
-        assert_eq!(cvt(0xffff_ffff, Ty::U64, Ty::U32, Rnd::N, false, false, false), 0xffff_ffff);
+        assert_eq!(
+            cvt(0xffff_ffff, Ty::S64, Ty::S32, Rnd::N, false, false, false),
+            u64::MAX
+        );
+        assert_eq!(
+            cvt(0xffff_ffff, Ty::U64, Ty::U32, Rnd::N, false, false, false),
+            0xffff_ffff
+        );
         // cvt.sat.s8.s32 clamps.
         assert_eq!(cvt(1000, Ty::S8, Ty::S32, Rnd::N, false, false, true), 127);
-        assert_eq!(cvt(b32(1.5), Ty::F32, Ty::F32, Rnd::N, false, false, true), b32(1.0));
-        assert_eq!(cvt(b32(2.5), Ty::F32, Ty::F32, Rnd::N, true, false, false), b32(2.0));
-        assert_eq!(cvt(b32(1.0), Ty::F16, Ty::F32, Rnd::N, false, false, false), 0x3C00);
+        assert_eq!(
+            cvt(b32(1.5), Ty::F32, Ty::F32, Rnd::N, false, false, true),
+            b32(1.0)
+        );
+        assert_eq!(
+            cvt(b32(2.5), Ty::F32, Ty::F32, Rnd::N, true, false, false),
+            b32(2.0)
+        );
+        assert_eq!(
+            cvt(b32(1.0), Ty::F16, Ty::F32, Rnd::N, false, false, false),
+            0x3C00
+        );
         let third = (1.0f64 / 3.0).to_bits();
-        assert!(f32v(cvt(third, Ty::F32, Ty::F64, Rnd::M, false, false, false)) < f32v(cvt(third, Ty::F32, Ty::F64, Rnd::P, false, false, false)));
+        assert!(
+            f32v(cvt(third, Ty::F32, Ty::F64, Rnd::M, false, false, false))
+                < f32v(cvt(third, Ty::F32, Ty::F64, Rnd::P, false, false, false))
+        );
     }
 }

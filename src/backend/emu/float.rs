@@ -32,7 +32,11 @@ pub fn round_f32(s: f64, err: f64, mode: Rnd) -> f32 {
     match mode {
         Rnd::N => {
             if err != 0.0 && s != r as f64 {
-                let toward = if s > r as f64 { r.next_up() } else { r.next_down() };
+                let toward = if s > r as f64 {
+                    r.next_up()
+                } else {
+                    r.next_down()
+                };
                 let half = ((toward as f64) - (r as f64)).abs() / 2.0;
                 if (s - r as f64).abs() == half && (err > 0.0) == (s > r as f64) {
                     r = toward;
@@ -100,10 +104,11 @@ fn two_sum(a: f64, b: f64) -> (f64, f64) {
 }
 
 pub fn ftz32(x: f32) -> f32 {
-    if x.is_subnormal() { 0.0f32.copysign(x) } else { x }
-}
-pub fn ftz64(x: f64) -> f64 {
-    if x.is_subnormal() { 0.0f64.copysign(x) } else { x }
+    if x.is_subnormal() {
+        0.0f32.copysign(x)
+    } else {
+        x
+    }
 }
 pub fn sat32(x: f32) -> f32 {
     if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
@@ -117,9 +122,8 @@ pub fn add32(a: f32, b: f32, m: Rnd) -> f32 {
     let r = round_f32(s, e, m);
     if r == 0.0 && s == 0.0 && e == 0.0 {
         // Exact zero sum: -0 only under round-down (IEEE).
-        return if a == 0.0 && b == 0.0 && a.is_sign_negative() && b.is_sign_negative() {
-            -0.0
-        } else if m == Rnd::M {
+        let both_neg_zero = a == 0.0 && b == 0.0 && a.is_sign_negative() && b.is_sign_negative();
+        return if both_neg_zero || m == Rnd::M {
             -0.0
         } else {
             0.0
@@ -269,8 +273,16 @@ pub struct Fmt {
     emin: i32,
     emax: i32,
 }
-pub const F16: Fmt = Fmt { mant: 10, emin: -14, emax: 15 };
-pub const BF16: Fmt = Fmt { mant: 7, emin: -126, emax: 127 };
+pub const F16: Fmt = Fmt {
+    mant: 10,
+    emin: -14,
+    emax: 15,
+};
+pub const BF16: Fmt = Fmt {
+    mant: 7,
+    emin: -126,
+    emax: 127,
+};
 
 /// Round an f64 to a small format, returning its bits. One rounding from the f64 value.
 pub fn to_small(x: f64, f: Fmt, m: Rnd) -> u16 {
@@ -325,7 +337,11 @@ pub fn from_small(b: u16, f: Fmt) -> f64 {
     let mant = (b & ((1 << f.mant) - 1)) as f64;
     let bias = (1 << (ebits - 1)) - 1;
     if e == (1 << ebits) - 1 {
-        return if mant == 0.0 { sign * f64::INFINITY } else { f64::NAN };
+        return if mant == 0.0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     if e == 0 {
         return sign * mant * 2f64.powi(f.emin - f.mant);
@@ -392,7 +408,10 @@ mod tests {
         let c = f32::from_bits(0x4B400001);
         let r = fma32(0.5, 252.0, c, Rnd::M);
         assert_eq!(r - f32::from_bits(0x4B40007F), 0.0);
-        assert_eq!(fma32(1.0, 1.0, f32::from_bits(0x4B400001), Rnd::M).to_bits(), 0x4B400002);
+        assert_eq!(
+            fma32(1.0, 1.0, f32::from_bits(0x4B400001), Rnd::M).to_bits(),
+            0x4B400002
+        );
         // 1 + 2^-30 rounds down to 1 and up to next_up(1).
         let tiny = 2f32.powi(-30);
         assert_eq!(fma32(1.0, 1.0, tiny, Rnd::M), 1.0);
@@ -420,16 +439,28 @@ mod tests {
         let t = 2f64.powi(-60);
         assert_eq!(add64(1.0, t, Rnd::P), 1.0f64.next_up());
         assert_eq!(add64(1.0, t, Rnd::M), 1.0);
-        assert_eq!(mul64(1.0 + f64::EPSILON, 1.0 + f64::EPSILON, Rnd::M), 1.0 + 2.0 * f64::EPSILON);
-        assert_eq!(div64(1.0, 3.0, Rnd::P), (1.0f64 / 3.0).next_up().min(div64(1.0, 3.0, Rnd::P)));
+        assert_eq!(
+            mul64(1.0 + f64::EPSILON, 1.0 + f64::EPSILON, Rnd::M),
+            1.0 + 2.0 * f64::EPSILON
+        );
+        assert_eq!(
+            div64(1.0, 3.0, Rnd::P),
+            (1.0f64 / 3.0).next_up().min(div64(1.0, 3.0, Rnd::P))
+        );
         assert!(div64(1.0, 3.0, Rnd::M) < div64(1.0, 3.0, Rnd::P));
     }
 
     #[test]
     fn cvt_saturates_and_rounds() {
-        assert_eq!(float_to_int(3e10, Rnd::Z, i32::MIN as i128, i32::MAX as i128), i32::MAX as i128);
+        assert_eq!(
+            float_to_int(3e10, Rnd::Z, i32::MIN as i128, i32::MAX as i128),
+            i32::MAX as i128
+        );
         assert_eq!(float_to_int(-1.5, Rnd::N, 0, u32::MAX as i128), 0);
-        assert_eq!(float_to_int(f64::NAN, Rnd::N, i32::MIN as i128, i32::MAX as i128), 0);
+        assert_eq!(
+            float_to_int(f64::NAN, Rnd::N, i32::MIN as i128, i32::MAX as i128),
+            0
+        );
         assert_eq!(float_to_int(2.5, Rnd::N, -100, 100), 2);
         assert_eq!(float_to_int(-2.5, Rnd::M, -100, 100), -3);
         assert_eq!(float_to_int(-2.5, Rnd::Z, -100, 100), -2);
@@ -443,7 +474,12 @@ mod tests {
 
     #[test]
     fn half_formats_round_trip() {
-        for (x, bits) in [(1.0, 0x3C00u16), (-2.0, 0xC000), (65504.0, 0x7BFF), (5.960464477539063e-8, 0x0001)] {
+        for (x, bits) in [
+            (1.0, 0x3C00u16),
+            (-2.0, 0xC000),
+            (65504.0, 0x7BFF),
+            (5.960464477539063e-8, 0x0001),
+        ] {
             assert_eq!(to_small(x, F16, Rnd::N), bits, "{x}");
             assert_eq!(from_small(bits, F16), x);
         }

@@ -129,7 +129,13 @@ mod tests {
         let kinds: Vec<Tok> = t.iter().map(|t| t.tok).collect();
         assert_eq!(
             kinds,
-            vec![Tok::F32Hex, Tok::F64Hex, Tok::HexInt, Tok::DecInt, Tok::DecFloat]
+            vec![
+                Tok::F32Hex,
+                Tok::F64Hex,
+                Tok::HexInt,
+                Tok::DecInt,
+                Tok::DecFloat
+            ]
         );
     }
 }

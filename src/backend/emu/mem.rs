@@ -17,7 +17,12 @@ impl Region {
     pub fn new(base: u64, len: u64, name: Option<String>) -> Region {
         let n = len.div_ceil(4) as usize;
         let words = (0..n).map(|_| AtomicU32::new(0)).collect();
-        Region { base, len, words, name }
+        Region {
+            base,
+            len,
+            words,
+            name,
+        }
     }
 
     /// Read `size` (1, 2, 4, 8) bytes at region offset `off`, which the caller has aligned.
@@ -26,7 +31,9 @@ impl Region {
         let w = (off >> 2) as usize;
         match size {
             4 => self.words[w].load(Relaxed) as u64,
-            8 => self.words[w].load(Relaxed) as u64 | (self.words[w + 1].load(Relaxed) as u64) << 32,
+            8 => {
+                self.words[w].load(Relaxed) as u64 | (self.words[w + 1].load(Relaxed) as u64) << 32
+            }
             _ => {
                 let v = self.words[w].load(Relaxed) >> ((off & 3) * 8);
                 (if size == 1 { v & 0xff } else { v & 0xffff }) as u64
@@ -117,7 +124,11 @@ impl GlobalMem {
             let r = &self.regions[i - 1];
             let end = r.base + r.len;
             if addr < end {
-                return format!("runs {} bytes past the end of {}", addr + size - end, what(r));
+                return format!(
+                    "runs {} bytes past the end of {}",
+                    addr + size - end,
+                    what(r)
+                );
             }
             if addr - end < 1 << 20 {
                 return format!("is {} bytes past the end of {}", addr - end, what(r));

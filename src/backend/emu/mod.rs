@@ -14,7 +14,8 @@ mod mem;
 mod parse;
 
 use super::{
-    Backend, BackendError, BackendKind, Diagnostic, KernelInfo, LaunchDims, LaunchReport, Metrics, ParamValue,
+    Backend, BackendError, BackendKind, Diagnostic, KernelInfo, LaunchDims, LaunchReport, Metrics,
+    ParamValue,
 };
 use decode::{ALLOC_BASE, CONST_WIN, MODULE_GLOBAL_BASE, Program};
 use exec::{BlockOut, BlockRunner, LaunchCtx, PRINTF_CAP};
@@ -70,12 +71,20 @@ impl EmuBackend {
 
     /// Take what device printf wrote since the last call (with `capture_printf`).
     pub fn take_printf(&mut self) -> Vec<u8> {
-        self.printf_sink.as_mut().map(std::mem::take).unwrap_or_default()
+        self.printf_sink
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Device address of a module `.global` variable (for reading `__device__` results).
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
-        let g = self.prog.as_ref()?.globals.iter().find(|g| g.name == name)?;
+        let g = self
+            .prog
+            .as_ref()?
+            .globals
+            .iter()
+            .find(|g| g.name == name)?;
         (g.space == Space::Global).then_some(g.addr)
     }
 
@@ -99,7 +108,11 @@ impl EmuBackend {
 fn ctaid_of(b: u64, grid: [u32; 3]) -> [u32; 3] {
     let gx = grid[0] as u64;
     let gy = grid[1] as u64;
-    [(b % gx) as u32, ((b / gx) % gy) as u32, (b / (gx * gy)) as u32]
+    [
+        (b % gx) as u32,
+        ((b / gx) % gy) as u32,
+        (b / (gx * gy)) as u32,
+    ]
 }
 
 impl Backend for EmuBackend {
@@ -129,7 +142,12 @@ impl Backend for EmuBackend {
                         Space::Const => CONST_WIN + x.addr,
                         _ => x.addr,
                     })
-                    .ok_or_else(|| BackendError::Load(format!("initializer of `{}` names unknown symbol `{sym}`", g.name)))?;
+                    .ok_or_else(|| {
+                        BackendError::Load(format!(
+                            "initializer of `{}` names unknown symbol `{sym}`",
+                            g.name
+                        ))
+                    })?;
                 if let Some(s) = bytes.get_mut(*off..*off + 8) {
                     s.copy_from_slice(&target.to_le_bytes());
                 }
@@ -147,7 +165,11 @@ impl Backend for EmuBackend {
                 }
             }
         }
-        debug_assert!(new_regions.iter().all(|r| r.base >= MODULE_GLOBAL_BASE && r.base < ALLOC_BASE));
+        debug_assert!(
+            new_regions
+                .iter()
+                .all(|r| r.base >= MODULE_GLOBAL_BASE && r.base < ALLOC_BASE)
+        );
         let mut regions = new_regions;
         regions.append(&mut self.gmem.regions);
         regions.sort_by_key(|r| r.base);
@@ -220,7 +242,11 @@ impl Backend for EmuBackend {
             .globals
             .iter()
             .find(|g| g.name == name)
-            .ok_or_else(|| BackendError::Other(format!("no __device__ or __constant__ variable `{name}` in the module")))?;
+            .ok_or_else(|| {
+                BackendError::Other(format!(
+                    "no __device__ or __constant__ variable `{name}` in the module"
+                ))
+            })?;
         if data.len() as u64 > g.size {
             return Err(BackendError::Other(format!(
                 "`{name}` holds {} bytes; {} given",
@@ -253,7 +279,9 @@ impl Backend for EmuBackend {
             .ok_or_else(|| BackendError::NoKernel(kernel.into()))?;
         let tpb = dims.threads_per_block();
         if dims.block.contains(&0) || dims.grid.contains(&0) {
-            return Err(BackendError::Launch("grid and block dimensions must be at least 1".into()));
+            return Err(BackendError::Launch(
+                "grid and block dimensions must be at least 1".into(),
+            ));
         }
         if tpb > 1024 || dims.block[2] > 64 {
             return Err(BackendError::Launch(format!(
@@ -262,7 +290,9 @@ impl Backend for EmuBackend {
             )));
         }
         if dims.grid[1] > 65535 || dims.grid[2] > 65535 {
-            return Err(BackendError::Launch("grid y and z must be at most 65535".into()));
+            return Err(BackendError::Launch(
+                "grid y and z must be at most 65535".into(),
+            ));
         }
         if k.static_shared + dims.shared_bytes > MAX_SHARED_BYTES {
             return Err(BackendError::Launch(format!(
@@ -280,7 +310,11 @@ impl Backend for EmuBackend {
             )));
         }
         let mut pbuf = vec![0u8; k.param_bytes];
-        for (i, (p, (&off, &size))) in params.iter().zip(k.param_offsets.iter().zip(&k.param_sizes)).enumerate() {
+        for (i, (p, (&off, &size))) in params
+            .iter()
+            .zip(k.param_offsets.iter().zip(&k.param_sizes))
+            .enumerate()
+        {
             let b = p.to_bytes();
             if b.len() != size {
                 return Err(BackendError::Launch(format!(

@@ -24,7 +24,6 @@ pub struct VarDecl {
     /// `None`: scalar; `Some(None)`: unsized array (`extern .shared smem[]`).
     pub array: Option<Option<u64>>,
     pub init: Vec<Init>,
-    pub is_extern: bool,
     pub line: u32,
 }
 
@@ -59,7 +58,6 @@ pub struct Func {
     pub rets: Vec<VarDecl>,
     /// `None` for a prototype (`.extern .func vprintf(...)`).
     pub body: Option<Vec<Stmt>>,
-    pub line: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -98,7 +96,10 @@ pub enum Operand {
     F64(u64),
     Vec(Vec<Operand>),
     /// `[base+off]` (base may be absent for an absolute address).
-    Addr { base: Option<String>, off: i64 },
+    Addr {
+        base: Option<String>,
+        off: i64,
+    },
     /// `%r|%p` (shfl/setp two destinations).
     Pair(String, String),
     /// `sym+4` as an immediate.
@@ -142,10 +143,7 @@ impl<'a> P<'a> {
         self.peek().map(|t| t.tok)
     }
     fn line(&self) -> u32 {
-        self.peek()
-            .or(self.t.last())
-            .map(|t| t.line)
-            .unwrap_or(1)
+        self.peek().or(self.t.last()).map(|t| t.line).unwrap_or(1)
     }
     fn err<T>(&self, msg: impl std::fmt::Display) -> R<T> {
         Err(format!("PTX line {}: {msg}", self.line()))
@@ -183,7 +181,8 @@ impl<'a> P<'a> {
     fn int(&mut self) -> R<i128> {
         let neg = self.eat(Tok::Minus);
         let t = self.next()?;
-        let v = parse_int(t.text).ok_or_else(|| format!("PTX line {}: bad integer `{}`", t.line, t.text))?;
+        let v = parse_int(t.text)
+            .ok_or_else(|| format!("PTX line {}: bad integer `{}`", t.line, t.text))?;
         Ok(if neg { -v } else { v })
     }
     /// Skip to just past the next `;` (or stop before a `{`).
@@ -273,21 +272,27 @@ pub fn parse_module(src: &str) -> R<Module> {
             (Tok::Directive, ".visible" | ".extern" | ".weak" | ".common")
             | (Tok::Directive, ".entry" | ".func" | ".global" | ".const" | ".shared")
             | (Tok::Directive, ".local") => {
-                let mut is_extern = false;
-                while p.is_dir(".visible") || p.is_dir(".extern") || p.is_dir(".weak") || p.is_dir(".common") {
-                    is_extern |= p.next()?.text == ".extern";
+                while p.is_dir(".visible")
+                    || p.is_dir(".extern")
+                    || p.is_dir(".weak")
+                    || p.is_dir(".common")
+                {
+                    p.next()?;
                 }
                 if p.is_dir(".entry") || p.is_dir(".func") {
                     let f = parse_func(&mut p)?;
                     m.funcs.push(f);
                 } else {
-                    let v = parse_var(&mut p, is_extern)?;
+                    let v = parse_var(&mut p)?;
                     p.expect(Tok::Semi, "`;`")?;
                     m.globals.push(v);
                 }
             }
             _ => {
-                return p.err(format!("unsupported module-level directive or token `{}`", tok.text));
+                return p.err(format!(
+                    "unsupported module-level directive or token `{}`",
+                    tok.text
+                ));
             }
         }
     }
@@ -299,7 +304,7 @@ fn unquote(s: &str) -> String {
 }
 
 /// `.space [.align N] [.vN] .type name[N] [= init]` (without the trailing `;`).
-fn parse_var(p: &mut P, is_extern: bool) -> R<VarDecl> {
+fn parse_var(p: &mut P) -> R<VarDecl> {
     let line = p.line();
     let sp = p.next()?;
     let space = match sp.text {
@@ -308,7 +313,12 @@ fn parse_var(p: &mut P, is_extern: bool) -> R<VarDecl> {
         ".local" => Space::Local,
         ".const" => Space::Const,
         ".param" => Space::Param,
-        o => return Err(format!("PTX line {}: unsupported state space `{o}`", sp.line)),
+        o => {
+            return Err(format!(
+                "PTX line {}: unsupported state space `{o}`",
+                sp.line
+            ));
+        }
     };
     let mut align = 0;
     let mut vec = 1;
@@ -327,7 +337,10 @@ fn parse_var(p: &mut P, is_extern: bool) -> R<VarDecl> {
                     d => {
                         let name = &d[1..];
                         if type_size(name).is_none() {
-                            return Err(format!("PTX line {}: unsupported variable attribute `{d}`", t.line));
+                            return Err(format!(
+                                "PTX line {}: unsupported variable attribute `{d}`",
+                                t.line
+                            ));
                         }
                         ty = Some(name.to_string());
                     }
@@ -374,7 +387,6 @@ fn parse_var(p: &mut P, is_extern: bool) -> R<VarDecl> {
         name,
         array,
         init,
-        is_extern,
         line,
     })
 }
@@ -394,11 +406,15 @@ fn parse_init(p: &mut P, out: &mut Vec<Init>) -> R<()> {
     match t.tok {
         Tok::F32Hex => {
             p.next()?;
-            out.push(Init::F32(u32::from_str_radix(&t.text[2..], 16).unwrap_or(0)));
+            out.push(Init::F32(
+                u32::from_str_radix(&t.text[2..], 16).unwrap_or(0),
+            ));
         }
         Tok::F64Hex => {
             p.next()?;
-            out.push(Init::F64(u64::from_str_radix(&t.text[2..], 16).unwrap_or(0)));
+            out.push(Init::F64(
+                u64::from_str_radix(&t.text[2..], 16).unwrap_or(0),
+            ));
         }
         Tok::DecFloat => {
             p.next()?;
@@ -433,7 +449,7 @@ fn parse_params(p: &mut P) -> R<Vec<VarDecl>> {
             p.t[p.i - 1].text = ".param";
             p.i -= 1;
         }
-        v.push(parse_var(p, false)?);
+        v.push(parse_var(p)?);
         if p.eat(Tok::RParen) {
             break;
         }
@@ -443,7 +459,6 @@ fn parse_params(p: &mut P) -> R<Vec<VarDecl>> {
 }
 
 fn parse_func(p: &mut P) -> R<Func> {
-    let line = p.line();
     let is_entry = p.next()?.text == ".entry";
     let mut rets = Vec::new();
     if !is_entry && p.peek_tok() == Some(Tok::LParen) {
@@ -473,7 +488,6 @@ fn parse_func(p: &mut P) -> R<Func> {
         params,
         rets,
         body,
-        line,
     })
 }
 
@@ -518,12 +532,12 @@ fn parse_body(p: &mut P) -> R<Vec<Stmt>> {
             }
             (Tok::Directive, ".shared" | ".local" | ".const" | ".global" | ".param") => {
                 p.i -= 1;
-                let v = parse_var(p, false)?;
+                let v = parse_var(p)?;
                 p.expect(Tok::Semi, "`;`")?;
                 out.push(Stmt::Var(v));
             }
             (Tok::Directive, ".extern") => {
-                let v = parse_var(p, true)?;
+                let v = parse_var(p)?;
                 p.expect(Tok::Semi, "`;`")?;
                 out.push(Stmt::Var(v));
             }
@@ -547,7 +561,10 @@ fn parse_body(p: &mut P) -> R<Vec<Stmt>> {
             }
             (Tok::Directive, ".pragma") => p.skip_stmt()?,
             (Tok::Directive, d) => {
-                return Err(format!("PTX line {}: unsupported directive `{d}` in a function body", t.line));
+                return Err(format!(
+                    "PTX line {}: unsupported directive `{d}` in a function body",
+                    t.line
+                ));
             }
             (Tok::Ident, name) if p.peek_tok() == Some(Tok::Colon) => {
                 p.next()?;
@@ -557,7 +574,12 @@ fn parse_body(p: &mut P) -> R<Vec<Stmt>> {
                 p.i -= 1;
                 out.push(Stmt::Inst(parse_inst(p)?));
             }
-            (_, x) => return Err(format!("PTX line {}: unexpected `{x}` in a function body", t.line)),
+            (_, x) => {
+                return Err(format!(
+                    "PTX line {}: unexpected `{x}` in a function body",
+                    t.line
+                ));
+            }
         }
     }
 }
@@ -585,10 +607,16 @@ fn parse_inst(p: &mut P) -> R<InstAst> {
         Ok(())
     };
     if let Err(e) = operand_list() {
-        return Err(format!("{e} (in the operands of `{}`; unsupported instruction?)", op.text));
+        return Err(format!(
+            "{e} (in the operands of `{}`; unsupported instruction?)",
+            op.text
+        ));
     }
     let end = p.t[p.i - 1].end;
-    let text = p.src[first.start..end].split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = p.src[first.start..end]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     Ok(InstAst {
         guard,
         opcode: op.text.to_string(),
@@ -633,9 +661,8 @@ fn parse_operand(p: &mut P) -> R<Operand> {
             let mut off = 0i64;
             if p.peek_tok() == Some(Tok::Ident) {
                 base = Some(p.next()?.text.to_string());
-                if p.eat(Tok::Plus) {
-                    off = p.int()? as i64;
-                } else if p.peek_tok() == Some(Tok::Minus) {
+                // `+4`, `+-4` and `-4` all parse through `int`, which takes the sign.
+                if p.eat(Tok::Plus) || p.peek_tok() == Some(Tok::Minus) {
                     off = p.int()? as i64;
                 }
             } else {
@@ -646,7 +673,9 @@ fn parse_operand(p: &mut P) -> R<Operand> {
         }
         Tok::Bang => {
             p.next()?;
-            Ok(Operand::NotName(p.expect(Tok::Ident, "predicate")?.text.to_string()))
+            Ok(Operand::NotName(
+                p.expect(Tok::Ident, "predicate")?.text.to_string(),
+            ))
         }
         Tok::Ident => {
             p.next()?;
@@ -665,11 +694,15 @@ fn parse_operand(p: &mut P) -> R<Operand> {
         }
         Tok::F32Hex => {
             p.next()?;
-            Ok(Operand::F32(u32::from_str_radix(&t.text[2..], 16).unwrap_or(0)))
+            Ok(Operand::F32(
+                u32::from_str_radix(&t.text[2..], 16).unwrap_or(0),
+            ))
         }
         Tok::F64Hex => {
             p.next()?;
-            Ok(Operand::F64(u64::from_str_radix(&t.text[2..], 16).unwrap_or(0)))
+            Ok(Operand::F64(
+                u64::from_str_radix(&t.text[2..], 16).unwrap_or(0),
+            ))
         }
         Tok::DecFloat => {
             p.next()?;
@@ -678,7 +711,9 @@ fn parse_operand(p: &mut P) -> R<Operand> {
         Tok::Minus if matches!(p.t.get(p.i + 1).map(|t| t.tok), Some(Tok::DecFloat)) => {
             p.next()?;
             let f = p.next()?;
-            Ok(Operand::F64((-f.text.parse::<f64>().unwrap_or(0.0)).to_bits()))
+            Ok(Operand::F64(
+                (-f.text.parse::<f64>().unwrap_or(0.0)).to_bits(),
+            ))
         }
         _ => Ok(Operand::Int(p.int()?)),
     }
@@ -728,14 +763,23 @@ $L__BB0_2:
             .filter_map(|s| if let Stmt::Inst(i) = s { Some(i) } else { None })
             .collect();
         assert_eq!(insts[1].guard, Some(("%p1".into(), true)));
-        assert_eq!(insts[2].operands[0], Operand::Pair("%r3".into(), "%p2".into()));
+        assert_eq!(
+            insts[2].operands[0],
+            Operand::Pair("%r3".into(), "%p2".into())
+        );
         assert_eq!(insts[2].operands[4], Operand::Int(-1));
         assert_eq!(
             insts[3].operands[1],
-            Operand::Addr { base: Some("%rd1".into()), off: -8 }
+            Operand::Addr {
+                base: Some("%rd1".into()),
+                off: -8
+            }
         );
         assert_eq!(insts[3].line, 17);
-        assert!(body.iter().any(|s| matches!(s, Stmt::Var(v) if v.array == Some(None) && v.align == 16)));
+        assert!(
+            body.iter()
+                .any(|s| matches!(s, Stmt::Var(v) if v.array == Some(None) && v.align == 16))
+        );
     }
 
     #[test]
