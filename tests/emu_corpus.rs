@@ -614,6 +614,32 @@ fn warp_ops(b: &mut dyn Backend) -> Result<(), String> {
     Ok(())
 }
 
+fn warp_reduce(b: &mut dyn Backend) -> Result<(), String> {
+    let mut g = Lcg::new(16);
+    let v: Vec<i32> = (0..32)
+        .map(|_| (g.next_u32() % 2000) as i32 - 1000)
+        .collect();
+    let (din, dout) = (up_i32(b, &v), zeros(b, 32 * 4));
+    let r = launch(b, "warp_reduce", d1(1, 32), &[Ptr(din), Ptr(dout)]);
+    clean(&r)?;
+    let want = [
+        v.iter().fold(0i32, |a, x| a.wrapping_add(*x)) as u32,
+        *v.iter().min().unwrap() as u32,
+        v.iter().map(|x| *x as u32).max().unwrap(),
+        v.iter().fold(0u32, |a, x| a ^ *x as u32),
+    ];
+    let got = down_u32(b, dout, 32 * 4);
+    for t in 0..32 {
+        if got[t * 4..t * 4 + 4] != want {
+            return Err(format!(
+                "thread {t}: got {:?} want {want:?}",
+                &got[t * 4..t * 4 + 4]
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn intops(b: &mut dyn Backend) -> Result<(), String> {
     let n = 96;
     let mut g = Lcg::new(11);
@@ -1034,6 +1060,11 @@ pub const CASES: &[Case] = &[
         name: "warp_ops",
         file: "warp.cu",
         run: warp_ops,
+    },
+    Case {
+        name: "warp_reduce",
+        file: "warp.cu",
+        run: warp_reduce,
     },
     Case {
         name: "intops",

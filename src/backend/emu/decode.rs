@@ -246,6 +246,7 @@ pub enum Op {
     Nop,
     Shfl(ShflMode),
     Vote(VoteMode),
+    Redux(AtomOp),
     Activemask,
     Trap,
     ReadSpecial(Special),
@@ -1513,6 +1514,26 @@ fn lower(
                 }
                 o => inst.a = src(o, Ty::Pred)?,
             }
+            inst.e = src(opn(2)?, Ty::U32)?;
+        }
+        "redux" => {
+            let op = [
+                ("add", AtomOp::Add),
+                ("min", AtomOp::Min),
+                ("max", AtomOp::Max),
+                ("and", AtomOp::And),
+                ("or", AtomOp::Or),
+                ("xor", AtomOp::Xor),
+            ]
+            .iter()
+            .find(|(n, _)| has(n))
+            .map(|x| x.1);
+            match op {
+                Some(op) if has("sync") && !inst.ty.float() => inst.op = Op::Redux(op),
+                _ => return unsupported(),
+            }
+            inst.d = dst(opn(0)?)?;
+            inst.a = src(opn(1)?, ty0)?;
             inst.e = src(opn(2)?, Ty::U32)?;
         }
         "activemask" => {

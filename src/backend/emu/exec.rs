@@ -723,6 +723,32 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 }
                 return Ok(());
             }
+            Op::Redux(op) => {
+                let w = &mut self.warps[wi];
+                let first = mask.trailing_zeros() as usize;
+                let member = rd(&w.regs, inst.e, first) as u32;
+                let mut acc: Option<u64> = None;
+                lanes!(mask & member, l, {
+                    let v = trunc(rd(&w.regs, inst.a, l), 32);
+                    acc = Some(match acc {
+                        None => v,
+                        Some(a) => atom_apply(op, ty, a, v, 0),
+                    });
+                });
+                let v = acc.unwrap_or(0);
+                let d = inst.d as usize * 32;
+                lanes!(mask, l, {
+                    w.regs[d + l] = v;
+                });
+                let missing = member & w.valid & !w.exited & !mask;
+                if missing != 0 {
+                    let id = w.id;
+                    self.diag("shfl", 3, pc, id, first, || {
+                        format!("redux.sync member mask {member:#010x} names lanes {missing:#010x} that did not arrive at this instruction together")
+                    });
+                }
+                return Ok(());
+            }
             Op::Activemask => {
                 let w = &mut self.warps[wi];
                 let v = w.cur as u64;
