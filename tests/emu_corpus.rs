@@ -1391,3 +1391,57 @@ fn parallel_and_serial_blocks_agree() {
     assert_eq!(x, y);
     assert_eq!(rx, ry, "metrics and diagnostics are deterministic");
 }
+
+#[test]
+fn hostile_modules_are_refused_cleanly() {
+    let cases = [
+        (
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b32 %r<2000000000>;\n\tret;\n}\n",
+            "registers",
+        ),
+        (
+            ".version 8.0\n.target sm_90\n.address_size 64\n.global .align 4 .b8 big[4000000000000];\n",
+            "too large",
+        ),
+        (
+            ".version 8.0\n.target sm_90\n.address_size 32\n",
+            "address_size",
+        ),
+        (
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tbra $nowhere;\n}\n",
+            "unknown label",
+        ),
+        (
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tadd.s32 %r1, %r2, 1;\n}\n",
+            "unknown register",
+        ),
+    ];
+    for (ptx, want) in cases {
+        match EmuBackend::new().load_module(ptx) {
+            Err(cugrade::backend::BackendError::Load(m)) => assert!(m.contains(want), "{m}"),
+            other => panic!("expected a load error about {want}, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn launch_configuration_is_validated() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\tret;\n}\n";
+    let mut emu = EmuBackend::new();
+    emu.load_module(ptx).unwrap();
+    let dl = Instant::now() + Duration::from_secs(5);
+    assert!(emu.launch("k", d1(1, 2048), &[Ptr(0)], dl).is_err());
+    assert!(emu.launch("k", d1(0, 32), &[Ptr(0)], dl).is_err());
+    assert!(emu.launch("k", d1(1, 32), &[], dl).is_err());
+    assert!(
+        emu.launch("k", d1(1, 32), &[I32(1)], dl).is_err(),
+        "a 4-byte value for a u64 parameter"
+    );
+    assert!(matches!(
+        emu.launch("nope", d1(1, 32), &[], dl),
+        Err(cugrade::backend::BackendError::NoKernel(_))
+    ));
+    let info = emu.kernel_info("k").unwrap();
+    assert_eq!((info.param_count, info.param_sizes), (1, vec![8]));
+    assert!(emu.launch("k", d1(3, 32), &[Ptr(0)], dl).is_ok());
+}

@@ -530,6 +530,12 @@ fn decode(m: &Module) -> Result<Program, String> {
                         return Err(format!("unsupported register type `.{ty}` in `{}`", f.name));
                     }
                     for (n, count) in names {
+                        if prog.nregs.saturating_add(count.unwrap_or(1)) > MAX_REGS {
+                            return Err(format!(
+                                "`{}` declares more registers than the emulator allows ({MAX_REGS})",
+                                f.name
+                            ));
+                        }
                         match count {
                             Some(c) => {
                                 for k in 0..*c {
@@ -654,6 +660,16 @@ fn decode(m: &Module) -> Result<Program, String> {
         }
     }
     prog.fparam_bytes = fparam;
+    // Hostile PTX must not make the emulator allocate without bound.
+    if prog.nregs > MAX_REGS {
+        return Err(format!(
+            "the module declares {} registers; the emulator allows {MAX_REGS}",
+            prog.nregs
+        ));
+    }
+    if prog.global_bytes + prog.const_bytes > MAX_MODULE_BYTES || fparam > 1 << 20 {
+        return Err("module variables are too large for the emulator (over 1 GiB)".into());
+    }
     // Functions share one frame each (no recursion): a kernel's local size covers callees.
     let func_local: u32 = prog
         .kernels
@@ -1611,6 +1627,10 @@ fn sym_addr(k: SymKind) -> u64 {
         SymKind::Global(o) => MODULE_GLOBAL_BASE + o,
     }
 }
+
+/// Limits on what one module may declare.
+pub const MAX_REGS: u32 = 1 << 15;
+pub const MAX_MODULE_BYTES: u64 = 1 << 30;
 
 /// Module `.global` variables live at this address; `alloc` hands out addresses above
 /// `ALLOC_BASE`.

@@ -607,11 +607,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     let w = &self.warps[wi];
                     let slot = |o: i64| -> u64 {
                         let s = l * fp + o as usize;
-                        u64::from_le_bytes(w.fparam[s..s + 8].try_into().unwrap_or([0; 8]))
+                        w.fparam.get(s..s + 8).map(le).unwrap_or(0)
                     };
                     let (mp, fpp) = (slot(inst.off), slot(inst.d as i64));
                     let s = l * fp + inst.aux as usize;
-                    let line = u32::from_le_bytes(w.fparam[s..s + 4].try_into().unwrap_or([0; 4]));
+                    let line = w.fparam.get(s..s + 4).map(le).unwrap_or(0) as u32;
                     let msg = self.read_cstr(mp);
                     let file = self.read_cstr(fpp);
                     let thread = self.thread_of(id, l);
@@ -637,7 +637,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
     fn read_cstr(&mut self, addr: u64) -> String {
         let mut s = Vec::new();
         for k in 0..4096u64 {
-            match self.generic_read(addr + k, 1) {
+            match self.generic_read(addr.wrapping_add(k), 1) {
                 Some(0) | None => break,
                 Some(b) => s.push(b as u8),
             }
@@ -864,7 +864,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             let w = &self.warps[wi];
             let slot = |o: usize| -> u64 {
                 let s = l * fp + o;
-                u64::from_le_bytes(w.fparam[s..s + 8].try_into().unwrap_or([0; 8]))
+                w.fparam.get(s..s + 8).map(le).unwrap_or(0)
             };
             let fmt_ptr = slot(inst.off as usize);
             let args_ptr = slot(inst.aux as usize);
@@ -1073,7 +1073,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 continue;
             }
             for k in 0..vec {
-                let a = addr + (k * esize) as u64;
+                let a = addr.wrapping_add((k * esize) as u64);
                 let r = inst.vregs[k as usize];
                 let w = &self.warps[wi];
                 let val = if is_load || is_atom {
@@ -1122,7 +1122,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             lanes!(mask, l, {
                 let a = rd(&w.regs, inst.a, l).wrapping_add(inst.off as u64);
                 addrs[l] = a;
-                good &= a.is_multiple_of(sz) && a + sz <= lim;
+                good &= a.is_multiple_of(sz) && a.saturating_add(sz) <= lim;
                 let wd = a >> 2;
                 let b = (wd & 31) as usize;
                 if bank_word[b] == u64::MAX {
@@ -1229,7 +1229,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 let mut good = true;
                 lanes!(mask, l, {
                     let a = addrs[l];
-                    good &= ok(a) && a >= reg.base && a - reg.base + sz <= reg.len;
+                    good &= ok(a) && a >= reg.base && (a - reg.base).saturating_add(sz) <= reg.len;
                 });
                 if !good {
                     return false;
@@ -1563,7 +1563,7 @@ fn count_sectors(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
     lanes!(mask, l, {
         let a = addrs[l];
         let mut s = a >> 5;
-        let e = (a + size as u64 - 1) >> 5;
+        let e = a.saturating_add(size as u64 - 1) >> 5;
         while s <= e && n < 128 {
             sorted &= n == 0 || sectors[n - 1] <= s;
             sectors[n] = s;
@@ -1661,7 +1661,7 @@ fn atom_apply(op: AtomOp, ty: Ty, old: u64, b: u64, c: u64) -> u64 {
             if trunc(old, bits) >= trunc(b, bits) {
                 0
             } else {
-                old + 1
+                old.wrapping_add(1)
             }
         }
         (AtomOp::Dec, _) => {
@@ -2110,7 +2110,7 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
         }
         (Op::Sad, _) => tri(w, inst, mask, |a, b, c| {
             let d = if ty.signed() {
-                (sext(a, bits) - sext(b, bits)).unsigned_abs()
+                sext(a, bits).abs_diff(sext(b, bits))
             } else {
                 trunc(a, bits).abs_diff(trunc(b, bits))
             };

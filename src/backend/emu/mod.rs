@@ -302,6 +302,13 @@ impl Backend for EmuBackend {
                 dims.shared_bytes
             )));
         }
+        // Local memory is allocated per thread of a running block.
+        if k.local_bytes as u64 * tpb > 256 << 20 {
+            return Err(BackendError::Launch(format!(
+                "{} bytes of local memory per thread × {tpb} threads is more than the emulator allows (256 MiB per block)",
+                k.local_bytes
+            )));
+        }
         if params.len() != k.param_sizes.len() {
             return Err(BackendError::Launch(format!(
                 "kernel `{kernel}` takes {} parameters; {} given",
@@ -406,6 +413,12 @@ impl Backend for EmuBackend {
             }
         }
         if let Some(f) = fault {
+            // With parallel blocks, others stop with "aborted" once one hits the deadline.
+            if abort.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() > deadline {
+                return Err(BackendError::Fault(
+                    "deadline exceeded: the kernel ran too long (infinite loop?)".into(),
+                ));
+            }
             return Err(BackendError::Fault(f));
         }
         Ok(LaunchReport {
