@@ -810,6 +810,9 @@ fn lower(
                 } else if let Some(s) = special_index(n) {
                     Src::R(s)
                 } else if let Some(k) = sc.syms.get(n) {
+                    if matches!(k, SymKind::KParam(_) | SymKind::FParam(..)) {
+                        return Err(err(i, "taking the address of a parameter is not supported"));
+                    }
                     Src::I(sym_addr(*k))
                 } else {
                     return Err(err(i, format!("unknown operand `{n}`")));

@@ -803,29 +803,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             // Only b[4:0] selects a lane (PTX ISA, shfl.sync).
             let b = rd(&w.regs, inst.b, l) as u32 & 0x1f;
             let c = rd(&w.regs, inst.c, l) as u32;
-            let lane = l as u32;
-            let seg = (c >> 8) & 0x1f;
-            let clamp = c & 0x1f;
-            let max_lane = (lane & seg) | (clamp & !seg);
-            let min_lane = lane & seg;
-            let (j, ok) = match mode {
-                ShflMode::Up => {
-                    let j = lane as i32 - b as i32;
-                    (j, j >= max_lane as i32)
-                }
-                ShflMode::Down => {
-                    let j = lane as i32 + b as i32;
-                    (j, j <= max_lane as i32)
-                }
-                ShflMode::Bfly => {
-                    let j = (lane ^ b) as i32;
-                    (j, j <= max_lane as i32)
-                }
-                ShflMode::Idx => {
-                    let j = (min_lane | (b & !seg)) as i32;
-                    (j, j <= max_lane as i32)
-                }
-            };
+            let (j, ok) = shfl_source(mode, l as u32, b, c);
             let j = if ok { (j as usize) & 31 } else { l };
             if ok && mask >> j & 1 == 0 {
                 bad_src = true;
@@ -1552,6 +1530,33 @@ fn put(dst: &mut [u8], v: u64) {
         4 => dst.copy_from_slice(&(v as u32).to_le_bytes()),
         8 => dst.copy_from_slice(&v.to_le_bytes()),
         n => dst.copy_from_slice(&v.to_le_bytes()[..n]),
+    }
+}
+
+/// The lane a shuffle reads from, and whether it is in range (PTX ISA `shfl.sync`: `c`
+/// packs the clamp in bits 0-4 and the segment mask in bits 8-12).
+pub fn shfl_source(mode: ShflMode, lane: u32, b: u32, c: u32) -> (i32, bool) {
+    let seg = (c >> 8) & 0x1f;
+    let clamp = c & 0x1f;
+    let max_lane = (lane & seg) | (clamp & !seg);
+    let min_lane = lane & seg;
+    match mode {
+        ShflMode::Up => {
+            let j = lane as i32 - b as i32;
+            (j, j >= max_lane as i32)
+        }
+        ShflMode::Down => {
+            let j = lane as i32 + b as i32;
+            (j, j <= max_lane as i32)
+        }
+        ShflMode::Bfly => {
+            let j = (lane ^ b) as i32;
+            (j, j <= max_lane as i32)
+        }
+        ShflMode::Idx => {
+            let j = (min_lane | (b & !seg)) as i32;
+            (j, j <= max_lane as i32)
+        }
     }
 }
 
@@ -2742,6 +2747,33 @@ mod tests {
         assert_eq!(bank_conflicts(&a, u32::MAX, 4), 31);
         let b = [64u64; 32]; // broadcast
         assert_eq!(bank_conflicts(&b, u32::MAX, 4), 0);
+    }
+
+    #[test]
+    fn shfl_clamps_and_segments() {
+        // __shfl_down_sync(m, v, 5, 16): c = ((32 - 16) << 8) | 31.
+        let c16 = (16 << 8) | 31;
+        assert_eq!(shfl_source(ShflMode::Down, 3, 5, c16), (8, true));
+        assert!(
+            !shfl_source(ShflMode::Down, 12, 5, c16).1,
+            "would cross the 16-lane segment"
+        );
+        assert_eq!(shfl_source(ShflMode::Down, 30, 1, 31), (31, true));
+        assert!(!shfl_source(ShflMode::Down, 31, 1, 31).1);
+        // __shfl_up_sync(m, v, 2, 8): c = (24 << 8) | 0.
+        let c8 = 24 << 8;
+        assert!(
+            !shfl_source(ShflMode::Up, 9, 2, c8).1,
+            "lane 1 of its segment"
+        );
+        assert_eq!(shfl_source(ShflMode::Up, 10, 2, c8), (8, true));
+        // __shfl_sync(m, v, src, 4): index within the 4-lane segment.
+        let c4 = (28 << 8) | 31;
+        assert_eq!(shfl_source(ShflMode::Idx, 6, 1, c4), (5, true));
+        assert_eq!(shfl_source(ShflMode::Idx, 31, 0, c4), (28, true));
+        assert_eq!(shfl_source(ShflMode::Bfly, 5, 16, 31), (21, true));
+        // A clamp below the lane: bfly beyond it stays put.
+        assert!(!shfl_source(ShflMode::Bfly, 5, 8, 7).1);
     }
 
     #[test]
