@@ -1561,7 +1561,54 @@ fn lower(
         }
         _ => return unsupported(),
     }
+    if !type_ok(inst.op, inst.ty) {
+        return Err(err(i, format!("unsupported type for `{base}`")));
+    }
     Ok((inst, call))
+}
+
+/// Whether the interpreter has a rule for this operation on this type (the rest of PTX's
+/// combinations are load errors rather than silently wrong results).
+fn type_ok(op: Op, ty: Ty) -> bool {
+    let half = matches!(ty, Ty::F16 | Ty::BF16 | Ty::F16x2 | Ty::BF16x2);
+    let wide_float = matches!(ty, Ty::F32 | Ty::F64);
+    match op {
+        Op::Add
+        | Op::Sub
+        | Op::Min
+        | Op::Max
+        | Op::Neg
+        | Op::Abs
+        | Op::Mul(MulMode::Lo)
+        | Op::Fma => true,
+        Op::Mul(_) | Op::Mad(_) => !ty.float(),
+        Op::Div | Op::Rcp | Op::Sqrt | Op::Rsqrt | Op::Copysign => {
+            !half && (wide_float || (op == Op::Div && !ty.float()))
+        }
+        Op::Sin | Op::Cos | Op::Ex2 | Op::Lg2 | Op::Tanh => ty == Ty::F32,
+        Op::Testp(_) => wide_float,
+        Op::Rem
+        | Op::And
+        | Op::Or
+        | Op::Xor
+        | Op::Not
+        | Op::CNot
+        | Op::Shl
+        | Op::Shr
+        | Op::Popc
+        | Op::Clz
+        | Op::Brev
+        | Op::Bfe
+        | Op::Bfi
+        | Op::Prmt
+        | Op::Lop3
+        | Op::Mul24(_)
+        | Op::Mad24(_)
+        | Op::Sad
+        | Op::Bfind { .. }
+        | Op::Carry { .. } => !ty.float(),
+        _ => true,
+    }
 }
 
 thread_local! {
