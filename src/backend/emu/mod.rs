@@ -343,32 +343,13 @@ impl Backend for EmuBackend {
             abort: &abort,
         };
         let nblocks = dims.blocks();
-        let outs: Vec<BlockOut> = if self.parallel && !k.uses_global_atomics && nblocks > 1 {
-            (0..nblocks)
-                .into_par_iter()
-                .map(|b| BlockRunner::new(&ctx, ctaid_of(b, dims.grid)).run(PRINTF_CAP))
-                .collect()
-        } else {
-            let mut outs = Vec::new();
-            let mut room = PRINTF_CAP;
-            for b in 0..nblocks {
-                let o = BlockRunner::new(&ctx, ctaid_of(b, dims.grid)).run(room);
-                room = room.saturating_sub(o.printf.len());
-                let stop = o.fault.is_some();
-                outs.push(o);
-                if stop {
-                    break;
-                }
-            }
-            outs
-        };
         // Merge in block order so reports do not depend on thread scheduling.
         let mut metrics = Metrics::default();
         let mut diags: Vec<Diagnostic> = Vec::new();
         let mut index: HashMap<exec::DiagKey, usize> = HashMap::new();
         let mut printf = Vec::new();
         let mut fault = None;
-        for o in outs {
+        let mut merge = |o: BlockOut| {
             let m = o.metrics;
             metrics.lane_instructions += m.lane_instructions;
             metrics.warp_instructions += m.warp_instructions;
@@ -394,8 +375,39 @@ impl Backend for EmuBackend {
             if printf.len() < PRINTF_CAP + 64 {
                 printf.extend_from_slice(&o.printf);
             }
+            let stop = o.fault.is_some();
             if fault.is_none() {
                 fault = o.fault;
+            }
+            stop
+        };
+        if self.parallel && !k.uses_global_atomics && nblocks > 1 {
+            // Chunks bound the per-block results held at once on huge grids.
+            const CHUNK: u64 = 4096;
+            let mut start = 0;
+            while start < nblocks {
+                let end = (start + CHUNK).min(nblocks);
+                let outs: Vec<BlockOut> = (start..end)
+                    .into_par_iter()
+                    .map(|b| BlockRunner::new(&ctx, ctaid_of(b, dims.grid)).run(PRINTF_CAP))
+                    .collect();
+                let mut stop = false;
+                for o in outs {
+                    stop |= merge(o);
+                }
+                if stop {
+                    break;
+                }
+                start = end;
+            }
+        } else {
+            let mut room = PRINTF_CAP;
+            for b in 0..nblocks {
+                let o = BlockRunner::new(&ctx, ctaid_of(b, dims.grid)).run(room);
+                room = room.saturating_sub(o.printf.len());
+                if merge(o) {
+                    break;
+                }
             }
         }
         if printf.len() > PRINTF_CAP + 64 {
