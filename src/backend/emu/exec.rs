@@ -656,12 +656,12 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
             Space::Const => {
                 let o = off as usize;
-                let b = self.ctx.cbank.get(o..o + size as usize)?;
+                let b = self.ctx.cbank.get(o..o.saturating_add(size as usize))?;
                 Some(le(b))
             }
             Space::Shared => {
                 let o = off as usize;
-                Some(le(self.shared.get(o..o + size as usize)?))
+                Some(le(self.shared.get(o..o.saturating_add(size as usize))?))
             }
             _ => None,
         }
@@ -676,8 +676,12 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 let n = ty.bytes() as usize;
                 let w = &mut self.warps[wi];
                 for k in 0..inst.vec as usize {
-                    let o = inst.off as usize + k * n;
-                    let v = self.ctx.params.get(o..o + n).map(le).unwrap_or(0);
+                    let o = (inst.off as usize).wrapping_add(k * n);
+                    let v = o
+                        .checked_add(n)
+                        .and_then(|e| self.ctx.params.get(o..e))
+                        .map(le)
+                        .unwrap_or(0);
                     let v = if ty.signed() {
                         trunc(sext(v, bits) as u64, 64)
                     } else {
@@ -944,10 +948,13 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         if inst.space == Space::Param {
             let w = &mut self.warps[wi];
             lanes!(mask, l, {
-                let base = l * fp + inst.off as usize;
+                let base = (l * fp).wrapping_add(inst.off as usize);
                 for k in 0..vec as usize {
-                    let o = base + k * esize as usize;
-                    let Some(slot) = w.fparam.get_mut(o..o + esize as usize) else {
+                    let o = base.wrapping_add(k * esize as usize);
+                    let Some(slot) = o
+                        .checked_add(esize as usize)
+                        .and_then(|e| w.fparam.get_mut(o..e))
+                    else {
                         continue;
                     };
                     if is_load {
@@ -1172,7 +1179,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 let lim = self.shared_size as u64;
                 let mut good = true;
                 lanes!(mask, l, {
-                    good &= ok(addrs[l]) && addrs[l] + sz <= lim;
+                    good &= ok(addrs[l]) && addrs[l].saturating_add(sz) <= lim;
                 });
                 if !good {
                     return false;

@@ -77,6 +77,14 @@ impl EmuBackend {
             .unwrap_or_default()
     }
 
+    /// Names of the loaded module's kernels.
+    pub fn kernels(&self) -> Vec<String> {
+        self.prog
+            .as_ref()
+            .map(|p| p.kernels.iter().map(|k| k.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Device address of a module `.global` variable (for reading `__device__` results).
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
         let g = self
