@@ -640,6 +640,19 @@ fn warp_reduce(b: &mut dyn Backend) -> Result<(), String> {
     Ok(())
 }
 
+fn warp_lock(b: &mut dyn Backend) -> Result<(), String> {
+    let (counter, order) = (zeros(b, 1), zeros(b, 64));
+    let r = launch(b, "warp_lock", d1(1, 64), &[Ptr(counter), Ptr(order)]);
+    clean(&r)?;
+    let c = down_u32(b, counter, 1)[0];
+    let mut o = down_u32(b, order, 64);
+    o.sort();
+    if c != 64 || o != (0..64).collect::<Vec<u32>>() {
+        return Err(format!("counter {c}, order {o:?}"));
+    }
+    Ok(())
+}
+
 fn intops(b: &mut dyn Backend) -> Result<(), String> {
     let n = 96;
     let mut g = Lcg::new(11);
@@ -1065,6 +1078,11 @@ pub const CASES: &[Case] = &[
         name: "warp_reduce",
         file: "warp.cu",
         run: warp_reduce,
+    },
+    Case {
+        name: "warp_lock",
+        file: "warp_lock.cu",
+        run: warp_lock,
     },
     Case {
         name: "intops",

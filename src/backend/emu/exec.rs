@@ -65,6 +65,10 @@ struct Warp {
     fparam: Vec<u8>,
     id: u32,
     clock: u64,
+    /// Backward branches taken, and instructions left for a group run out of turn (see
+    /// `yield_group`).
+    backjumps: u32,
+    forced: u32,
 }
 
 impl Warp {
@@ -80,7 +84,26 @@ impl Warp {
 
     /// Choose the lanes with the lowest pc among those that can run.
     fn pick(&mut self) {
-        let live = self.valid & !self.exited & !self.blocked;
+        self.pick_among(self.valid & !self.exited & !self.blocked);
+        self.forced = 0;
+    }
+
+    /// Independent thread scheduling guarantees progress to every diverged group: a group that
+    /// keeps looping (spinning on a lock another group of the warp holds) hands the warp to
+    /// the other groups for a while.
+    fn yield_group(&mut self) -> bool {
+        let spin = self.cur;
+        let others = self.valid & !self.exited & !self.blocked & !spin;
+        if others == 0 {
+            return false;
+        }
+        self.sync_pc();
+        self.pick_among(others);
+        self.forced = 256;
+        true
+    }
+
+    fn pick_among(&mut self, live: u32) {
         if live == 0 {
             self.cur = 0;
             return;
@@ -269,6 +292,8 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 fparam: vec![0u8; fp * 32],
                 id: w,
                 clock: 0,
+                backjumps: 0,
+                forced: 0,
             };
             warp.pick();
             warps.push(warp);
@@ -473,7 +498,12 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
             let w = &mut self.warps[wi];
             w.cur_pc += 1;
-            if w.cur_pc >= w.wait_min {
+            if w.forced > 0 {
+                w.forced -= 1;
+                if w.forced == 0 {
+                    w.reschedule();
+                }
+            } else if w.cur_pc >= w.wait_min {
                 w.reschedule();
             }
         }
@@ -488,6 +518,12 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 self.out.metrics.branches += 1;
                 if mask == w.cur {
                     w.cur_pc = inst.aux;
+                    if inst.aux <= pc {
+                        w.backjumps = w.backjumps.wrapping_add(1);
+                        if w.backjumps.is_multiple_of(256) && w.yield_group() {
+                            return Ok(());
+                        }
+                    }
                 } else if mask == 0 {
                     w.cur_pc += 1;
                 } else {
