@@ -14,6 +14,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+/// Backward branches a group may take in a row, with other groups of its warp waiting,
+/// before it yields to them.
+const SPIN_LIMIT: u32 = 4096;
+
 /// Output cap for device printf per launch.
 pub const PRINTF_CAP: usize = 1 << 20;
 
@@ -86,6 +90,7 @@ impl Warp {
     fn pick(&mut self) {
         self.pick_among(self.valid & !self.exited & !self.blocked);
         self.forced = 0;
+        self.backjumps = 0;
     }
 
     /// Independent thread scheduling guarantees progress to every diverged group: a group that
@@ -100,6 +105,7 @@ impl Warp {
         self.sync_pc();
         self.pick_among(others);
         self.forced = 256;
+        self.backjumps = 0;
         true
     }
 
@@ -520,7 +526,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     w.cur_pc = inst.aux;
                     if inst.aux <= pc {
                         w.backjumps = w.backjumps.wrapping_add(1);
-                        if w.backjumps.is_multiple_of(256) && w.yield_group() {
+                        if w.backjumps >= SPIN_LIMIT && w.yield_group() {
                             return Ok(());
                         }
                     }
