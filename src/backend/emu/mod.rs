@@ -128,6 +128,11 @@ impl Backend for EmuBackend {
         BackendKind::Emu
     }
 
+    /// memcheck knows every allocation's exact bounds; guard regions would count as valid.
+    fn wants_guards(&self) -> bool {
+        false
+    }
+
     fn device_name(&self) -> String {
         "PTX emulator (cugrade, sm_90 subset)".into()
     }
