@@ -23,8 +23,8 @@ pub fn rubrics() -> Vec<(PathBuf, Rubric)> {
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
-            let r: Rubric = serde_yaml::from_str(&text)
-                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let r: Rubric =
+                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             (p, r)
         })
         .collect();
@@ -33,7 +33,11 @@ pub fn rubrics() -> Vec<(PathBuf, Rubric)> {
 }
 
 pub fn lab_name(rubric_path: &Path) -> String {
-    rubric_path.file_stem().unwrap().to_string_lossy().into_owned()
+    rubric_path
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }
 
 pub fn reference_path(rubric_path: &Path, r: &Rubric) -> PathBuf {
@@ -46,7 +50,10 @@ pub fn reference_entries(r: &Rubric) -> BTreeMap<String, String> {
     use cugrade::rubric::schema::Against;
     let mut out = BTreeMap::new();
     for m in &r.milestones {
-        let k = m.reference_kernel.clone().unwrap_or_else(|| m.kernel.clone());
+        let k = m
+            .reference_kernel
+            .clone()
+            .unwrap_or_else(|| m.kernel.clone());
         out.insert(k, m.contract.clone());
         for p in &m.performance {
             if let Against::Reference(name) = &p.against {

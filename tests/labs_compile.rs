@@ -33,7 +33,11 @@ fn compile(path: &Path) -> Result<String, String> {
     let opts = ["--gpu-architecture=sm_90", "-lineinfo"];
     let result = unsafe { nvrtc::compile_program(prog, &opts) };
     let text = |v: Vec<std::ffi::c_char>| {
-        let bytes: Vec<u8> = v.into_iter().map(|c| c as u8).take_while(|&c| c != 0).collect();
+        let bytes: Vec<u8> = v
+            .into_iter()
+            .map(|c| c as u8)
+            .take_while(|&c| c != 0)
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };
     let out = match result {
@@ -102,13 +106,22 @@ fn example_submissions_compile_unless_they_are_meant_not_to() {
             .iter()
             .find(|(p, _)| lab_name(p) == ex.lab)
             .unwrap_or_else(|| panic!("{}: no rubric for lab {}", ex.name(), ex.lab));
-        assert_eq!(ex.sources.len(), 1, "{}: one .cu file per example", ex.name());
+        assert_eq!(
+            ex.sources.len(),
+            1,
+            "{}: one .cu file per example",
+            ex.name()
+        );
         let src = &ex.sources[0];
         let is_compile_error = ex.dir.file_name().unwrap() == "compile_error";
         match compile(src) {
             Err(log) => {
                 assert!(is_compile_error, "{} does not compile:\n{log}", ex.name());
-                assert!(log.contains("error"), "{}: log without an error:\n{log}", ex.name());
+                assert!(
+                    log.contains("error"),
+                    "{}: log without an error:\n{log}",
+                    ex.name()
+                );
                 compile_errors += 1;
                 for m in &r.milestones {
                     assert_eq!(ex.expected.milestones[&m.id], Status::Fail, "{}", ex.name());
@@ -138,5 +151,8 @@ fn example_submissions_compile_unless_they_are_meant_not_to() {
             }
         }
     }
-    assert!(compile_errors >= 1, "at least one example must fail to compile");
+    assert!(
+        compile_errors >= 1,
+        "at least one example must fail to compile"
+    );
 }

@@ -49,7 +49,11 @@ fn every_lab_has_a_rubric_a_reference_and_a_doc() {
         );
     }
     for (path, r) in &rubrics {
-        assert_eq!(r.assignment, lab_name(path), "{path:?}: assignment = file name");
+        assert_eq!(
+            r.assignment,
+            lab_name(path),
+            "{path:?}: assignment = file name"
+        );
         assert!(r.trials >= 2, "{path:?}: trials");
         assert!(reference_path(path, r).is_file(), "{path:?}: reference");
     }
@@ -63,7 +67,11 @@ fn var_names(r: &Rubric) -> BTreeSet<String> {
 fn idents(e: &Expr) -> Vec<String> {
     let Expr::Text(s) = e else { return vec![] };
     s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| w.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_'))
+        .filter(|w| {
+            w.chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '_')
+        })
         .map(str::to_string)
         .collect()
 }
@@ -76,11 +84,19 @@ fn rubric_cross_references_resolve() {
         let vars = var_names(r);
         for c in r.cases.correctness.iter().chain(&r.cases.performance) {
             let keys: BTreeSet<_> = c.vars.keys().cloned().collect();
-            assert_eq!(keys, vars, "{p}: case `{}` defines different variables", c.name);
+            assert_eq!(
+                keys, vars,
+                "{p}: case `{}` defines different variables",
+                c.name
+            );
         }
         let corr: BTreeSet<_> = r.cases.correctness.iter().map(|c| &c.name).collect();
         let perf: BTreeSet<_> = r.cases.performance.iter().map(|c| &c.name).collect();
-        assert_eq!(corr.len(), r.cases.correctness.len(), "{p}: duplicate case name");
+        assert_eq!(
+            corr.len(),
+            r.cases.correctness.len(),
+            "{p}: duplicate case name"
+        );
 
         for (name, c) in &r.contracts {
             if let Some(cpu) = &c.cpu {
@@ -102,7 +118,9 @@ fn rubric_cross_references_resolve() {
             }
             let mut exprs: Vec<&Expr> = c.launch.block.iter().chain(&c.launch.grid).collect();
             exprs.extend(c.launch.shared_bytes.iter());
-            for t in std::iter::once(&c.tolerance).chain(c.params.iter().filter_map(|p| p.tolerance.as_ref())) {
+            for t in std::iter::once(&c.tolerance)
+                .chain(c.params.iter().filter_map(|p| p.tolerance.as_ref()))
+            {
                 exprs.extend(t.abs.iter().chain(t.rel.iter()));
             }
             for prm in &c.params {
@@ -111,12 +129,19 @@ fn rubric_cross_references_resolve() {
                 if prm.ty.ends_with('*') {
                     assert!(prm.len.is_some(), "{p}: buffer `{}` has no len", prm.name);
                 } else {
-                    assert!(prm.value.is_some(), "{p}: scalar `{}` has no value", prm.name);
+                    assert!(
+                        prm.value.is_some(),
+                        "{p}: scalar `{}` has no value",
+                        prm.name
+                    );
                 }
             }
             for e in exprs {
                 for id in idents(e) {
-                    assert!(known.contains(&id), "{p}: contract `{name}`: unknown name `{id}` in {e:?}");
+                    assert!(
+                        known.contains(&id),
+                        "{p}: contract `{name}`: unknown name `{id}` in {e:?}"
+                    );
                 }
             }
         }
@@ -124,26 +149,54 @@ fn rubric_cross_references_resolve() {
         let mut ids = BTreeSet::new();
         for m in &r.milestones {
             assert!(ids.insert(&m.id), "{p}: duplicate milestone {}", m.id);
-            assert!(r.contracts.contains_key(&m.contract), "{p}: {}: contract", m.id);
+            assert!(
+                r.contracts.contains_key(&m.contract),
+                "{p}: {}: contract",
+                m.id
+            );
             for c in &m.correctness.cases {
                 assert!(corr.contains(c), "{p}: {}: unknown case {c}", m.id);
             }
             for s in &m.performance {
-                assert!(perf.contains(&s.case), "{p}: {}: unknown perf case {}", m.id, s.case);
+                assert!(
+                    perf.contains(&s.case),
+                    "{p}: {}: unknown perf case {}",
+                    m.id,
+                    s.case
+                );
                 if let Against::Cublas = s.against {
-                    assert!(["M", "N", "K"].iter().all(|v| vars.contains(*v)), "{p}: cublas needs M, N, K");
+                    assert!(
+                        ["M", "N", "K"].iter().all(|v| vars.contains(*v)),
+                        "{p}: cublas needs M, N, K"
+                    );
                 }
                 let mins: Vec<f64> = s.tiers.iter().map(|t| t.min).collect();
                 let pts: Vec<f64> = s.tiers.iter().map(|t| t.points).collect();
-                assert!(mins.windows(2).all(|w| w[0] < w[1]), "{p}: {}: tier mins ascend", s.name);
-                assert!(pts.windows(2).all(|w| w[0] < w[1]), "{p}: {}: tier points ascend", s.name);
+                assert!(
+                    mins.windows(2).all(|w| w[0] < w[1]),
+                    "{p}: {}: tier mins ascend",
+                    s.name
+                );
+                assert!(
+                    pts.windows(2).all(|w| w[0] < w[1]),
+                    "{p}: {}: tier points ascend",
+                    s.name
+                );
                 if let (Some(min), Some(last)) = (s.min, mins.last()) {
                     assert_eq!(min, *last, "{p}: {}: min is the top tier", s.name);
                 }
-                assert!(!s.tiers.is_empty() || s.points.is_some(), "{p}: {}: no points", s.name);
+                assert!(
+                    !s.tiers.is_empty() || s.points.is_some(),
+                    "{p}: {}: no points",
+                    s.name
+                );
             }
             for mt in &m.metrics {
-                assert!(Metrics::NAMES.contains(&mt.metric.as_str()), "{p}: metric {}", mt.metric);
+                assert!(
+                    Metrics::NAMES.contains(&mt.metric.as_str()),
+                    "{p}: metric {}",
+                    mt.metric
+                );
                 assert!(corr.contains(&mt.case), "{p}: metric case {}", mt.case);
                 assert!(mt.min.is_some() || mt.max.is_some(), "{p}: metric bound");
             }
@@ -162,8 +215,10 @@ fn rubric_cross_references_resolve() {
 
 #[test]
 fn example_expectations_match_their_rubrics() {
-    let rubrics: BTreeMap<String, Rubric> =
-        rubrics().into_iter().map(|(p, r)| (lab_name(&p), r)).collect();
+    let rubrics: BTreeMap<String, Rubric> = rubrics()
+        .into_iter()
+        .map(|(p, r)| (lab_name(&p), r))
+        .collect();
     let examples = examples();
     let mut correct_per_lab: BTreeMap<&str, usize> = BTreeMap::new();
     for ex in &examples {
@@ -171,7 +226,10 @@ fn example_expectations_match_their_rubrics() {
         let r = &rubrics[&ex.lab];
         let ids: BTreeSet<_> = r.milestones.iter().map(|m| m.id.clone()).collect();
         let listed: BTreeSet<_> = ex.expected.milestones.keys().cloned().collect();
-        assert_eq!(listed, ids, "{name}: expected.yaml must list every milestone");
+        assert_eq!(
+            listed, ids,
+            "{name}: expected.yaml must list every milestone"
+        );
         for k in ex.expected.gpu.keys() {
             assert!(ids.contains(k), "{name}: gpu: unknown milestone {k}");
         }
@@ -180,7 +238,12 @@ fn example_expectations_match_their_rubrics() {
             // The emulator cannot time, so a milestone with performance checks is at best
             // `skipped` there; one without cannot be skipped when everything ran.
             if !m.performance.is_empty() {
-                assert_ne!(emu, Status::Pass, "{name}: {} has perf checks: skipped on emu", m.id);
+                assert_ne!(
+                    emu,
+                    Status::Pass,
+                    "{name}: {} has perf checks: skipped on emu",
+                    m.id
+                );
             } else {
                 assert_ne!(emu, Status::Skipped, "{name}: {} has no perf checks", m.id);
             }
@@ -189,12 +252,20 @@ fn example_expectations_match_their_rubrics() {
                 assert_ne!(*g, emu, "{name}: gpu lists only differences");
             }
         }
-        if ex.expected.milestones.values().all(|s| matches!(s, Status::Pass | Status::Skipped)) {
+        if ex
+            .expected
+            .milestones
+            .values()
+            .all(|s| matches!(s, Status::Pass | Status::Skipped))
+        {
             *correct_per_lab.entry(ex.lab.as_str()).or_default() += 1;
         }
         if !ex.expected.hint_contains.is_empty() {
             assert!(
-                ex.expected.milestones.values().any(|s| matches!(s, Status::Fail | Status::Error)),
+                ex.expected
+                    .milestones
+                    .values()
+                    .any(|s| matches!(s, Status::Fail | Status::Error)),
                 "{name}: hints are only shown for failures"
             );
         }
@@ -218,11 +289,17 @@ fn check_manifest(name: &str, path: &std::path::Path, r: &Rubric) {
         match k.as_str() {
             Some("student") => {}
             Some("launch") => {
-                assert!(r.allow_launch_override, "{name}: rubric forbids launch overrides");
+                assert!(
+                    r.allow_launch_override,
+                    "{name}: rubric forbids launch overrides"
+                );
                 let kernels: BTreeSet<_> = r.milestones.iter().map(|m| m.kernel.as_str()).collect();
                 for (kernel, l) in val.as_mapping().unwrap() {
                     let kernel = kernel.as_str().unwrap();
-                    assert!(kernels.contains(kernel), "{name}: override for unknown kernel {kernel}");
+                    assert!(
+                        kernels.contains(kernel),
+                        "{name}: override for unknown kernel {kernel}"
+                    );
                     let l = l.as_mapping().unwrap();
                     for key in l.keys() {
                         assert!(

@@ -44,7 +44,11 @@ pub fn attention(args: &mut HostArgs, threads: Threads) -> Result<(), BaselineEr
             let scores: Vec<f64> = (0..keys)
                 .map(|j| {
                     let kj = &k[base + j * d..base + (j + 1) * d];
-                    qi.iter().zip(kj).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() * scale
+                    qi.iter()
+                        .zip(kj)
+                        .map(|(&x, &y)| x as f64 * y as f64)
+                        .sum::<f64>()
+                        * scale
                 })
                 .collect();
             let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -84,7 +88,12 @@ mod tests {
                 ("seq_lens", I32(lens)),
                 ("O", F32(vec![f32::NAN; 3])),
             ],
-            &[("batch", 1.), ("max_len", 3.), ("d", 1.), ("causal", causal)],
+            &[
+                ("batch", 1.),
+                ("max_len", 3.),
+                ("d", 1.),
+                ("causal", causal),
+            ],
         )
     }
 

@@ -147,7 +147,12 @@ impl<'a> Args<'a> {
         }
     }
 
-    fn at_least<'b, T>(&self, name: &str, v: &'b [T], len: usize) -> Result<&'b [T], BaselineError> {
+    fn at_least<'b, T>(
+        &self,
+        name: &str,
+        v: &'b [T],
+        len: usize,
+    ) -> Result<&'b [T], BaselineError> {
         v.get(..len).ok_or_else(|| {
             self.err(format!(
                 "buffer `{name}` has {} elements, the contract needs {len}",

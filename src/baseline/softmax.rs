@@ -58,7 +58,10 @@ mod tests {
             assert_close(&out(&a, "out"), &[0.25, 0.75, 0.25, 0.75], 1e-5);
 
             let mut a = args(
-                vec![("in", F32(vec![-87.0, 1e30, 5.0])), ("out", F32(vec![0.0; 3]))],
+                vec![
+                    ("in", F32(vec![-87.0, 1e30, 5.0])),
+                    ("out", F32(vec![0.0; 3])),
+                ],
                 &[("rows", 3.), ("cols", 1.)],
             );
             softmax_rows(&mut a, t).unwrap();
