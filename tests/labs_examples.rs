@@ -13,7 +13,6 @@ use common::*;
 use std::process::Command;
 
 #[test]
-#[ignore = "grades every example on the emulator: run with --release -- --ignored"]
 fn examples_get_their_expected_verdicts_on_the_emulator() {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         eprintln!("SKIPPED: libnvrtc.so.13 not found; set LD_LIBRARY_PATH to an NVRTC 13 install");
