@@ -1182,7 +1182,11 @@ fn lower(
             inst.d = dst(opn(0)?)?;
             inst.a = src(opn(1)?, inst.ty2)?;
             if inst.ty == Ty::F16x2 || inst.ty == Ty::BF16x2 {
-                return unsupported();
+                // cvt.rn.f16x2.f32 d, a, b packs a into the upper half, b into the lower.
+                if inst.ty2 != Ty::F32 || has("relu") || has("satfinite") {
+                    return unsupported();
+                }
+                inst.b = src(opn(2)?, Ty::F32)?;
             }
         }
         "cvta" => {

@@ -2477,6 +2477,18 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                 if ge { a } else { b }
             })
         }
+        (Op::Cvt, Ty::F16x2 | Ty::BF16x2) => {
+            let fmt = if ty == Ty::F16x2 {
+                float::F16
+            } else {
+                float::BF16
+            };
+            bin(w, inst, mask, |a, b| {
+                let hi = float::to_small(f32v(a) as f64, fmt, rnd) as u64;
+                let lo = float::to_small(f32v(b) as f64, fmt, rnd) as u64;
+                (hi << 16) | lo
+            })
+        }
         (Op::Cvt, _) => {
             let sty = inst.ty2;
             let rnd_int = inst.rnd_int;
