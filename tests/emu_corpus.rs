@@ -670,6 +670,18 @@ fn warp_lock(b: &mut dyn Backend) -> Result<(), String> {
     Ok(())
 }
 
+fn named_barrier(b: &mut dyn Backend) -> Result<(), String> {
+    let out = zeros(b, 32);
+    let r = launch(b, "named_barrier", d1(1, 64), &[Ptr(out), I32(64)]);
+    clean(&r)?;
+    let want: Vec<u32> = (0..32).map(|l| l * 3).collect();
+    let got = down_u32(b, out, 32);
+    if got != want {
+        return Err(format!("got {got:?}"));
+    }
+    Ok(())
+}
+
 fn intops(b: &mut dyn Backend) -> Result<(), String> {
     let n = 96;
     let mut g = Lcg::new(11);
@@ -1115,6 +1127,12 @@ pub const CASES: &[Case] = &[
         name: "warp_lock",
         file: "warp_lock.cu",
         run: warp_lock,
+        min_sm: 75,
+    },
+    Case {
+        name: "named_barrier",
+        file: "named_barrier.cu",
+        run: named_barrier,
         min_sm: 75,
     },
     Case {
@@ -1626,4 +1644,21 @@ fn kernels_with_mangled_constants_never_panic_the_interpreter() {
             );
         }
     }
+}
+
+#[test]
+fn synccheck_reports_a_named_barrier_that_would_hang() {
+    // Only 32 + 32 threads arrive at a barrier told to expect 96.
+    let Some(r) = diag_run("named_barrier.cu", "named_barrier", d1(1, 64), |e| {
+        vec![Ptr(zeros(e, 32)), I32(96)]
+    }) else {
+        return;
+    };
+    let m = only(&r, "synccheck");
+    assert_eq!(m.len(), 1, "{:?}", r.diagnostics);
+    assert!(
+        m[0].message.contains("expects 96") && m[0].message.contains("only 64"),
+        "{}",
+        m[0].message
+    );
 }
