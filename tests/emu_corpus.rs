@@ -28,7 +28,7 @@ fn nvrtc_present() -> bool {
 fn compile(file: &str) -> String {
     let src = std::fs::read_to_string(corpus_dir().join(file)).expect("corpus file");
     let opts = cudarc::nvrtc::CompileOptions {
-        arch: Some("sm_90"),
+        arch: Some(arch()),
         options: vec!["-lineinfo".into()],
         name: Some(file.to_string()),
         ..Default::default()
@@ -36,6 +36,18 @@ fn compile(file: &str) -> String {
     match cudarc::nvrtc::compile_ptx_with_opts(&src, opts) {
         Ok(p) => p.to_src(),
         Err(e) => panic!("NVRTC failed on {file}: {e:?}"),
+    }
+}
+
+/// `EMU_ARCH=sm_75` (or sm_80, sm_86, sm_89) runs the corpus as compiled for another target;
+/// snapshots are kept for sm_90 only.
+fn arch() -> &'static str {
+    match std::env::var("EMU_ARCH").as_deref() {
+        Ok("sm_75") => "sm_75",
+        Ok("sm_80") => "sm_80",
+        Ok("sm_86") => "sm_86",
+        Ok("sm_89") => "sm_89",
+        _ => "sm_90",
     }
 }
 
@@ -54,6 +66,9 @@ fn ptx_for(file: &str) -> String {
         })
         .collect();
     let snap = snapshot_path(file);
+    if arch() != "sm_90" {
+        return ptx;
+    }
     if std::env::var_os("CUGRADE_UPDATE_SNAPSHOTS").is_some() || !snap.exists() {
         std::fs::write(&snap, &ptx).expect("write snapshot");
     } else {
@@ -174,6 +189,8 @@ pub struct Case {
     pub name: &'static str,
     pub file: &'static str,
     pub run: fn(&mut dyn Backend) -> Result<(), String>,
+    /// Oldest architecture the kernel compiles for (e.g. 80 for `__reduce_add_sync`).
+    pub min_sm: u32,
 }
 
 use ParamValue::{I32, Ptr};
@@ -653,6 +670,18 @@ fn warp_lock(b: &mut dyn Backend) -> Result<(), String> {
     Ok(())
 }
 
+fn named_barrier(b: &mut dyn Backend) -> Result<(), String> {
+    let out = zeros(b, 32);
+    let r = launch(b, "named_barrier", d1(1, 64), &[Ptr(out), I32(64)]);
+    clean(&r)?;
+    let want: Vec<u32> = (0..32).map(|l| l * 3).collect();
+    let got = down_u32(b, out, 32);
+    if got != want {
+        return Err(format!("got {got:?}"));
+    }
+    Ok(())
+}
+
 fn intops(b: &mut dyn Backend) -> Result<(), String> {
     let n = 96;
     let mut g = Lcg::new(11);
@@ -1008,106 +1037,133 @@ pub const CASES: &[Case] = &[
         name: "vector_add",
         file: "vector_add.cu",
         run: vector_add,
+        min_sm: 75,
     },
     Case {
         name: "reduce_naive",
         file: "reduce_naive.cu",
         run: reduce_naive,
+        min_sm: 75,
     },
     Case {
         name: "reduce_shared",
         file: "reduce_shared.cu",
         run: reduce_shared,
+        min_sm: 75,
     },
     Case {
         name: "reduce_shuffle",
         file: "reduce_shuffle.cu",
         run: reduce_shuffle,
+        min_sm: 75,
     },
     Case {
         name: "matmul_tiled",
         file: "matmul_tiled.cu",
         run: matmul_tiled,
+        min_sm: 75,
     },
     Case {
         name: "transpose_naive",
         file: "transpose.cu",
         run: transpose_naive,
+        min_sm: 75,
     },
     Case {
         name: "transpose_tiled",
         file: "transpose.cu",
         run: transpose_tiled,
+        min_sm: 75,
     },
     Case {
         name: "softmax",
         file: "softmax.cu",
         run: softmax,
+        min_sm: 75,
     },
     Case {
         name: "embedding",
         file: "embedding.cu",
         run: embedding,
+        min_sm: 75,
     },
     Case {
         name: "conv",
         file: "conv.cu",
         run: conv,
+        min_sm: 75,
     },
     Case {
         name: "activations",
         file: "activations.cu",
         run: activations,
+        min_sm: 75,
     },
     Case {
         name: "attention",
         file: "attention.cu",
         run: attention,
+        min_sm: 75,
     },
     Case {
         name: "atomics",
         file: "atomics.cu",
         run: atomics,
+        min_sm: 75,
     },
     Case {
         name: "warp_ops",
         file: "warp.cu",
         run: warp_ops,
+        min_sm: 75,
     },
     Case {
         name: "warp_reduce",
-        file: "warp.cu",
+        file: "warp_reduce.cu",
         run: warp_reduce,
+        min_sm: 80,
     },
     Case {
         name: "warp_lock",
         file: "warp_lock.cu",
         run: warp_lock,
+        min_sm: 75,
+    },
+    Case {
+        name: "named_barrier",
+        file: "named_barrier.cu",
+        run: named_barrier,
+        min_sm: 75,
     },
     Case {
         name: "intops",
         file: "intops.cu",
         run: intops,
+        min_sm: 75,
     },
     Case {
         name: "convert",
         file: "convert.cu",
         run: convert,
+        min_sm: 75,
     },
     Case {
         name: "mathfn",
         file: "mathfn.cu",
         run: mathfn,
+        min_sm: 75,
     },
     Case {
         name: "devfunc",
         file: "devfunc.cu",
         run: devfunc,
+        min_sm: 75,
     },
     Case {
         name: "blocks3d",
         file: "blocks3d.cu",
         run: blocks3d,
+        min_sm: 75,
     },
 ];
 
@@ -1120,6 +1176,9 @@ fn corpus_runs_correctly_on_the_emulator() {
     let mut failures = Vec::new();
     for case in CASES {
         if filter.as_deref().is_some_and(|f| f != case.name) {
+            continue;
+        }
+        if arch()[3..].parse::<u32>().unwrap_or(90) < case.min_sm {
             continue;
         }
         let ptx = ptx_for(case.file);
@@ -1603,7 +1662,10 @@ impl Backend for Recording<'_> {
     fn load_module(&mut self, ptx: &str) -> Result<(), cugrade::backend::BackendError> {
         self.inner.load_module(ptx)
     }
-    fn kernel_info(&mut self, name: &str) -> Result<cugrade::backend::KernelInfo, cugrade::backend::BackendError> {
+    fn kernel_info(
+        &mut self,
+        name: &str,
+    ) -> Result<cugrade::backend::KernelInfo, cugrade::backend::BackendError> {
         self.inner.kernel_info(name)
     }
     fn alloc(&mut self, bytes: usize) -> Result<u64, cugrade::backend::BackendError> {
@@ -1620,13 +1682,30 @@ impl Backend for Recording<'_> {
         self.reads.push(v.clone());
         Ok(v)
     }
-    fn set_global(&mut self, name: &str, data: &[u8]) -> Result<(), cugrade::backend::BackendError> {
+    fn set_global(
+        &mut self,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), cugrade::backend::BackendError> {
         self.inner.set_global(name, data)
     }
-    fn launch(&mut self, k: &str, d: LaunchDims, p: &[cugrade::backend::ParamValue], dl: std::time::Instant) -> Result<LaunchReport, cugrade::backend::BackendError> {
+    fn launch(
+        &mut self,
+        k: &str,
+        d: LaunchDims,
+        p: &[cugrade::backend::ParamValue],
+        dl: std::time::Instant,
+    ) -> Result<LaunchReport, cugrade::backend::BackendError> {
         self.inner.launch(k, d, p, dl)
     }
-    fn time(&mut self, k: &str, d: LaunchDims, p: &[cugrade::backend::ParamValue], r: u32, dl: std::time::Instant) -> Result<Option<Vec<f64>>, cugrade::backend::BackendError> {
+    fn time(
+        &mut self,
+        k: &str,
+        d: LaunchDims,
+        p: &[cugrade::backend::ParamValue],
+        r: u32,
+        dl: std::time::Instant,
+    ) -> Result<Option<Vec<f64>>, cugrade::backend::BackendError> {
         self.inner.time(k, d, p, r, dl)
     }
 }
@@ -1650,10 +1729,22 @@ fn corpus_differential_against_the_gpu() {
         let ptx = ptx_for(case.file);
         let mut gpu = cugrade::backend::cuda::CudaBackend::new(0).expect("a CUDA device");
         let mut emu = EmuBackend::new();
-        let mut on_gpu = Recording { inner: &mut gpu, reads: vec![] };
-        let gpu_result = on_gpu.load_module(&ptx).map_err(|e| e.to_string()).and_then(|_| (case.run)(&mut on_gpu));
-        let mut on_emu = Recording { inner: &mut emu, reads: vec![] };
-        let emu_result = on_emu.load_module(&ptx).map_err(|e| e.to_string()).and_then(|_| (case.run)(&mut on_emu));
+        let mut on_gpu = Recording {
+            inner: &mut gpu,
+            reads: vec![],
+        };
+        let gpu_result = on_gpu
+            .load_module(&ptx)
+            .map_err(|e| e.to_string())
+            .and_then(|_| (case.run)(&mut on_gpu));
+        let mut on_emu = Recording {
+            inner: &mut emu,
+            reads: vec![],
+        };
+        let emu_result = on_emu
+            .load_module(&ptx)
+            .map_err(|e| e.to_string())
+            .and_then(|_| (case.run)(&mut on_emu));
         if let Err(e) = &gpu_result {
             failures.push(format!("{} on the GPU: {e}", case.name));
         }
@@ -1665,11 +1756,42 @@ fn corpus_differential_against_the_gpu() {
         if same {
             identical += 1;
         } else {
-            let bytes: usize = g.iter().zip(e).map(|(a, b)| a.iter().zip(b).filter(|(x, y)| x != y).count()).sum();
+            let bytes: usize = g
+                .iter()
+                .zip(e)
+                .map(|(a, b)| a.iter().zip(b).filter(|(x, y)| x != y).count())
+                .sum();
             differing.push(format!("{} ({bytes} bytes differ)", case.name));
         }
-        eprintln!("{:<28} gpu {:<4} emu {:<4} {}", case.name, if gpu_result.is_ok() { "ok" } else { "FAIL" }, if emu_result.is_ok() { "ok" } else { "FAIL" }, if same { "bit-identical" } else { "differs" });
+        eprintln!(
+            "{:<28} gpu {:<4} emu {:<4} {}",
+            case.name,
+            if gpu_result.is_ok() { "ok" } else { "FAIL" },
+            if emu_result.is_ok() { "ok" } else { "FAIL" },
+            if same { "bit-identical" } else { "differs" }
+        );
     }
-    eprintln!("{identical} of {} cases bit-identical; differing: {}", CASES.len(), differing.join(", "));
+    eprintln!(
+        "{identical} of {} cases bit-identical; differing: {}",
+        CASES.len(),
+        differing.join(", ")
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn synccheck_reports_a_named_barrier_that_would_hang() {
+    // Only 32 + 32 threads arrive at a barrier told to expect 96.
+    let Some(r) = diag_run("named_barrier.cu", "named_barrier", d1(1, 64), |e| {
+        vec![Ptr(zeros(e, 32)), I32(96)]
+    }) else {
+        return;
+    };
+    let m = only(&r, "synccheck");
+    assert_eq!(m.len(), 1, "{:?}", r.diagnostics);
+    assert!(
+        m[0].message.contains("expects 96") && m[0].message.contains("only 64"),
+        "{}",
+        m[0].message
+    );
 }

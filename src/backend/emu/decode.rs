@@ -1182,7 +1182,11 @@ fn lower(
             inst.d = dst(opn(0)?)?;
             inst.a = src(opn(1)?, inst.ty2)?;
             if inst.ty == Ty::F16x2 || inst.ty == Ty::BF16x2 {
-                return unsupported();
+                // cvt.rn.f16x2.f32 d, a, b packs a into the upper half, b into the lower.
+                if inst.ty2 != Ty::F32 || has("relu") || has("satfinite") {
+                    return unsupported();
+                }
+                inst.b = src(opn(2)?, Ty::F32)?;
             }
         }
         "cvta" => {
@@ -1686,3 +1690,68 @@ pub const MAX_MODULE_BYTES: u64 = 1 << 30;
 /// `ALLOC_BASE`.
 pub const MODULE_GLOBAL_BASE: u64 = 0x1_0000_0000;
 pub const ALLOC_BASE: u64 = 0x2_0000_0000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::emu::parse::parse_module;
+
+    const SRC: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\
+        .const .align 4 .b8 filt[16];\n\
+        .visible .entry k(.param .u64 p, .param .u32 n)\n{\n\
+        \t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\t.reg .f32 %f<3>;\n\t.reg .b64 %rd<3>;\n\
+        \t.shared .align 4 .b8 s[64];\n\
+        \t.loc 1 7 3\n\
+        \tld.param.u32 %r1, [n];\n\
+        \tsetp.ge.s32 %p1, %r1, 4;\n\
+        \t@!%p1 bra $L__done;\n\
+        \tcvt.rzi.sat.s32.f32 %r2, %f1;\n\
+        \tld.const.f32 %f2, [filt+8];\n\
+        \tmov.u64 %rd1, s;\n\
+        $L__done:\n\
+        \tret;\n}\n\
+        .file 1 \"/tmp/x/kern.cu\"\n";
+
+    #[test]
+    fn lowers_labels_params_modifiers_and_locations() {
+        let p = decode_module(&parse_module(SRC).unwrap()).unwrap();
+        let k = &p.kernels[0];
+        assert_eq!(k.param_sizes, vec![8, 4]);
+        assert_eq!(k.param_offsets, vec![0, 8]);
+        assert_eq!(k.static_shared, 64);
+        assert_eq!(p.insts[0].op, Op::LdKParam);
+        assert_eq!(p.insts[0].off, 8);
+        let bra = &p.insts[2];
+        assert_eq!(bra.op, Op::Bra);
+        assert!(bra.guard_neg);
+        assert_eq!(bra.aux, 6, "the label's program counter");
+        let cvt = &p.insts[3];
+        assert_eq!(
+            (cvt.ty, cvt.ty2, cvt.rnd, cvt.rnd_int, cvt.sat),
+            (Ty::S32, Ty::F32, Rnd::Z, true, true)
+        );
+        assert_eq!(p.insts[4].a, Src::I(0));
+        assert_eq!(p.insts[4].off, 8);
+        assert_eq!(p.locs[1], (1, 7));
+        assert_eq!(
+            p.files[&1], "kern.cu",
+            "reports name the file, not NVRTC's directory"
+        );
+    }
+
+    #[test]
+    fn unsupported_forms_name_instruction_and_line() {
+        let bad = SRC.replace("\tret;", "\trem.f32 %f1, %f1, %f2;\n\tret;");
+        let e = decode_module(&parse_module(&bad).unwrap()).unwrap_err();
+        assert!(e.contains("rem.f32") && e.contains("line 20"), "{e}");
+        let bad = SRC.replace(
+            "\tret;",
+            "\tsuld.b.1d.v4.b32.trap {%r1,%r2,%r3,%r0}, [%rd1, {%r1}];\n\tret;",
+        );
+        let e = match parse_module(&bad) {
+            Err(e) => e,
+            Ok(m) => decode_module(&m).unwrap_err(),
+        };
+        assert!(e.contains("suld") && e.contains("line 20"), "{e}");
+    }
+}

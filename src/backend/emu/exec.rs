@@ -61,6 +61,8 @@ struct Warp {
     exited: u32,
     blocked: u32,
     bar_pred: u32,
+    /// Barrier id each blocked lane waits on.
+    bar_id: [u8; 32],
     cur: u32,
     cur_pc: u32,
     wait_min: u32,
@@ -212,6 +214,9 @@ pub struct BlockRunner<'a, 'c> {
     steps: u64,
     ghint: usize,
     printf_room: usize,
+    /// Threads arrived at each counted (`bar.sync id, count`) barrier.
+    arrivals: [u32; 16],
+    expected: [u32; 16],
 }
 
 /// Stop reasons from a warp's run.
@@ -290,6 +295,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 exited: 0,
                 blocked: 0,
                 bar_pred: 0,
+                bar_id: [0; 32],
                 cur: 0,
                 cur_pc: 0,
                 wait_min: u32::MAX,
@@ -317,6 +323,8 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             steps: 0,
             ghint: 0,
             printf_room: PRINTF_CAP,
+            arrivals: [0; 16],
+            expected: [0; 16],
         }
     }
 
@@ -393,6 +401,29 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         }
     }
 
+    /// Release the lanes waiting at counted barrier `id`.
+    fn release_counted(&mut self, id: u8) {
+        let prog = self.ctx.prog;
+        for w in &mut self.warps {
+            let mut rel = 0u32;
+            lanes!(w.blocked, l, {
+                let is_bar = matches!(prog.insts[w.lane_pc[l] as usize].op, Op::Bar { .. });
+                if is_bar && w.bar_id[l] == id {
+                    rel |= 1 << l;
+                }
+            });
+            if rel != 0 {
+                w.sync_pc();
+                lanes!(rel, l, {
+                    w.lane_pc[l] += 1;
+                });
+                w.blocked &= !rel;
+                w.pick();
+            }
+        }
+        self.epoch += 1;
+    }
+
     /// Everyone who can still run is waiting at a barrier: release them (see
     /// docs/emulator.md, synccheck) and start a new race-detection epoch.
     fn release_barrier(&mut self) {
@@ -413,6 +444,14 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 popc += p as u32;
                 all &= p;
                 any |= p;
+            });
+        }
+        if let Some(id) = self.arrivals.iter().position(|&a| a != 0) {
+            let (w, l) = first.unwrap_or((0, 0));
+            let pc = pcs.first().copied().unwrap_or(0);
+            let (got, want) = (self.arrivals[id], self.expected[id]);
+            self.diag("synccheck", 1, pc, w, l, || {
+                format!("named barrier {id} expects {want} threads but only {got} arrived before the block could not continue (it would hang on a GPU)")
             });
         }
         if pcs.len() > 1 {
@@ -454,6 +493,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             w.blocked = 0;
             w.pick();
         }
+        self.arrivals = [0; 16];
         self.epoch += 1;
     }
 
@@ -600,18 +640,39 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             Op::Bar { arrive } => {
                 let w = &mut self.warps[wi];
                 let cur = w.cur;
+                let first = mask.trailing_zeros() as usize % 32;
+                let id = (rd(&w.regs, inst.a, first) & 15) as usize;
+                let counted = inst.aux == 1;
+                let count = if counted {
+                    rd(&w.regs, inst.b, first) as u32
+                } else {
+                    0
+                };
                 if arrive {
                     w.cur_pc += 1;
                     if w.cur_pc >= w.wait_min {
                         w.reschedule();
                     }
-                    return Ok(());
+                } else {
+                    lanes!(cur, l, {
+                        w.lane_pc[l] = if mask >> l & 1 != 0 { pc } else { pc + 1 };
+                        if mask >> l & 1 != 0 {
+                            w.bar_id[l] = id as u8;
+                        }
+                    });
+                    w.blocked |= mask;
+                    w.pick();
                 }
-                lanes!(cur, l, {
-                    w.lane_pc[l] = if mask >> l & 1 != 0 { pc } else { pc + 1 };
-                });
-                w.blocked |= mask;
-                w.pick();
+                // Counted barriers complete as soon as enough threads arrived; block-wide
+                // ones when nobody can run any more (`release_barrier`).
+                if counted && mask != 0 {
+                    self.expected[id] = count;
+                    self.arrivals[id] += mask.count_ones();
+                    if self.arrivals[id] >= count {
+                        self.arrivals[id] = 0;
+                        self.release_counted(id as u8);
+                    }
+                }
             }
             Op::BarRed(_) => {
                 let w = &mut self.warps[wi];
@@ -1361,8 +1422,8 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                         }
                     }
                     None => {
-                        let where_ = gm.describe(addr, size as u64);
                         self.diag("memcheck", 0, pc, wid, l, || {
+                            let where_ = gm.describe(addr, size as u64);
                             format!("out-of-bounds global {kind} of {size} bytes at address {addr:#x}, which {where_}")
                         });
                         Ok(Some(0).filter(|_| is_load || matches!(inst.op, Op::Atom(_))))
@@ -2475,6 +2536,18 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                     sext(c, 32) >= 0
                 };
                 if ge { a } else { b }
+            })
+        }
+        (Op::Cvt, Ty::F16x2 | Ty::BF16x2) => {
+            let fmt = if ty == Ty::F16x2 {
+                float::F16
+            } else {
+                float::BF16
+            };
+            bin(w, inst, mask, |a, b| {
+                let hi = float::to_small(f32v(a) as f64, fmt, rnd) as u64;
+                let lo = float::to_small(f32v(b) as f64, fmt, rnd) as u64;
+                (hi << 16) | lo
             })
         }
         (Op::Cvt, _) => {
