@@ -20,6 +20,8 @@ struct Expected {
     acceptable: Vec<String>,
     #[serde(default)]
     must_not_contain: Vec<String>,
+    #[serde(default)]
+    github_must_not_start_line: Vec<String>,
 }
 
 /// Every file under `dir` with its size and contents hash: what "nothing was written" compares.
@@ -179,6 +181,17 @@ fn every_attack_gets_its_verdict_and_harms_nothing() {
             assert!(
                 !everything.iter().any(|t| t.contains(bad.as_str())),
                 "{name}: `{bad}` leaked into an output"
+            );
+        }
+        for bad in &exp.github_must_not_start_line {
+            // Our own annotations start with `::error file=`; a forged one would not.
+            let forged = stdout
+                .lines()
+                .filter(|l| l.starts_with(bad.as_str()) && !l.starts_with("::error file="))
+                .count();
+            assert_eq!(
+                forged, 0,
+                "{name}: a line of the GitHub output starts with `{bad}`:\n{stdout}"
             );
         }
         // Reports stay small whatever the attack printed.

@@ -182,8 +182,19 @@ fn rubric_cross_references_resolve() {
                     "{p}: {}: tier points ascend",
                     s.name
                 );
+                // The pass bar may sit below the top tier where the H200 measurements put it
+                // there (docs/labs/*.md); it must never sit above what any tier rewards.
                 if let (Some(min), Some(last)) = (s.min, mins.last()) {
-                    assert_eq!(min, *last, "{p}: {}: min is the top tier", s.name);
+                    assert!(
+                        min <= *last,
+                        "{p}: {}: min {min} above the top tier {last}",
+                        s.name
+                    );
+                    assert!(
+                        mins.contains(&min),
+                        "{p}: {}: min {min} is not one of the tiers",
+                        s.name
+                    );
                 }
                 assert!(
                     !s.tiers.is_empty() || s.points.is_some(),
