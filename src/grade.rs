@@ -831,6 +831,7 @@ impl MilestoneRun<'_> {
         let mut out = Vec::new();
         let mut first_metrics = None;
         let mut diagnostics_seen = std::collections::BTreeSet::new();
+        let mut trials_ok = 0u32;
         for trial in 0..self.rubric.rubric.trials {
             let inv = inputs::generate(
                 contract,
@@ -864,7 +865,7 @@ impl MilestoneRun<'_> {
                             out.push(sanitizer_check(d, &case.name));
                         }
                     }
-                    if let Some(c) = self.compare_trial(
+                    let found = self.compare_trial(
                         &inv,
                         &expected,
                         &r.allocations,
@@ -872,10 +873,18 @@ impl MilestoneRun<'_> {
                         case,
                         trial,
                         &printed,
-                    ) {
-                        out.push(c.with_details_append(&printed));
+                    );
+                    if !found.is_empty() {
+                        for (k, c) in found.into_iter().enumerate() {
+                            out.push(if k == 0 {
+                                c.with_details_append(&printed)
+                            } else {
+                                c
+                            });
+                        }
                         break;
                     }
+                    trials_ok += 1;
                 }
                 Err(e) => {
                     let (check, fatal) = runtime_check(&e, &case.name, &printed);
@@ -896,7 +905,7 @@ impl MilestoneRun<'_> {
             let mut c = Check::pass(
                 CheckKind::Correctness,
                 name,
-                format!("{} trials match the reference", self.rubric.rubric.trials),
+                format!("values match the reference ({trials_ok} trials on fresh inputs)"),
             )
             .with_case(case.name.clone());
             c.seconds = Some(started.elapsed().as_secs_f64());
@@ -905,7 +914,8 @@ impl MilestoneRun<'_> {
         Ok((out, false, first_metrics))
     }
 
-    /// Compare one trial; `Some(check)` when something is wrong.
+    /// Compare one trial: a failed correctness check (if values differ) and one memory check
+    /// per stray write or changed input. Empty when everything is right.
     #[allow(clippy::too_many_arguments)]
     fn compare_trial(
         &self,
@@ -916,7 +926,7 @@ impl MilestoneRun<'_> {
         case: &Case,
         trial: u32,
         printed: &crate::worker::Captured,
-    ) -> Option<Check> {
+    ) -> Vec<Check> {
         let name = format!("correctness {}", case.name);
         let tol_vars = inv.tolerance_vars(vars);
         let mut problems: Vec<(String, &'static str)> = Vec::new();
@@ -967,10 +977,10 @@ impl MilestoneRun<'_> {
             let tol = match Resolved::from(t, b.elem, &tol_vars) {
                 Ok(t) => t,
                 Err(e) => {
-                    return Some(
+                    return vec![
                         Check::error(CheckKind::Correctness, name, format!("tolerance: {e}"))
                             .with_case(case.name.clone()),
-                    );
+                    ];
                 }
             };
             let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
@@ -990,44 +1000,44 @@ impl MilestoneRun<'_> {
                 problems.push((c.describe(), hint));
             }
         }
-        if problems.is_empty() && memory.is_empty() {
-            return None;
-        }
+        let mut found: Vec<Check> = memory
+            .into_iter()
+            .map(|mut c| {
+                c.case = Some(case.name.clone());
+                c.message = format!("{} (trial {})", c.message, trial + 1);
+                c
+            })
+            .collect();
         let _ = printed;
-        if problems.is_empty() {
-            let mut c = memory.remove(0);
-            c.case = Some(case.name.clone());
-            c.message = format!("{} (trial {})", c.message, trial + 1);
-            return Some(c);
+        if !problems.is_empty() {
+            let hint = self
+                .m
+                .hint
+                .clone()
+                .unwrap_or_else(|| problems[0].1.to_string());
+            let first_line = problems[0].0.lines().next().unwrap_or_default().to_string();
+            let details = problems
+                .iter()
+                .map(|p| p.0.clone())
+                .collect::<Vec<_>>()
+                .join("\n");
+            found.insert(
+                0,
+                Check::fail(
+                    CheckKind::Correctness,
+                    name,
+                    format!(
+                        "wrong results on case {} (trial {}): {first_line}",
+                        case.name,
+                        trial + 1
+                    ),
+                )
+                .with_case(case.name.clone())
+                .with_hint(hint)
+                .with_details(details),
+            );
         }
-        let hint = self
-            .m
-            .hint
-            .clone()
-            .unwrap_or_else(|| problems[0].1.to_string());
-        let first_line = problems[0].0.lines().next().unwrap_or_default().to_string();
-        let mut details = problems
-            .iter()
-            .map(|p| p.0.clone())
-            .collect::<Vec<_>>()
-            .join("\n");
-        for mc in &memory {
-            details.push_str(&format!("\n{}", mc.message));
-        }
-        Some(
-            Check::fail(
-                CheckKind::Correctness,
-                name,
-                format!(
-                    "wrong results on case {} (trial {}): {first_line}",
-                    case.name,
-                    trial + 1
-                ),
-            )
-            .with_case(case.name.clone())
-            .with_hint(hint)
-            .with_details(details),
-        )
+        found
     }
 
     fn performance(
@@ -1095,8 +1105,10 @@ impl MilestoneRun<'_> {
             }
         };
         // Correct on the big case too: a kernel right only for small sizes earns no speed points.
-        if let Some(c) =
-            self.compare_trial(&inv, &expected, &r.allocations, &vars, &case, 0, &printed)
+        if let Some(c) = self
+            .compare_trial(&inv, &expected, &r.allocations, &vars, &case, 0, &printed)
+            .into_iter()
+            .next()
         {
             return Ok(Check {
                 kind: CheckKind::Performance,

@@ -656,7 +656,12 @@ fn decode(m: &Module) -> Result<Program, String> {
         let site = prog.insts[idx].aux as usize;
         match func_entry.get(&name) {
             Some(pc) => prog.calls[site].target_pc = *pc,
-            None => unreachable!(),
+            // e.g. device `malloc`/`free`, declared `.extern .func` with no body in the module.
+            None => {
+                return Err(format!(
+                    "`call {name}`: the function has no body in this module (device malloc/free and other external functions are not supported by the emulator)"
+                ));
+            }
         }
     }
     prog.fparam_bytes = fparam;
