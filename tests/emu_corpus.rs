@@ -526,6 +526,30 @@ fn attention(b: &mut dyn Backend) -> Result<(), String> {
     close(&down_f32(b, dout, n * d), &want, 1e-4, 1e-5)
 }
 
+fn mixed_shared(b: &mut dyn Backend) -> Result<(), String> {
+    let n = 300;
+    let x = Lcg::new(21).vec(n);
+    let (din, dout, dwhere) = (up_f32(b, &x), zeros(b, n), zeros(b, 2));
+    let r = launch(
+        b,
+        "mixed_shared",
+        dims([2, 1, 1], [96, 1, 1], n as u32 * 4),
+        &[Ptr(din), Ptr(dout), Ptr(dwhere), I32(n as i32)],
+    );
+    clean(&r)?;
+    let want: Vec<f32> = (0..n).map(|i| x[i] + (1000.0 + (i % 65) as f32)).collect();
+    close(&down_f32(b, dout, n), &want, 0.0, 0.0)?;
+    // A GPU may reserve shared memory before the static variables, so check relative layout.
+    let w = down_u32(b, dwhere, 2);
+    if w[1] < w[0] + 260 || !w[1].is_multiple_of(256) {
+        return Err(format!(
+            "static tile at shared offset {:#x}, dynamic array at {:#x}: the dynamic array must follow the 260-byte tile at a 256-byte boundary",
+            w[0], w[1]
+        ));
+    }
+    Ok(())
+}
+
 fn atomics(b: &mut dyn Backend) -> Result<(), String> {
     let (grid, block) = (3u32, 64u32);
     let n = (grid * block) as i32;
@@ -1106,6 +1130,12 @@ pub const CASES: &[Case] = &[
         min_sm: 75,
     },
     Case {
+        name: "mixed_shared",
+        file: "mixed_shared.cu",
+        run: mixed_shared,
+        min_sm: 75,
+    },
+    Case {
         name: "atomics",
         file: "atomics.cu",
         run: atomics,
@@ -1372,6 +1402,66 @@ fn synccheck_reports_divergent_barriers() {
         "{}",
         m[0].message
     );
+}
+
+#[test]
+fn synccheck_reports_a_barrier_skipped_inside_a_loop_but_not_a_guard_clause() {
+    let Some(r) = diag_run(
+        "diag_exit_barrier.cu",
+        "barrier_in_branch",
+        d1(1, 64),
+        |e| vec![Ptr(up_f32(e, &[1.0; 64])), Ptr(zeros(e, 1))],
+    ) else {
+        return;
+    };
+    let m = only(&r, "synccheck");
+    assert_eq!(m.len(), 1, "{:?}", r.diagnostics);
+    assert!(
+        m[0].message.contains("__syncthreads()") && m[0].message.contains("went round the loop"),
+        "{}",
+        m[0].message
+    );
+    assert_eq!(m[0].line, Some(12), "{:?}", m[0]);
+    // Threads that return before the first barrier have exited: the idiom is fine.
+    for n in [64, 40, 7] {
+        let Some(r) = diag_run("diag_exit_barrier.cu", "guard_clause", d1(1, 64), |e| {
+            vec![Ptr(up_f32(e, &[1.0; 64])), Ptr(zeros(e, 64)), I32(n)]
+        }) else {
+            return;
+        };
+        assert!(r.diagnostics.is_empty(), "n={n}: {:?}", r.diagnostics);
+    }
+}
+
+#[test]
+fn dynamic_shared_memory_follows_static_and_counts_toward_the_limit() {
+    let Some(mut emu) = load("mixed_shared.cu") else {
+        return;
+    };
+    mixed_shared(&mut emu).unwrap();
+    let (din, dout, dwhere) = (zeros(&mut emu, 4), zeros(&mut emu, 4), zeros(&mut emu, 2));
+    let params = [Ptr(din), Ptr(dout), Ptr(dwhere), I32(4)];
+    let dl = Instant::now() + Duration::from_secs(30);
+    launch(&mut emu, "mixed_shared", d1(1, 32), &params);
+    assert_eq!(
+        down_u32(&mut emu, dwhere, 2),
+        vec![0, 512],
+        "static first, then align 256"
+    );
+    // 260 static bytes padded to 512, plus the dynamic bytes: exactly 227 KiB fits.
+    let limit = 227 * 1024;
+    let fits = dims([1, 1, 1], [32, 1, 1], limit - 512);
+    assert!(emu.launch("mixed_shared", fits, &params, dl).is_ok());
+    let over = dims([1, 1, 1], [32, 1, 1], limit - 511);
+    match emu.launch("mixed_shared", over, &params, dl) {
+        Err(cugrade::backend::BackendError::Launch(m)) => {
+            assert!(m.contains("shared memory") && m.contains("232449"), "{m}")
+        }
+        other => panic!(
+            "{} bytes of shared memory must be refused: {other:?}",
+            limit + 1
+        ),
+    }
 }
 
 #[test]

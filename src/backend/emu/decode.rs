@@ -307,8 +307,9 @@ pub struct Kernel {
     pub param_sizes: Vec<usize>,
     pub param_bytes: usize,
     pub static_shared: u32,
-    /// Alignment where dynamic (`extern`) shared memory starts.
-    pub dyn_shared_align: u32,
+    /// Offset where dynamic (`extern`) shared memory starts: after every static variable
+    /// the kernel (or a callee) declares, at the extern declaration's alignment, as on a GPU.
+    pub dyn_shared_base: u32,
     pub local_bytes: u32,
     pub uses_global_atomics: bool,
     pub regs: u32,
@@ -422,6 +423,7 @@ fn decode(m: &Module) -> Result<Program, String> {
     let mut gcur = 0u64;
     let mut ccur = 0u64;
     let mut module_shared = 0u64;
+    let mut module_dyn_align = 16u32;
     for v in &m.globals {
         let align = v.align.max(1) as u64;
         let (kind, addr) = match v.space {
@@ -436,6 +438,12 @@ fn decode(m: &Module) -> Result<Program, String> {
                 let a = ccur;
                 ccur += v.size().max(1);
                 (SymKind::Const(a), a)
+            }
+            // NVRTC declares `extern __shared__` arrays at module scope; each kernel places
+            // them after its own static variables (resolved per function below).
+            Space::Shared if v.array == Some(None) => {
+                module_dyn_align = module_dyn_align.max(v.align);
+                (SymKind::Shared(DYN_SHARED), 0)
             }
             Space::Shared => {
                 module_shared = module_shared.next_multiple_of(align);
@@ -486,10 +494,25 @@ fn decode(m: &Module) -> Result<Program, String> {
         func_params.insert(f.name.clone(), (ps, rs));
     }
 
+    // Dynamic shared memory starts after the static variables. A non-inlined callee cannot
+    // know which kernel called it, so with callees every kernel uses the module-wide base.
+    let shared_layouts: Vec<(u64, u32)> = m
+        .funcs
+        .iter()
+        .map(|f| static_shared_layout(f.body.as_deref().unwrap_or(&[]), module_shared))
+        .collect();
+    let has_callees = m.funcs.iter().any(|f| !f.is_entry && f.body.is_some());
+    let module_dyn_base = shared_layouts
+        .iter()
+        .fold((module_shared, module_dyn_align), |(e, a), &(fe, fa)| {
+            (e.max(fe), a.max(fa))
+        });
+    let module_dyn_base = module_dyn_base.0.next_multiple_of(module_dyn_base.1 as u64);
+
     prog.nregs = SPECIALS.len() as u32;
     let mut func_entry: HashMap<String, u32> = HashMap::new();
     let mut pending_calls: Vec<(usize, String)> = Vec::new();
-    for f in &m.funcs {
+    for (f, &(own_end, own_align)) in m.funcs.iter().zip(&shared_layouts) {
         let Some(body) = &f.body else { continue };
         let entry_pc = prog.insts.len() as u32;
         func_entry.insert(f.name.clone(), entry_pc);
@@ -521,7 +544,6 @@ fn decode(m: &Module) -> Result<Program, String> {
         // First pass: declarations and labels.
         let mut shared = module_shared;
         let mut local = 0u64;
-        let mut dyn_align = 16u32;
         let mut pc = entry_pc;
         for s in body {
             match s {
@@ -554,9 +576,8 @@ fn decode(m: &Module) -> Result<Program, String> {
                     let a = v.align.max(1) as u64;
                     match v.space {
                         Space::Shared if v.array == Some(None) => {
-                            dyn_align = dyn_align.max(v.align);
                             // Resolved after static layout is known.
-                            sc.syms.insert(v.name.clone(), SymKind::Shared(u64::MAX));
+                            sc.syms.insert(v.name.clone(), SymKind::Shared(DYN_SHARED));
                         }
                         Space::Shared => {
                             shared = shared.next_multiple_of(a);
@@ -594,10 +615,15 @@ fn decode(m: &Module) -> Result<Program, String> {
                 Stmt::Loc { .. } => {}
             }
         }
-        let dyn_base = shared.next_multiple_of(dyn_align.max(16) as u64);
+        debug_assert_eq!(shared, own_end);
+        let dyn_base = if has_callees {
+            module_dyn_base
+        } else {
+            own_end.next_multiple_of(own_align.max(module_dyn_align) as u64)
+        };
         for v in sc.syms.values_mut() {
             if let SymKind::Shared(o) = v
-                && *o == u64::MAX
+                && *o == DYN_SHARED
             {
                 *o = dyn_base;
             }
@@ -629,7 +655,7 @@ fn decode(m: &Module) -> Result<Program, String> {
                 param_sizes,
                 param_bytes: pcur as usize,
                 static_shared: shared as u32,
-                dyn_shared_align: dyn_align.max(16),
+                dyn_shared_base: dyn_base as u32,
                 local_bytes: local as u32,
                 uses_global_atomics: global_atomics,
                 regs: sc.regs.len() as u32,
@@ -643,7 +669,7 @@ fn decode(m: &Module) -> Result<Program, String> {
                 param_sizes: vec![],
                 param_bytes: 0,
                 static_shared: shared as u32,
-                dyn_shared_align: 16,
+                dyn_shared_base: dyn_base as u32,
                 local_bytes: local as u32,
                 uses_global_atomics: global_atomics,
                 regs: sc.regs.len() as u32,
@@ -700,6 +726,28 @@ fn decode(m: &Module) -> Result<Program, String> {
         k.static_shared = k.static_shared.max(func_shared);
     }
     Ok(prog)
+}
+
+/// Placeholder offset of `extern .shared` arrays until their function's base is known.
+const DYN_SHARED: u64 = u64::MAX;
+
+/// End of a function's static shared variables laid out from `start`, and the alignment its
+/// own `extern .shared` declarations ask for (at least 16).
+fn static_shared_layout(body: &[Stmt], start: u64) -> (u64, u32) {
+    let mut end = start;
+    let mut align = 16u32;
+    for s in body {
+        if let Stmt::Var(v) = s
+            && matches!(v.space, Space::Shared)
+        {
+            if v.array == Some(None) {
+                align = align.max(v.align);
+            } else {
+                end = end.next_multiple_of(v.align.max(1) as u64) + v.size();
+            }
+        }
+    }
+    (end, align)
 }
 
 /// Initial bytes of a variable, and the (offset, symbol) places that hold addresses.

@@ -63,6 +63,11 @@ struct Warp {
     bar_pred: u32,
     /// Barrier id each blocked lane waits on.
     bar_id: [u8; 32],
+    /// Lanes that were alive but elsewhere when others of this warp arrived at the block-wide
+    /// barrier at `bar_watch_pc` (see `Op::Bar`): if they branch back above it before it
+    /// releases, they skipped it inside a loop (synccheck).
+    bar_watch: u32,
+    bar_watch_pc: u32,
     cur: u32,
     cur_pc: u32,
     wait_min: u32,
@@ -201,6 +206,16 @@ fn as_f64(v: u64, ty: Ty) -> f64 {
     }
 }
 
+/// Shared memory one block holds: the static variables, then the dynamic array at its base.
+/// The launch checks this against the per-block limit, so it fits in `u32` when it runs.
+pub fn shared_block_bytes(k: &Kernel, dynamic: u32) -> u64 {
+    if dynamic == 0 {
+        k.static_shared as u64
+    } else {
+        (k.dyn_shared_base as u64 + dynamic as u64).max(k.static_shared as u64)
+    }
+}
+
 pub struct BlockRunner<'a, 'c> {
     ctx: &'c LaunchCtx<'a>,
     warps: Vec<Warp>,
@@ -230,16 +245,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         let nthreads = dims.threads_per_block() as u32;
         let nwarps = nthreads.div_ceil(32);
         let nregs = ctx.prog.nregs as usize;
-        let shared_size = ctx
-            .kernel
-            .static_shared
-            .next_multiple_of(ctx.kernel.dyn_shared_align)
-            + dims.shared_bytes;
-        let shared_size = if dims.shared_bytes == 0 {
-            ctx.kernel.static_shared
-        } else {
-            shared_size
-        };
+        let shared_size = shared_block_bytes(ctx.kernel, dims.shared_bytes) as u32;
         let local = ctx.kernel.local_bytes as usize;
         let fp = ctx.prog.fparam_bytes as usize;
         let mut warps = Vec::with_capacity(nwarps as usize);
@@ -296,6 +302,8 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 blocked: 0,
                 bar_pred: 0,
                 bar_id: [0; 32],
+                bar_watch: 0,
+                bar_watch_pc: 0,
                 cur: 0,
                 cur_pc: 0,
                 wait_min: u32::MAX,
@@ -412,6 +420,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     rel |= 1 << l;
                 }
             });
+            w.bar_watch = 0;
             if rel != 0 {
                 w.sync_pc();
                 lanes!(rel, l, {
@@ -491,6 +500,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 w.lane_pc[l] += 1;
             });
             w.blocked = 0;
+            w.bar_watch = 0;
             w.pick();
         }
         self.arrivals = [0; 16];
@@ -562,6 +572,19 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             Op::Bra => {
                 let w = &mut self.warps[wi];
                 self.out.metrics.branches += 1;
+                if w.bar_watch & mask != 0 && inst.aux < w.bar_watch_pc {
+                    let (skipped, bar_pc, id) = (w.bar_watch & mask, w.bar_watch_pc, w.id);
+                    w.bar_watch &= !mask;
+                    let lane = skipped.trailing_zeros() as usize;
+                    self.diag("synccheck", 2, bar_pc, id, lane, || {
+                        format!(
+                            "__syncthreads() in divergent code: {} thread(s) of one warp skipped this barrier and went round the loop while the rest of the warp waited at it; \
+                             a barrier inside `if` is reached by only part of the block (undefined behaviour: a hang or a wrong result on a GPU). Move the __syncthreads() out of the `if`, so every thread reaches it",
+                            skipped.count_ones()
+                        )
+                    });
+                }
+                let w = &mut self.warps[wi];
                 if mask == w.cur {
                     w.cur_pc = inst.aux;
                     if inst.aux <= pc {
@@ -654,6 +677,17 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                         w.reschedule();
                     }
                 } else {
+                    if !counted && mask != 0 {
+                        // Min-pc scheduling runs the arriving group first, so the warp's other
+                        // live lanes are ahead of it (or skip it by predicate): watch them.
+                        let away = w.valid & !w.exited & !w.blocked & !mask;
+                        if w.bar_watch == 0 || w.bar_watch_pc != pc {
+                            w.bar_watch = away;
+                            w.bar_watch_pc = pc;
+                        } else {
+                            w.bar_watch &= !mask;
+                        }
+                    }
                     lanes!(cur, l, {
                         w.lane_pc[l] = if mask >> l & 1 != 0 { pc } else { pc + 1 };
                         if mask >> l & 1 != 0 {

@@ -307,12 +307,12 @@ impl Backend for EmuBackend {
                 "grid y and z must be at most 65535".into(),
             ));
         }
-        if k.static_shared + dims.shared_bytes > MAX_SHARED_BYTES {
+        // Dynamic shared memory starts after the static variables (aligned), as on a GPU.
+        let shared_total = exec::shared_block_bytes(k, dims.shared_bytes);
+        if shared_total > MAX_SHARED_BYTES as u64 {
             return Err(BackendError::Launch(format!(
-                "{} bytes of shared memory requested ({} static + {} dynamic); at most {MAX_SHARED_BYTES}",
-                k.static_shared + dims.shared_bytes,
-                k.static_shared,
-                dims.shared_bytes
+                "{shared_total} bytes of shared memory per block requested ({} static + {} dynamic, the dynamic array starting at offset {}); at most {MAX_SHARED_BYTES} (227 KiB)",
+                k.static_shared, dims.shared_bytes, k.dyn_shared_base
             )));
         }
         // Local memory is allocated per thread of a running block.
