@@ -977,6 +977,10 @@ fn mathfn(b: &mut dyn Backend) -> Result<(), String> {
             } else {
                 4e-7 * want[k].abs() + 1e-7
             };
+            // `sin.approx` (__sinf) has a documented bound only for |x| <= 100*pi.
+            if k == 9 && v.abs() > 100.0 * std::f64::consts::PI {
+                continue;
+            }
             if (gv - want[k]).abs() > tol {
                 return Err(format!("math {k} of {v}: got {gv} want {}", want[k]));
             }
@@ -1860,6 +1864,12 @@ fn corpus_differential_against_the_gpu() {
             if emu_result.is_ok() { "ok" } else { "FAIL" },
             if same { "bit-identical" } else { "differs" }
         );
+        for e in [&gpu_result, &emu_result]
+            .into_iter()
+            .filter_map(|r| r.as_ref().err())
+        {
+            eprintln!("    {e}");
+        }
     }
     eprintln!(
         "{identical} of {} cases bit-identical; differing: {}",

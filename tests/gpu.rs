@@ -98,12 +98,29 @@ fn gpu_specific_attacks_are_contained() {
         ("trap", "runtime", "error"),
         ("infinite_loop", "runtime", "error"),
         ("malloc_bomb", "correctness", "pass|error"),
-        ("printf_flood", "correctness", "pass|error"),
+        // On the H200 the flood outlasts the launch deadline: a clean timeout, output capped.
+        ("printf_flood", "milestone", "pass|error"),
         ("bob", "correctness", "pass"),
     ] {
         let (code, r, err) = grade(&rubric, &root().join("tests/adversarial").join(attack));
         assert!(matches!(code, 0 | 1), "{attack}: exit {code}\n{err}");
-        let got = cugrade::result::Status::aggregate(kinds(&r, kind));
+        let got = if kind == "milestone" {
+            r.milestones[0].status
+        } else {
+            cugrade::result::Status::aggregate(kinds(&r, kind))
+        };
+        if attack == "printf_flood" {
+            let details: String = r.milestones[0]
+                .checks
+                .iter()
+                .filter_map(|c| c.details.as_deref())
+                .collect();
+            assert!(
+                details.len() <= 4 * 65536 + 4096 && !err.contains("panicked"),
+                "printf_flood: {} bytes of output kept",
+                details.len()
+            );
+        }
         assert!(
             want.split('|').any(|w| w == got.as_str()),
             "{attack}: {kind} is {}, want {want}\n{r:?}",
@@ -136,13 +153,28 @@ fn lab_examples_on_the_gpu() {
                 continue;
             };
             let exp: Expected = serde_yaml::from_str(&text).unwrap();
-            let (_, r, err) = grade(&rubric, &sub.path());
+            let sub_name = sub.file_name().to_string_lossy().into_owned();
+            // CUGRADE_GPU_RESULTS: check the result.json files ci/gpu-run.sh wrote on the GPU
+            // machine (`LAB-EXAMPLE.json`) instead of grading again.
+            let (r, err) = match std::env::var_os("CUGRADE_GPU_RESULTS") {
+                Some(dir) => {
+                    let p = Path::new(&dir).join(format!("{lab_name}-{sub_name}.json"));
+                    let text = std::fs::read_to_string(&p)
+                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                    let r: cugrade::result::GradeResult = serde_json::from_str(&text).unwrap();
+                    assert_eq!(r.backend, "cuda", "{}", p.display());
+                    (r, String::new())
+                }
+                None => {
+                    let (_, r, err) = grade(&rubric, &sub.path());
+                    (r, err)
+                }
+            };
             for m in &r.milestones {
                 let want = exp.gpu.get(&m.id).or(exp.milestones.get(&m.id));
                 let got = m.status.as_str();
                 let line = format!(
-                    "{lab_name}/{}: {} = {got} (expected {want:?})",
-                    sub.file_name().to_string_lossy(),
+                    "{lab_name}/{sub_name}: {} = {got} (expected {want:?})",
                     m.id
                 );
                 eprintln!("{line}");

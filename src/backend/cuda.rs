@@ -17,6 +17,20 @@ const MALLOC_HEAP_BYTES: usize = 8 << 20;
 /// Device printf FIFO; output beyond it is dropped by the driver.
 const PRINTF_FIFO_BYTES: usize = 1 << 20;
 
+/// Set a context limit. The driver refuses to change the malloc heap or printf FIFO once a
+/// kernel that uses them ran in the (primary) context; a second backend in one process (the
+/// worker has only one, tests may have several) accepts the limit already in force when it is
+/// ours.
+fn set_limit(limit: sys::CUlimit, value: usize, what: &str) -> Result<(), BackendError> {
+    match cu::ctx::set_limit(limit, value) {
+        Ok(()) => Ok(()),
+        Err(e) => match cu::ctx::get_limit(limit) {
+            Ok(v) if (value..=2 * value).contains(&v) => Ok(()),
+            _ => Err(classify(e, what)),
+        },
+    }
+}
+
 pub struct CudaBackend {
     device: sys::CUdevice,
     name: String,
@@ -110,10 +124,16 @@ impl CudaBackend {
                 .map_err(|e| classify(e, "cuDevicePrimaryCtxRetain"))?;
             cu::ctx::set_current(ctx).map_err(|e| classify(e, "cuCtxSetCurrent"))?;
         }
-        cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, MALLOC_HEAP_BYTES)
-            .map_err(|e| classify(e, "cuCtxSetLimit(malloc heap)"))?;
-        cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE, PRINTF_FIFO_BYTES)
-            .map_err(|e| classify(e, "cuCtxSetLimit(printf fifo)"))?;
+        set_limit(
+            sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE,
+            MALLOC_HEAP_BYTES,
+            "cuCtxSetLimit(malloc heap)",
+        )?;
+        set_limit(
+            sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE,
+            PRINTF_FIFO_BYTES,
+            "cuCtxSetLimit(printf fifo)",
+        )?;
         let name = cu::device::get_name(dev).map_err(|e| classify(e, "cuDeviceGetName"))?;
         let cc = capability(dev).map_err(|e| classify(e, "cuDeviceGetAttribute"))?;
         Ok(CudaBackend {
