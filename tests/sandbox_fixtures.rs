@@ -17,6 +17,22 @@ struct Expected {
     acceptable: Vec<String>,
     #[serde(default)]
     must_not_contain: Vec<String>,
+    /// Lines GitHub Actions would read as workflow commands (`::error`...), which the report
+    /// must never start a line with.
+    #[serde(default)]
+    github_must_not_start_line: Vec<String>,
+    /// The verdict on the emulator, where it legitimately differs from a GPU's.
+    #[serde(default)]
+    emu: Option<EmuVerdict>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmuVerdict {
+    verdict: String,
+    check: String,
+    #[serde(default)]
+    acceptable: Vec<String>,
 }
 
 const STATUSES: [&str; 4] = ["pass", "fail", "error", "skipped"];
@@ -93,8 +109,26 @@ fn every_fixture_names_a_valid_verdict_and_check() {
             src.contains("vector_add"),
             "{name}: implements (or steals) the vector-add contract"
         );
-        for s in &exp.must_not_contain {
+        for s in exp
+            .must_not_contain
+            .iter()
+            .chain(&exp.github_must_not_start_line)
+        {
             assert!(!s.is_empty(), "{name}: empty must_not_contain entry");
+        }
+        if let Some(e) = &exp.emu {
+            assert!(
+                STATUSES.contains(&e.verdict.as_str()) && CHECK_KINDS.contains(&e.check.as_str()),
+                "{name}: emu verdict {} / check {}",
+                e.verdict,
+                e.check
+            );
+            for a in &e.acceptable {
+                assert!(
+                    a == "none" || STATUSES.contains(&a.as_str()),
+                    "{name}: emu acceptable {a}"
+                );
+            }
         }
     }
 }
