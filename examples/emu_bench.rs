@@ -111,7 +111,9 @@ fn measure(
 }
 
 fn main() {
+    // `emu_bench [--quick] [NAME]`: NAME keeps only the kernels whose name contains it.
     let quick = std::env::args().any(|a| a == "--quick");
+    let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let scale = if quick { 0 } else { 1 };
     let reps = if quick { 1 } else { 3 };
     let threads = rayon::current_num_threads();
@@ -121,6 +123,9 @@ fn main() {
         "kernel", "lane-insts", "serial Ml/s", "parallel Ml/s", "ratio"
     );
     for bench in BENCHES {
+        if only.as_ref().is_some_and(|o| !bench.name.contains(o.as_str())) {
+            continue;
+        }
         let mut emu = EmuBackend::new();
         emu.load_module(bench.ptx).expect("load");
         let (dims, params) = (bench.setup)(&mut emu, scale);
