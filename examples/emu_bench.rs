@@ -123,7 +123,10 @@ fn main() {
         "kernel", "lane-insts", "serial Ml/s", "parallel Ml/s", "ratio"
     );
     for bench in BENCHES {
-        if only.as_ref().is_some_and(|o| !bench.name.contains(o.as_str())) {
+        if only
+            .as_ref()
+            .is_some_and(|o| !bench.name.contains(o.as_str()))
+        {
             continue;
         }
         let mut emu = EmuBackend::new();
