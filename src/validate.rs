@@ -15,10 +15,11 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
     let mut ok = true;
     for p in paths {
         let r = crate::rubric::load(p)?;
+        let n = r.rubric.milestones.len();
         println!(
-            "{}: schema ok ({} milestones, {} points)",
+            "{}: schema ok ({n} milestone{}, {} points)",
             p.display(),
-            r.rubric.milestones.len(),
+            if n == 1 { "" } else { "s" },
             r.max_score()
         );
         if schema_only {
