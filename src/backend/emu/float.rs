@@ -206,30 +206,13 @@ pub fn sqrt64(a: f64, m: Rnd) -> f64 {
     round_f64(q, (-q).mul_add(q, a), m)
 }
 
-/// PTX min/max: a NaN operand yields the other; -0 < +0.
+/// PTX min/max: a NaN operand yields the other; -0 < +0. The f32 forms go through f64
+/// exactly: the result is always one of the operands.
 pub fn min32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        return b;
-    }
-    if b.is_nan() {
-        return a;
-    }
-    if a == b {
-        return if a.is_sign_negative() { a } else { b };
-    }
-    if a < b { a } else { b }
+    min64(a as f64, b as f64) as f32
 }
 pub fn max32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        return b;
-    }
-    if b.is_nan() {
-        return a;
-    }
-    if a == b {
-        return if a.is_sign_positive() { a } else { b };
-    }
-    if a > b { a } else { b }
+    max64(a as f64, b as f64) as f32
 }
 pub fn min64(a: f64, b: f64) -> f64 {
     if a.is_nan() {
