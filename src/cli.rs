@@ -72,6 +72,9 @@ enum Command {
         /// Write Markdown feedback here.
         #[arg(long)]
         markdown: Option<PathBuf>,
+        /// Write Gradescope's results.json here (e.g. /autograder/results/results.json).
+        #[arg(long)]
+        gradescope: Option<PathBuf>,
     },
     /// Grade every submission in a cohort directory.
     Grade {
@@ -94,6 +97,19 @@ enum Command {
         /// Grade everyone again even where results exist.
         #[arg(long)]
         regrade: bool,
+        /// Starter code every student was given (file or directory; repeatable): excluded from
+        /// the integrity matches, as the rubric's reference kernels are.
+        #[arg(long)]
+        starter: Vec<PathBuf>,
+    },
+    /// Combine the outputs of `grade --shard K/N` runs into one tree equal to an unsharded run.
+    Merge {
+        /// Where the combined tree goes (a new directory, not one of the shards).
+        #[arg(long)]
+        out: PathBuf,
+        /// The shards' `--out` directories.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
     },
     /// Check rubric files, and that each rubric's reference kernels pass their own rubric.
     Validate {
@@ -139,7 +155,17 @@ pub fn main() -> i32 {
             json,
             junit,
             markdown,
-        } => check(&rubric, &submission, &common, json, junit, markdown),
+            gradescope,
+        } => check(
+            &rubric,
+            &submission,
+            &common,
+            json,
+            junit,
+            markdown,
+            gradescope,
+        ),
+        Command::Merge { out, shards } => crate::cohort::merge::run(&out, &shards),
         Command::Grade {
             rubric,
             cohort,
@@ -149,6 +175,7 @@ pub fn main() -> i32 {
             shard,
             resume,
             regrade,
+            starter,
         } => match shard.as_deref().map(parse_shard).transpose() {
             Err(e) => Err(CliError::Usage(e)),
             Ok(shard) => {
@@ -157,6 +184,7 @@ pub fn main() -> i32 {
                     shard,
                     resume: resume && !regrade,
                     format: common.format,
+                    starter,
                 };
                 crate::cohort::run(&rubric, &cohort, &out, &common_options(&common), &opts)
             }
@@ -286,6 +314,7 @@ fn check(
     json: Option<PathBuf>,
     junit: Option<PathBuf>,
     markdown: Option<PathBuf>,
+    gradescope: Option<PathBuf>,
 ) -> Result<i32, CliError> {
     let rubric = rubric::load(rubric_path)?;
     let sub = submission::load(sub_path).map_err(|e| match e {
@@ -306,6 +335,11 @@ fn check(
         junit.as_deref(),
         markdown.as_deref(),
     )?;
+    if let Some(p) = &gradescope {
+        std::fs::write(p, report::gradescope::to_string(&result)).map_err(|e| {
+            CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
+        })?;
+    }
     let dir = if sub_path.is_dir() {
         Some(sub_path)
     } else {

@@ -1,15 +1,21 @@
 //! `cugrade grade`: every submission of a cohort, one broken submission never stopping the
-//! others (as ripgrep treats a bad file). Each student gets `result.json`, `report.md` and
-//! `junit.xml` in their own folder; the cohort gets `summary.md`, `grades.csv` and a combined
-//! `junit.xml`.
+//! others (as ripgrep treats a bad file). Each student gets `result.json`, `report.md`,
+//! `junit.xml`, Gradescope's `results.json` and the `fingerprints.json` of their sources in
+//! their own folder; the cohort gets `summary.md` (and `charts/`), `grades.csv`,
+//! `integrity.csv` and a combined `junit.xml`. `merge` combines shards; `progress` reports.
+
+pub mod merge;
+pub mod progress;
 
 use crate::cli::{Format, Requested, print_result, resolve, write_outputs};
 use crate::errors::{CliError, Fatal};
 use crate::exit;
 use crate::grade::{self, Reference};
+use crate::integrity::{self, Fingerprints};
 use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
 use crate::rubric::{self, LoadedRubric};
 use crate::submission;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -20,6 +26,77 @@ pub struct CohortOptions {
     pub shard: Option<(usize, usize)>,
     pub resume: bool,
     pub format: Format,
+    /// Starter code handed to every student (files or directories): excluded from integrity
+    /// matches, as the rubric's reference kernels are.
+    pub starter: Vec<PathBuf>,
+}
+
+/// Source files cugrade reads from a starter path (a file, or a directory's files), as
+/// (name, text).
+fn starter_sources(paths: &[PathBuf]) -> Result<Vec<(String, String)>, CliError> {
+    let mut out = Vec::new();
+    for p in paths {
+        let files: Vec<PathBuf> = if p.is_dir() {
+            let mut v: Vec<PathBuf> = walk(p);
+            v.sort();
+            v
+        } else {
+            vec![p.clone()]
+        };
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|e| {
+                CliError::Usage(format!("cannot read starter code `{}`: {e}", f.display()))
+            })?;
+            out.push((f.to_string_lossy().into_owned(), text));
+        }
+    }
+    Ok(out)
+}
+
+/// Source-like files below `dir` (`.cu`, `.cuh`, `.h`, `.ptx`, `.py`).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else if p
+            .extension()
+            .and_then(|x| x.to_str())
+            .is_some_and(|x| matches!(x, "cu" | "cuh" | "h" | "ptx" | "py"))
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// What every student was given: the rubric's reference kernels and the starter code.
+fn common_hashes(rubric: &LoadedRubric, starter: &[PathBuf]) -> Result<HashSet<u64>, CliError> {
+    let mut given = starter_sources(starter)?;
+    if let Ok(text) = std::fs::read_to_string(&rubric.reference_path) {
+        given.push((rubric.reference_path.to_string_lossy().into_owned(), text));
+    }
+    let sources: Vec<integrity::Source<'_>> = given
+        .iter()
+        .map(|(name, text)| integrity::Source { name, text })
+        .collect();
+    Ok(integrity::common_hashes(&sources))
+}
+
+/// A submission's fingerprints (all its source files, headers and PTX).
+fn fingerprints_of(sub: &submission::Submission, common: &HashSet<u64>) -> Fingerprints {
+    let sources: Vec<integrity::Source<'_>> = sub
+        .sources
+        .iter()
+        .chain(&sub.headers)
+        .chain(&sub.ptx)
+        .map(|f| integrity::Source {
+            name: &f.name,
+            text: &f.text,
+        })
+        .collect();
+    integrity::fingerprint(&sources, common)
 }
 
 /// The result for a submission that could not be graded at all.
@@ -55,6 +132,7 @@ pub fn unreadable(
     GradeResult {
         assignment: rubric.rubric.assignment.clone(),
         student: student.to_string(),
+        student_id: None,
         backend: backend.to_string(),
         seed,
         score: 0.0,
@@ -86,6 +164,8 @@ pub fn run(
     }
     std::fs::create_dir_all(out)
         .map_err(|e| Fatal::new(format!("cannot create {}: {e}", out.display())))?;
+    let common = common_hashes(&rubric, &opts.starter)?;
+    let progress = progress::Progress::new(entries.len(), progress::wants_bar());
     let unpack_dir = tempfile::tempdir().map_err(|e| Fatal::new(format!("temp dir: {e}")))?;
     let devices = if req.gpus.is_empty() {
         vec![0]
@@ -98,14 +178,22 @@ pub fn run(
     drop(reference);
 
     let queue = Mutex::new(entries.into_iter());
-    let results: Mutex<Vec<GradeResult>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<(GradeResult, Fingerprints)>> = Mutex::new(Vec::new());
     let fatal: Mutex<Option<String>> = Mutex::new(None);
     let used_names: Mutex<std::collections::BTreeSet<String>> = Mutex::new(Default::default());
     std::thread::scope(|s| {
         for job in 0..opts.jobs {
             let device = devices[job % devices.len()];
-            let (queue, results, fatal, used_names, rubric, base) =
-                (&queue, &results, &fatal, &used_names, &rubric, &base);
+            let (queue, results, fatal, used_names, rubric, base, common, progress) = (
+                &queue,
+                &results,
+                &fatal,
+                &used_names,
+                &rubric,
+                &base,
+                &common,
+                &progress,
+            );
             let unpack = unpack_dir.path();
             s.spawn(move || {
                 let mut o = base.clone();
@@ -146,15 +234,10 @@ pub fn run(
                         out,
                         opts.resume,
                         used_names,
+                        common,
                     ) {
                         Ok(r) => {
-                            eprintln!(
-                                "graded {}: {}/{} ({})",
-                                r.student,
-                                r.score,
-                                r.max_score,
-                                r.status().as_str()
-                            );
+                            progress.graded(&r.0);
                             results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                         }
                         Err(e) => {
@@ -166,12 +249,19 @@ pub fn run(
             });
         }
     });
+    progress.finish();
     if let Some(e) = fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(CliError::Fatal(Fatal::new(format!("grading stopped: {e}"))));
     }
-    let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
-    results.sort_by(|a, b| a.student.cmp(&b.student));
-    report::write_cohort(&results, out)?;
+    let mut graded = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    graded.sort_by(|a, b| a.0.student.cmp(&b.0.student));
+    let prints: Vec<(String, Fingerprints)> = graded
+        .iter()
+        .map(|(r, f)| (r.student.clone(), f.clone()))
+        .collect();
+    let pairs = integrity::pairs(&prints);
+    let results: Vec<GradeResult> = graded.into_iter().map(|(r, _)| r).collect();
+    report::write_cohort(&results, &pairs, out)?;
     if opts.format != Format::Human {
         for r in &results {
             print_result(r, opts.format, None);
@@ -191,8 +281,12 @@ pub fn run(
 
 mod report {
     use super::*;
-    pub fn write_cohort(results: &[GradeResult], out: &Path) -> Result<(), CliError> {
-        crate::report::cohort::write_all(results, out).map_err(|e| {
+    pub fn write_cohort(
+        results: &[GradeResult],
+        pairs: &[crate::integrity::Pair],
+        out: &Path,
+    ) -> Result<(), CliError> {
+        crate::report::cohort::write_all_with(results, pairs, out).map_err(|e| {
             CliError::Fatal(Fatal::new(format!("cannot write the cohort reports: {e}")))
         })
     }
@@ -208,7 +302,8 @@ fn grade_entry(
     out: &Path,
     resume: bool,
     used: &Mutex<std::collections::BTreeSet<String>>,
-) -> Result<GradeResult, String> {
+    common: &HashSet<u64>,
+) -> Result<(GradeResult, Fingerprints), String> {
     let name = entry
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
@@ -233,6 +328,13 @@ fn grade_entry(
             .map(|_| s)
             .map_err(|e| e.to_string())
     });
+    // The manifest's name is the student's id for the gradebook (grades.csv refuses an id two
+    // submissions claim).
+    let claimed_id = loaded
+        .as_ref()
+        .ok()
+        .and_then(|s| s.manifest.student.clone())
+        .filter(|id| *id != fallback_name && !id.trim().is_empty());
     // The cohort entry names the student, never the manifest: a student could otherwise
     // claim another's name and take their place in the outputs.
     let loaded = loaded.map(|mut s| {
@@ -257,9 +359,11 @@ fn grade_entry(
         }
         out.join(f)
     };
-    let result = match loaded {
+    let mut prints = Fingerprints::default();
+    let mut result = match loaded {
         Err(why) => unreadable(rubric, &student, &why, o.seed, o.backend.as_str()),
         Ok(sub) => {
+            prints = fingerprints_of(&sub, common);
             let previous = folder.join("result.json");
             let reuse = resume
                 .then(|| std::fs::read_to_string(&previous).ok())
@@ -274,8 +378,21 @@ fn grade_entry(
             }
         }
     };
+    result.student_id = claimed_id;
     std::fs::create_dir_all(&folder)
         .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
+    let write = |name: &str, text: String| {
+        std::fs::write(folder.join(name), text)
+            .map_err(|e| format!("cannot write {}: {e}", folder.join(name).display()))
+    };
+    write(
+        "results.json",
+        crate::report::gradescope::to_string(&result),
+    )?;
+    write(
+        "fingerprints.json",
+        serde_json::to_string(&prints).map_err(|e| e.to_string())? + "\n",
+    )?;
     write_outputs(
         &result,
         Some(&folder.join("result.json")),
@@ -283,5 +400,5 @@ fn grade_entry(
         Some(&folder.join("report.md")),
     )
     .map_err(|e| e.to_string())?;
-    Ok(result)
+    Ok((result, prints))
 }

@@ -517,6 +517,7 @@ pub fn grade(
     Ok(GradeResult {
         assignment: rb.assignment.clone(),
         student: sub.student.clone(),
+        student_id: None,
         backend: opts.backend.as_str().to_string(),
         seed: opts.seed,
         score: (score * 100.0).round() / 100.0,

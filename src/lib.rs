@@ -19,6 +19,7 @@ pub mod exit;
 pub mod grade;
 pub mod hints;
 pub mod inputs;
+pub mod integrity;
 pub mod measure;
 pub mod report;
 pub mod result;

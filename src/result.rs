@@ -229,6 +229,10 @@ pub struct RunInfo {
 pub struct GradeResult {
     pub assignment: String,
     pub student: String,
+    /// The id the submission's manifest gives (`student:` in cugrade.yaml), when it differs
+    /// from `student` (the cohort entry): grades.csv keys rows by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub student_id: Option<String>,
     pub backend: String,
     pub seed: u64,
     pub score: f64,

@@ -73,6 +73,7 @@ fn compile_failure() -> GradeResult {
     GradeResult {
         assignment: "reduction".into(),
         student: "bob".into(),
+        student_id: None,
         backend: "cuda".into(),
         seed: 1234,
         score: 0.0,
@@ -145,6 +146,7 @@ fn mixed() -> GradeResult {
     GradeResult {
         assignment: "reduction".into(),
         student: "alice".into(),
+        student_id: None,
         backend: "emu".into(),
         seed: 987654321,
         score: 30.0,

@@ -1,35 +1,77 @@
-//! The files of `cugrade grade`: per student `<student>/result.json`, `report.md` and
-//! `junit.xml`; for the class `summary.md`, `grades.csv` and the combined `junit.xml`.
+//! The files of `cugrade grade`: per student `<student>/result.json`, `report.md`,
+//! `junit.xml` and Gradescope's `results.json`; for the class `summary.md` (with its charts in
+//! `charts/`), `grades.csv`, `integrity.csv` and the combined `junit.xml`.
 
+use super::charts::{self, cleared};
 use super::describe::{self, status_symbol};
+use super::gradebook::{self, integrity_csv};
 use super::markdown::inline;
-use super::{json, junit, markdown};
-use crate::result::{GradeResult, Status};
+use super::{gradescope, json, junit, markdown};
+use crate::integrity::Pair;
+use crate::result::{CheckKind, GradeResult, Status};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
-/// Write `summary.md`, `grades.csv` and `junit.xml` into `out_dir` (created if missing).
-/// Students are listed by name, whatever order `results` is in.
-pub fn write_all(results: &[GradeResult], out_dir: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(out_dir)?;
+/// Write `summary.md`, `charts/*.svg`, `grades.csv`, `junit.xml` and `integrity.csv` (from
+/// `pairs`) into `out_dir` (created if missing). Students are listed by name, whatever order
+/// `results` is in.
+pub fn write_all_with(results: &[GradeResult], pairs: &[Pair], out_dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(out_dir.join("charts"))?;
     let sorted = sorted(results);
-    std::fs::write(out_dir.join("summary.md"), summary_md(&sorted))?;
+    std::fs::write(out_dir.join("summary.md"), summary_md_with(&sorted, pairs))?;
+    std::fs::write(
+        out_dir.join("charts/scores.svg"),
+        charts::scores_svg(&sorted).map_err(io::Error::other)?,
+    )?;
+    let (ids, pct) = cleared_rates(&sorted);
+    std::fs::write(
+        out_dir.join("charts/milestones.svg"),
+        charts::milestones_svg(&ids, &pct).map_err(io::Error::other)?,
+    )?;
     std::fs::write(out_dir.join("grades.csv"), grades_csv(&sorted)?)?;
+    std::fs::write(out_dir.join("integrity.csv"), integrity_csv(pairs)?)?;
     std::fs::write(out_dir.join("junit.xml"), junit::cohort_to_string(&sorted))?;
     Ok(())
 }
 
-/// Write one student's `result.json`, `report.md` and `junit.xml` into
-/// `out_dir/<safe_dir_name(student)>/` and return that directory.
+/// [`write_all_with`] without integrity pairs.
+pub fn write_all(results: &[GradeResult], out_dir: &Path) -> io::Result<()> {
+    write_all_with(results, &[], out_dir)
+}
+
+/// Write one student's `result.json`, `report.md`, `junit.xml` and `results.json`
+/// (Gradescope) into `out_dir/<safe_dir_name(student)>/` and return that directory.
 pub fn write_student(r: &GradeResult, out_dir: &Path) -> io::Result<std::path::PathBuf> {
     let dir = out_dir.join(safe_dir_name(&r.student));
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("report.md"), markdown::render(r))?;
     std::fs::write(dir.join("junit.xml"), junit::to_string(r))?;
+    std::fs::write(dir.join("results.json"), gradescope::to_string(r))?;
     // Last, and atomically: `--resume` treats an existing result.json as "graded".
     json::write(r, &dir.join("result.json"))?;
     Ok(dir)
+}
+
+/// Per milestone column, the percentage of students who cleared it (see [`cleared`]).
+fn cleared_rates(results: &[GradeResult]) -> (Vec<String>, Vec<f64>) {
+    let ids = milestone_columns(results);
+    let pct = ids
+        .iter()
+        .map(|id| {
+            let ms: Vec<_> = results
+                .iter()
+                .filter_map(|r| r.milestones.iter().find(|m| &m.id == id))
+                .collect();
+            if ms.is_empty() {
+                0.0
+            } else {
+                100.0 * ms.iter().filter(|m| cleared(m.status)).count() as f64 / ms.len() as f64
+            }
+        })
+        .collect();
+    (ids, pct)
 }
 
 /// A directory name for a student that cannot leave `out_dir` or hide: student names can come
@@ -68,63 +110,17 @@ fn sorted(results: &[GradeResult]) -> Vec<GradeResult> {
     v
 }
 
-/// Milestone ids over all results, in rubric order of first appearance: a student whose run
-/// stopped early still lines up with the others.
-pub fn milestone_columns(results: &[GradeResult]) -> Vec<String> {
-    let mut cols: Vec<String> = Vec::new();
-    for r in results {
-        for m in &r.milestones {
-            if !cols.contains(&m.id) {
-                cols.push(m.id.clone());
-            }
-        }
-    }
-    cols
-}
+pub use super::gradebook::{grades_csv, milestone_columns};
 
-/// `grades.csv`: a header row (`student`, one column per milestone, `total`), then one row per
-/// student with scores as plain numbers; an empty cell where a student has no such milestone.
-pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
-    let cols = milestone_columns(results);
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header = vec!["student".to_string()];
-    header.extend(cols.iter().cloned());
-    header.push("total".to_string());
-    w.write_record(&header).map_err(io::Error::other)?;
-    for r in results {
-        let mut row = vec![spreadsheet_safe(&r.student)];
-        for id in &cols {
-            row.push(
-                r.milestones
-                    .iter()
-                    .find(|m| &m.id == id)
-                    .map(|m| describe::score(m.score))
-                    .unwrap_or_default(),
-            );
-        }
-        row.push(describe::score(r.score));
-        w.write_record(&row).map_err(io::Error::other)?;
-    }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    String::from_utf8(bytes).map_err(io::Error::other)
-}
-
-/// Student names come from directory names and manifests, which students control; a name that
-/// starts like a formula would run as one when the CSV is opened in a spreadsheet (OWASP "CSV
-/// injection"), so it gets a leading apostrophe.
-fn spreadsheet_safe(name: &str) -> String {
-    if name.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{name}")
-    } else {
-        name.to_string()
-    }
-}
-
-/// `summary.md`: counts, then a students × milestones table with totals, then per-milestone
-/// pass counts and mean scores.
+/// [`summary_md_with`] without integrity pairs.
 pub fn summary_md(results: &[GradeResult]) -> String {
+    summary_md_with(results, &[])
+}
+
+/// `summary.md`: counts, the charts, a students × milestones table with totals, per-milestone
+/// pass counts and mean scores, the most common failure causes, an anonymised speed
+/// leaderboard per performance check, and the pairs flagged for a second look.
+pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
     let cols = milestone_columns(results);
     let mut out = String::new();
     let mut assignments: Vec<&str> = results.iter().map(|r| r.assignment.as_str()).collect();
@@ -147,10 +143,32 @@ pub fn summary_md(results: &[GradeResult]) -> String {
         count(Status::Error),
         count(Status::Skipped)
     );
-    if results.iter().any(|r| !r.run.timed) {
+    let unmeasured = results
+        .iter()
+        .filter(|r| gradebook::speed_column(r) == "no")
+        .count();
+    if unmeasured > 0 {
+        let _ = writeln!(
+            out,
+            "> [!WARNING]\n> Speed was not measured for {unmeasured} of {} students (no GPU): \
+             their totals are provisional, without performance points (`speed_measured` is \
+             `no` in grades.csv).\n",
+            results.len()
+        );
+    }
+    let (_, refused) = gradebook::row_keys(results);
+    if !refused.is_empty() {
+        let list: Vec<String> = refused.iter().map(|k| format!("`{}`", inline(k))).collect();
+        let _ = writeln!(
+            out,
+            "> [!CAUTION]\n> More than one submission's manifest claims the student id {}: \
+             those rows of grades.csv use their cohort entry names instead.\n",
+            list.join(", ")
+        );
+    }
+    if !results.is_empty() {
         out.push_str(
-            "> [!NOTE]\n> Speed was not measured for some or all students (no GPU): their \
-             performance checks were skipped.\n\n",
+            "![Total score](charts/scores.svg)\n![Milestones cleared](charts/milestones.svg)\n\n",
         );
     }
 
@@ -182,13 +200,14 @@ pub fn summary_md(results: &[GradeResult]) -> String {
     }
     out.push('\n');
 
-    out.push_str("| Milestone | Passed | Mean score |\n| --- | ---: | ---: |\n");
+    out.push_str("| Milestone | Passed | Cleared | Mean score |\n| --- | ---: | ---: | ---: |\n");
     for id in &cols {
         let ms: Vec<_> = results
             .iter()
             .filter_map(|r| r.milestones.iter().find(|m| &m.id == id))
             .collect();
         let passed = ms.iter().filter(|m| m.status == Status::Pass).count();
+        let clear = ms.iter().filter(|m| cleared(m.status)).count();
         let max = ms.first().map(|m| m.max_score).unwrap_or(0.0);
         let mean = if ms.is_empty() {
             0.0
@@ -197,11 +216,178 @@ pub fn summary_md(results: &[GradeResult]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {passed} / {} | {} |",
+            "| {} | {passed} / {} | {clear} / {} | {} |",
             inline(id),
+            ms.len(),
             ms.len(),
             describe::score_of(mean, max)
         );
     }
+    out.push_str(
+        "\n*Passed*: every check passed. *Cleared*: nothing failed or errored (a speed check \
+         that could not be measured does not count against the student).\n",
+    );
+    failure_causes(&mut out, results);
+    leaderboard(&mut out, results);
+    duplicates(&mut out, pairs);
     out
+}
+
+/// How many causes the summary lists.
+const TOP_CAUSES: usize = 10;
+/// How many places each leaderboard shows.
+const TOP_PLACES: usize = 10;
+
+/// A failure's cause, comparable across students: the milestone, the kind of check and the
+/// message with its numbers blanked (`out[0] is 499712` and `out[0] is 12` are one cause).
+fn cause_key(milestone: &str, kind: CheckKind, message: &str) -> String {
+    let first_line = message.lines().next().unwrap_or("");
+    let mut blanked = String::new();
+    let mut in_number = false;
+    for c in first_line.chars().take(160) {
+        if c.is_ascii_digit() || (in_number && (c == '.' || c == 'e')) {
+            if !in_number {
+                blanked.push('#');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            blanked.push(c);
+        }
+    }
+    format!("{milestone}\u{0}{}\u{0}{blanked}", kind.as_str())
+}
+
+fn failure_causes(out: &mut String, results: &[GradeResult]) {
+    // cause -> (students, an example message, its hint)
+    let mut causes: BTreeMap<String, (usize, String, Option<String>)> = BTreeMap::new();
+    for r in results {
+        let mut seen = std::collections::HashSet::new();
+        for m in &r.milestones {
+            for c in m
+                .checks
+                .iter()
+                .filter(|c| matches!(c.status, Status::Fail | Status::Error))
+            {
+                let key = cause_key(&m.id, c.kind, &c.message);
+                if seen.insert(key.clone()) {
+                    let e = causes
+                        .entry(key)
+                        .or_insert_with(|| (0, c.message.clone(), c.hint.clone()));
+                    e.0 += 1;
+                }
+            }
+        }
+    }
+    if causes.is_empty() {
+        return;
+    }
+    let mut ranked: Vec<_> = causes.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| a.0.cmp(&b.0)));
+    let _ = writeln!(
+        out,
+        "\n## Most common failure causes\n\n| Students | Milestone | Check | Example message |\n| ---: | --- | --- | --- |"
+    );
+    for (key, (n, message, _)) in ranked.iter().take(TOP_CAUSES) {
+        let mut parts = key.split('\u{0}');
+        let (milestone, kind) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let first = message.lines().next().unwrap_or("");
+        let _ = writeln!(
+            out,
+            "| {n} | {} | {} | {} |",
+            inline(milestone),
+            inline(kind),
+            inline(&super::sanitize::truncate(first, 200))
+        );
+    }
+    if ranked.len() > TOP_CAUSES {
+        let _ = writeln!(
+            out,
+            "\n{} more causes in the students' reports.",
+            ranked.len() - TOP_CAUSES
+        );
+    }
+}
+
+/// Per performance check that was measured for someone: the best values, without names. A
+/// student learns where the class stands, not who is where.
+fn leaderboard(out: &mut String, results: &[GradeResult]) {
+    let mut boards: BTreeMap<(usize, String, String), (Vec<f64>, Option<String>)> = BTreeMap::new();
+    let cols = milestone_columns(results);
+    for r in results {
+        for m in &r.milestones {
+            for c in m.checks.iter().filter(|c| {
+                c.kind == CheckKind::Performance && matches!(c.status, Status::Pass | Status::Fail)
+            }) {
+                let Some(v) = c.measured.filter(|v| v.is_finite()) else {
+                    continue;
+                };
+                let order = cols.iter().position(|id| id == &m.id).unwrap_or(usize::MAX);
+                let e = boards
+                    .entry((order, m.id.clone(), c.name.clone()))
+                    .or_insert_with(|| (vec![], c.unit.clone()));
+                e.0.push(v);
+            }
+        }
+    }
+    if boards.is_empty() {
+        return;
+    }
+    out.push_str("\n## Speed leaderboard (anonymised)\n");
+    for ((_, id, name), (mut values, unit)) in boards {
+        values.sort_by(|a, b| b.total_cmp(a));
+        let _ = writeln!(
+            out,
+            "\n**{}**, {} ({} students measured; median {})\n\n| Place | Measured |\n| ---: | ---: |",
+            inline(&id),
+            inline(&name),
+            values.len(),
+            describe::quantity(crate::measure::median(&values), unit.as_deref())
+        );
+        for (i, v) in values.iter().take(TOP_PLACES).enumerate() {
+            let _ = writeln!(
+                out,
+                "| {} | {} |",
+                i + 1,
+                describe::quantity(*v, unit.as_deref())
+            );
+        }
+    }
+}
+
+fn duplicates(out: &mut String, pairs: &[Pair]) {
+    out.push_str("\n## Duplicates\n\n");
+    if pairs.is_empty() {
+        out.push_str(
+            "No pair of submissions is identical or near-identical after normalization.\n",
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{} pairs are identical or near-identical once comments, layout and names are taken \
+         away (the reference kernels and starter code excluded). These are flags for a second \
+         look, never verdicts: see integrity.csv and docs/integrity.md.\n\n\
+         | Students | Similarity | Matching lines |\n| --- | ---: | --- |",
+        pairs.len()
+    );
+    for p in pairs {
+        let lines = |v: &[String]| {
+            let mut s = v.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+            if v.len() > 4 {
+                s.push_str(", …");
+            }
+            s
+        };
+        let _ = writeln!(
+            out,
+            "| {} and {} | {:.0} %{} | {} / {} |",
+            inline(&p.a),
+            inline(&p.b),
+            p.similarity * 100.0,
+            if p.identical { " (identical)" } else { "" },
+            inline(&lines(&p.lines_a)),
+            inline(&lines(&p.lines_b))
+        );
+    }
 }

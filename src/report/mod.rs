@@ -1,11 +1,15 @@
 //! Reports: result.json, JUnit XML, Markdown feedback and the terminal summary, all written
-//! from one `GradeResult`; `cohort` writes the class-wide files of `cugrade grade`.
+//! from one `GradeResult`; `gradescope` writes Gradescope's results.json; `cohort`,
+//! `gradebook` and `charts` write the class-wide files of `cugrade grade`.
 //!
 //! Student-controlled text reaches every report, so each one escapes through `sanitize`.
 //! docs/reports.md describes every file for users.
 
+pub mod charts;
 pub mod cohort;
 mod describe;
+pub mod gradebook;
+pub mod gradescope;
 pub mod json;
 pub mod junit;
 pub mod markdown;

@@ -1,0 +1,159 @@
+//! `cugrade merge --out DIR SHARD_DIR...`: the outputs of `cugrade grade --shard K/N` runs
+//! combined into one tree that equals an unsharded run of the same cohort with the same seed:
+//! each student's folder is copied as it is, and the class files (summary, charts, grades.csv,
+//! integrity.csv, junit.xml) are computed again over everyone, the integrity pairs from the
+//! fingerprints each shard saved.
+
+use crate::errors::{CliError, Fatal};
+use crate::exit;
+use crate::integrity::Fingerprints;
+use crate::result::GradeResult;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A graded student found in a shard.
+struct Found {
+    folder: String,
+    from: PathBuf,
+    result: GradeResult,
+}
+
+/// Every student folder (one holding result.json) of one shard's output.
+fn students_in(shard: &Path) -> Result<Vec<Found>, CliError> {
+    let entries = std::fs::read_dir(shard).map_err(|e| {
+        CliError::Usage(format!(
+            "cannot read shard output `{}`: {e}",
+            shard.display()
+        ))
+    })?;
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        let json = path.join("result.json");
+        if !path.is_dir() || !json.is_file() {
+            continue;
+        }
+        let result = crate::report::json::read(&json).map_err(|e| {
+            CliError::Usage(format!(
+                "`{}` is not a cugrade result.json: {e}",
+                json.display()
+            ))
+        })?;
+        out.push(Found {
+            folder: e.file_name().to_string_lossy().into_owned(),
+            from: path,
+            result,
+        });
+    }
+    Ok(out)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let kind = e.file_type()?;
+        let target = to.join(e.file_name());
+        if kind.is_dir() {
+            copy_dir(&e.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(e.path(), &target)?;
+        }
+        // Links are not followed: grade never writes any, and one could point anywhere.
+    }
+    Ok(())
+}
+
+/// Read a student's saved fingerprints; a missing or unreadable file means "nothing to compare"
+/// (a submission that could not be read has none).
+pub fn read_fingerprints(folder: &Path) -> Fingerprints {
+    std::fs::read_to_string(folder.join("fingerprints.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
+    if shards.is_empty() {
+        return Err(CliError::Usage(
+            "merge needs at least one shard output directory: cugrade merge --out DIR SHARD_DIR..."
+                .into(),
+        ));
+    }
+    let out_abs = std::fs::canonicalize(out).ok();
+    let mut by_folder: BTreeMap<String, Found> = BTreeMap::new();
+    for shard in shards {
+        if out_abs.is_some() && std::fs::canonicalize(shard).ok() == out_abs {
+            return Err(CliError::Usage(format!(
+                "--out `{}` is also a shard: merge into a new directory",
+                out.display()
+            )));
+        }
+        let found = students_in(shard)?;
+        if found.is_empty() {
+            eprintln!(
+                "warning: `{}` holds no graded students (no */result.json)",
+                shard.display()
+            );
+        }
+        for f in found {
+            if let Some(prev) = by_folder.get(&f.folder) {
+                if prev.result != f.result {
+                    return Err(CliError::Usage(format!(
+                        "student folder `{}` is in both `{}` and `{}` with different results: \
+                         were these shards of one run (same cohort, same --shard N)?",
+                        f.folder,
+                        prev.from.display(),
+                        f.from.display()
+                    )));
+                }
+                continue;
+            }
+            by_folder.insert(f.folder.clone(), f);
+        }
+    }
+    let mut seeds: Vec<u64> = by_folder.values().map(|f| f.result.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    if seeds.len() > 1 {
+        eprintln!(
+            "warning: the shards were graded with different seeds ({}): pass one --seed to \
+             every shard for results equal to an unsharded run",
+            seeds
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|e| Fatal::new(format!("cannot create {}: {e}", out.display())))?;
+    let mut results = Vec::new();
+    let mut prints = Vec::new();
+    for (folder, f) in &by_folder {
+        copy_dir(&f.from, &out.join(folder)).map_err(|e| {
+            Fatal::new(format!(
+                "cannot copy {} into {}: {e}",
+                f.from.display(),
+                out.display()
+            ))
+        })?;
+        prints.push((f.result.student.clone(), read_fingerprints(&f.from)));
+        results.push(f.result.clone());
+    }
+    let pairs = crate::integrity::pairs(&prints);
+    crate::report::cohort::write_all_with(&results, &pairs, out).map_err(|e| {
+        CliError::Fatal(Fatal::new(format!("cannot write the cohort reports: {e}")))
+    })?;
+    println!(
+        "merged {} students from {} shard outputs into {}",
+        results.len(),
+        shards.len(),
+        out.display()
+    );
+    Ok(if results.iter().all(GradeResult::all_passed) {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
+}

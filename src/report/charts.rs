@@ -1,0 +1,141 @@
+//! The cohort's pictures for summary.md, drawn as SVG with plotters (its SVG backend only: no
+//! fonts or bitmaps are needed, the viewer renders the text): the distribution of total scores
+//! and the share of students who cleared each milestone.
+
+use crate::result::{GradeResult, Status};
+use plotters::prelude::*;
+
+/// Score bins of the histogram: 0-10 %, 10-20 %, ..., 90-100 % (100 % falls in the last).
+const BINS: u32 = 10;
+
+/// Which bin a score falls in.
+pub fn bin(score: f64, max: f64) -> u32 {
+    if max <= 0.0 || !score.is_finite() {
+        return 0;
+    }
+    let pct = (score / max * 100.0).clamp(0.0, 100.0);
+    ((pct / 10.0).floor() as u32).min(BINS - 1)
+}
+
+/// Students per score bin.
+pub fn histogram(results: &[GradeResult]) -> Vec<u32> {
+    let mut counts = vec![0u32; BINS as usize];
+    for r in results {
+        counts[bin(r.score, r.max_score) as usize] += 1;
+    }
+    counts
+}
+
+/// A milestone is cleared when nothing in it failed or errored; a performance check skipped
+/// because speed could not be measured does not count against the student.
+pub fn cleared(status: Status) -> bool {
+    matches!(status, Status::Pass | Status::Skipped)
+}
+
+/// `scores.svg`: students per 10 % band of the total score.
+pub fn scores_svg(results: &[GradeResult]) -> Result<String, String> {
+    let counts = histogram(results);
+    let top = counts.iter().copied().max().unwrap_or(0).max(1) + 1;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (640, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Total score", ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(40)
+            .build_cartesian_2d((0u32..BINS).into_segmented(), 0u32..top)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_desc("% of the maximum")
+            .y_desc("students")
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(b) => format!("{}-{}", b * 10, b * 10 + 10),
+                _ => String::new(),
+            })
+            .draw()
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(
+                Histogram::vertical(&chart)
+                    .style(RGBColor(0x3b, 0x6e, 0xa8).filled())
+                    .margin(3)
+                    .data(counts.iter().enumerate().map(|(b, &n)| (b as u32, n))),
+            )
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// `milestones.svg`: per milestone, the percentage of students who cleared it.
+pub fn milestones_svg(ids: &[String], cleared_pct: &[f64]) -> Result<String, String> {
+    let n = ids.len().max(1) as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (640, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Milestones cleared", ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(40)
+            .build_cartesian_2d((0u32..n).into_segmented(), 0u32..101u32)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc("% of students")
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => ids.get(*i as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .draw()
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(
+                Histogram::vertical(&chart)
+                    .style(RGBColor(0x2e, 0x8b, 0x57).filled())
+                    .margin(8)
+                    .data(
+                        cleared_pct
+                            .iter()
+                            .enumerate()
+                            .map(|(i, p)| (i as u32, p.round().clamp(0.0, 100.0) as u32)),
+                    ),
+            )
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_cover_the_edges() {
+        assert_eq!(bin(0.0, 100.0), 0);
+        assert_eq!(bin(9.99, 100.0), 0);
+        assert_eq!(bin(10.0, 100.0), 1);
+        assert_eq!(bin(100.0, 100.0), 9);
+        assert_eq!(bin(150.0, 100.0), 9);
+        assert_eq!(bin(5.0, 0.0), 0);
+        assert_eq!(bin(f64::NAN, 10.0), 0);
+    }
+
+    #[test]
+    fn charts_are_svg_with_their_labels() {
+        let svg = milestones_svg(&["reduce_naive".into(), "a<b".into()], &[50.0, 100.0]).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
+        assert!(svg.contains("reduce_naive"));
+        // Student-free, but milestone ids come from the rubric: markup in them is escaped.
+        assert!(!svg.contains("a<b"));
+        let svg = scores_svg(&[]).unwrap();
+        assert!(svg.contains("Total score"));
+    }
+}

@@ -1,0 +1,153 @@
+//! The cohort's CSV files: `grades.csv` for the gradebook (docs/gradebook.md maps it to Canvas
+//! and Moodle imports) and `integrity.csv` for the pairs worth a second look.
+
+use super::describe;
+use super::gradescope::speed_measured;
+use crate::integrity::Pair;
+use crate::result::GradeResult;
+use std::collections::HashMap;
+use std::io;
+
+/// Milestone ids over all results, in rubric order of first appearance: a student whose run
+/// stopped early still lines up with the others.
+pub fn milestone_columns(results: &[GradeResult]) -> Vec<String> {
+    let mut cols: Vec<String> = Vec::new();
+    for r in results {
+        for m in &r.milestones {
+            if !cols.contains(&m.id) {
+                cols.push(m.id.clone());
+            }
+        }
+    }
+    cols
+}
+
+/// `yes` when every milestone with performance checks had its speed measured, `no` when one
+/// did not (the total is then provisional: speed points are missing), `n/a` when the rubric
+/// measures no speed at all.
+pub fn speed_column(r: &GradeResult) -> &'static str {
+    let measured: Vec<bool> = r.milestones.iter().filter_map(speed_measured).collect();
+    if measured.is_empty() {
+        "n/a"
+    } else if measured.iter().all(|m| *m) {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// The gradebook key of each result: the manifest's student id where it gave one, else the
+/// cohort entry's name. A manifest is the student's own file, so a claimed id that another
+/// row also uses is not trusted: those rows fall back to their entry names (and the entry
+/// literally named so keeps it). Returns one key per result, in order, and the ids that
+/// were refused.
+pub fn row_keys(results: &[GradeResult]) -> (Vec<String>, Vec<String>) {
+    let mut keys: Vec<String> = results
+        .iter()
+        .map(|r| r.student_id.clone().unwrap_or_else(|| r.student.clone()))
+        .collect();
+    let mut refused = Vec::new();
+    // Falling back can make a new clash (an entry named like another's claim): repeat until
+    // no claimed id is shared. Entry names are unique, so this ends.
+    loop {
+        let mut uses: HashMap<&str, usize> = HashMap::new();
+        for k in &keys {
+            *uses.entry(k.as_str()).or_default() += 1;
+        }
+        let clashes: Vec<usize> = (0..results.len())
+            .filter(|&i| {
+                keys[i] != results[i].student && uses.get(keys[i].as_str()).copied() > Some(1)
+            })
+            .collect();
+        if clashes.is_empty() {
+            break;
+        }
+        for i in clashes {
+            if !refused.contains(&keys[i]) {
+                refused.push(keys[i].clone());
+            }
+            keys[i] = results[i].student.clone();
+        }
+    }
+    (keys, refused)
+}
+
+/// `grades.csv`: `student` (the gradebook key), one column per milestone, `total`,
+/// `max_score`, `speed_measured`, `status` and `entry` (the cohort entry the row came from).
+/// Scores are plain numbers; an empty cell where a student has no such milestone.
+pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
+    let cols = milestone_columns(results);
+    let (keys, _) = row_keys(results);
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = vec!["student".to_string()];
+    header.extend(cols.iter().cloned());
+    for h in ["total", "max_score", "speed_measured", "status", "entry"] {
+        header.push(h.to_string());
+    }
+    w.write_record(&header).map_err(io::Error::other)?;
+    for (r, key) in results.iter().zip(keys) {
+        let mut row = vec![spreadsheet_safe(&key)];
+        for id in &cols {
+            row.push(
+                r.milestones
+                    .iter()
+                    .find(|m| &m.id == id)
+                    .map(|m| describe::score(m.score))
+                    .unwrap_or_default(),
+            );
+        }
+        row.push(describe::score(r.score));
+        row.push(describe::score(r.max_score));
+        row.push(speed_column(r).to_string());
+        row.push(r.status().as_str().to_string());
+        row.push(spreadsheet_safe(&r.student));
+        w.write_record(&row).map_err(io::Error::other)?;
+    }
+    finish(w)
+}
+
+/// `integrity.csv`: `student_a`, `student_b` (cohort entries), `similarity` (0 to 1),
+/// `identical` (after normalization), `lines_a` and `lines_b` (`file:first-last`, `; `
+/// between ranges). A header even when nothing was flagged.
+pub fn integrity_csv(pairs: &[Pair]) -> io::Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "student_a",
+        "student_b",
+        "similarity",
+        "identical",
+        "lines_a",
+        "lines_b",
+    ])
+    .map_err(io::Error::other)?;
+    for p in pairs {
+        w.write_record([
+            spreadsheet_safe(&p.a),
+            spreadsheet_safe(&p.b),
+            format!("{:.2}", p.similarity),
+            if p.identical { "yes" } else { "no" }.to_string(),
+            spreadsheet_safe(&p.lines_a.join("; ")),
+            spreadsheet_safe(&p.lines_b.join("; ")),
+        ])
+        .map_err(io::Error::other)?;
+    }
+    finish(w)
+}
+
+fn finish(w: csv::Writer<Vec<u8>>) -> io::Result<String> {
+    let bytes = w
+        .into_inner()
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    String::from_utf8(bytes).map_err(io::Error::other)
+}
+
+/// Student names come from directory names and manifests, which students control; a name that
+/// starts like a formula would run as one when the CSV is opened in a spreadsheet (OWASP "CSV
+/// injection"), so it gets a leading apostrophe.
+pub fn spreadsheet_safe(name: &str) -> String {
+    if name.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{name}")
+    } else {
+        name.to_string()
+    }
+}
