@@ -143,9 +143,10 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
         count(Status::Error),
         count(Status::Skipped)
     );
+    let speed = gradebook::measures_speed(results);
     let unmeasured = results
         .iter()
-        .filter(|r| gradebook::speed_column(r) == "no")
+        .filter(|r| gradebook::speed_column(r, speed) == "no")
         .count();
     if unmeasured > 0 {
         let _ = writeln!(
@@ -239,13 +240,18 @@ const TOP_CAUSES: usize = 10;
 const TOP_PLACES: usize = 10;
 
 /// A failure's cause, comparable across students: the milestone, the kind of check and the
-/// message with its numbers blanked (`out[0] is 499712` and `out[0] is 12` are one cause).
+/// message's first line with its numbers blanked (`out[0] is 499712` and `out[0] is 12` are
+/// one cause); for findings that name their checker first (`memcheck: ...`), just that name.
 fn cause_key(milestone: &str, kind: CheckKind, message: &str) -> String {
     let first_line = message.lines().next().unwrap_or("");
+    let head = match first_line.split_once(':') {
+        Some((h, _)) if kind != CheckKind::Compile && h.len() <= 60 => h,
+        _ => first_line,
+    };
     let mut blanked = String::new();
     let mut in_number = false;
-    for c in first_line.chars().take(160) {
-        if c.is_ascii_digit() || (in_number && (c == '.' || c == 'e')) {
+    for c in head.chars().take(160) {
+        if c.is_ascii_digit() || (in_number && (c.is_ascii_hexdigit() || matches!(c, '.' | 'x'))) {
             if !in_number {
                 blanked.push('#');
             }

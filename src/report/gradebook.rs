@@ -22,14 +22,24 @@ pub fn milestone_columns(results: &[GradeResult]) -> Vec<String> {
     cols
 }
 
-/// `yes` when every milestone with performance checks had its speed measured, `no` when one
-/// did not (the total is then provisional: speed points are missing), `n/a` when the rubric
-/// measures no speed at all.
-pub fn speed_column(r: &GradeResult) -> &'static str {
+/// Whether any result has performance checks: then the rubric measures speed, even for a
+/// student whose run stopped before any (a compile error).
+pub fn measures_speed(results: &[GradeResult]) -> bool {
+    results
+        .iter()
+        .flat_map(|r| &r.milestones)
+        .any(|m| speed_measured(m).is_some())
+}
+
+/// `yes` when speed was measured for every milestone that has performance checks, `no` when
+/// it was not (no GPU, or a speed check was skipped: the total is provisional, without speed
+/// points), `n/a` when the rubric measures no speed at all (`rubric_measures_speed`, from
+/// [`measures_speed`] over the cohort).
+pub fn speed_column(r: &GradeResult, rubric_measures_speed: bool) -> &'static str {
     let measured: Vec<bool> = r.milestones.iter().filter_map(speed_measured).collect();
-    if measured.is_empty() {
+    if !rubric_measures_speed && measured.is_empty() {
         "n/a"
-    } else if measured.iter().all(|m| *m) {
+    } else if r.run.timed && measured.iter().all(|m| *m) {
         "yes"
     } else {
         "no"
@@ -78,6 +88,7 @@ pub fn row_keys(results: &[GradeResult]) -> (Vec<String>, Vec<String>) {
 pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
     let cols = milestone_columns(results);
     let (keys, _) = row_keys(results);
+    let speed = measures_speed(results);
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["student".to_string()];
     header.extend(cols.iter().cloned());
@@ -98,7 +109,7 @@ pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
         }
         row.push(describe::score(r.score));
         row.push(describe::score(r.max_score));
-        row.push(speed_column(r).to_string());
+        row.push(speed_column(r, speed).to_string());
         row.push(r.status().as_str().to_string());
         row.push(spreadsheet_safe(&r.student));
         w.write_record(&row).map_err(io::Error::other)?;
