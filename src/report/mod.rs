@@ -13,5 +13,6 @@ pub mod gradescope;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod output;
 pub mod sanitize;
 pub mod terminal;
