@@ -176,7 +176,6 @@ pub fn run(
     let mut base = resolve(req, devices[0], true)?;
     base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
     let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
-    drop(reference);
 
     let queue = Mutex::new(entries.into_iter());
     let results: Mutex<Vec<(GradeResult, Fingerprints)>> = Mutex::new(Vec::new());
@@ -185,6 +184,8 @@ pub fn run(
     std::thread::scope(|s| {
         for job in 0..opts.jobs {
             let device = devices[job % devices.len()];
+            // One compile of the reference for the cohort; expected outputs computed once.
+            let mut reference = reference.share(device);
             let (queue, results, fatal, used_names, rubric, base, common, progress) = (
                 &queue,
                 &results,
@@ -212,13 +213,16 @@ pub fn run(
                         }
                     }
                 }
-                let mut reference = match Reference::compile(rubric, &o) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.0);
-                        return;
+                if o.arch != base.arch {
+                    // A GPU of another architecture needs the reference compiled for it.
+                    match Reference::compile(rubric, &o) {
+                        Ok(r) => reference = r,
+                        Err(e) => {
+                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.0);
+                            return;
+                        }
                     }
-                };
+                }
                 loop {
                     if fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
                         return;

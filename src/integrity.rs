@@ -104,14 +104,14 @@ fn is_kept_word(w: &str, lang: Lang) -> bool {
         struct switch typedef union unsigned void volatile while bool true false nullptr \
         template typename class namespace using constexpr size_t half float2 float4 int2 int4 \
         uint uint32_t int32_t uint64_t int64_t dim3 threadIdx blockIdx blockDim gridDim \
-        warpSize x y z w min max fminf fmaxf expf logf sqrtf rsqrtf fabsf define include \
+        warpSize min max fminf fmaxf expf logf sqrtf rsqrtf fabsf define include \
         pragma unroll reg param global shared local entry visible ld st mov add mul mad fma \
         setp bra ret cvt and or xor not shl shr atom red bar sync shfl f32 f64 s32 u32 s64 u64 \
         b32 b64 pred";
     const PY_WORDS: &str = "and as assert break class continue def del elif else except \
         False finally for from global if import in is lambda None nonlocal not or pass raise \
         return True try while with yield cuda jit grid gridsize threadIdx blockIdx blockDim \
-        gridDim x y z syncthreads atomic shared array local float32 int32 range min max len \
+        gridDim syncthreads atomic shared array local float32 int32 range min max len \
         numba";
     w.starts_with("__")
         || w.starts_with("atomic")
@@ -178,7 +178,9 @@ fn tokens(text: &str, lang: Lang) -> Vec<Token> {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
-            let text = if is_kept_word(&word, lang) {
+            // Member names (`threadIdx.x`, `v.w`) are structure; a variable called `x` is not.
+            let member = out.last().is_some_and(|t: &Token| t.text == ".");
+            let text = if member || is_kept_word(&word, lang) {
                 word
             } else if let Some(rest) = word.strip_prefix('%') {
                 // PTX: keep special registers (%tid, %ntid), canonicalize numbered ones.

@@ -26,7 +26,7 @@ struct State {
 pub fn wants_bar() -> bool {
     std::io::stderr().is_terminal()
         && std::env::var_os("CI").is_none()
-        && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        && !std::env::var("TERM").is_ok_and(|t| t == "dumb")
 }
 
 /// `1h 02m`, `3m 05s`, `42s`.

@@ -12,14 +12,16 @@ use crate::submission::{self};
 use crate::worker::protocol::{Request, Response, Timing};
 use crate::worker::{Role, Worker};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The trusted side: the reference module in its own worker, with caches.
 pub struct Reference {
     pub(super) ptx: String,
     pub(super) worker: Option<Worker>,
-    /// Expected allocations by (kernel, case, trial).
-    pub(super) outputs: HashMap<(String, String, u32), Vec<Vec<u8>>>,
+    /// Expected allocations by (kernel, case, trial), shared by every [`Reference::share`]d
+    /// handle: a cohort computes each once, whatever its `--jobs`.
+    pub(super) outputs: Arc<Mutex<HashMap<(String, String, u32), Vec<Vec<u8>>>>>,
     /// Baseline measurements by key (e.g. `cpu:reduction:n=2^24`).
     pub(super) baselines: HashMap<String, Result<f64, String>>,
     pub(super) backend: BackendKind,
@@ -76,12 +78,27 @@ impl Reference {
         Ok(Reference {
             ptx,
             worker: None,
-            outputs: HashMap::new(),
+            outputs: Arc::default(),
             baselines: HashMap::new(),
             backend: opts.backend,
             device: opts.device,
             protected: opts.protected.clone(),
         })
+    }
+
+    /// Another handle on the same compiled module and expected-output cache, with a worker of
+    /// its own (started when first needed) on `device`: `grade --jobs N` compiles the
+    /// reference once. Baselines are not shared (each handle measures its own).
+    pub fn share(&self, device: usize) -> Reference {
+        Reference {
+            ptx: self.ptx.clone(),
+            worker: None,
+            outputs: Arc::clone(&self.outputs),
+            baselines: HashMap::new(),
+            backend: self.backend,
+            device,
+            protected: self.protected.clone(),
+        }
     }
 
     pub(super) fn worker(&mut self) -> Result<&mut Worker, Infrastructure> {
@@ -129,13 +146,22 @@ impl Reference {
         limit: Duration,
     ) -> Result<Vec<Vec<u8>>, Infrastructure> {
         let key = (kernel.to_string(), case.to_string(), trial);
-        if let Some(v) = self.outputs.get(&key) {
-            return Ok(v.clone());
+        let cached = self
+            .outputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(v) = cached {
+            return Ok(v);
         }
         let w = self.worker()?;
         match run_on(w, kernel, inv, dims, None, limit * 4) {
             Ok(r) => {
-                self.outputs.insert(key, r.allocations.clone());
+                self.outputs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, r.allocations.clone());
                 Ok(r.allocations)
             }
             Err(e) => {

@@ -110,10 +110,10 @@ fn test(m: &MilestoneResult, number: usize) -> Value {
             let _ = write!(output, " (`{}`)", inline(loc).replace('`', "'"));
         }
         output.push('\n');
-        if let Some(h) = &c.hint {
-            if describe::is_problem(c) {
-                let _ = writeln!(output, "  - hint: {}", inline(h));
-            }
+        if let Some(h) = &c.hint
+            && describe::is_problem(c)
+        {
+            let _ = writeln!(output, "  - hint: {}", inline(h));
         }
     }
     if speed_measured(m) == Some(false) {

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Throughput benchmark (not a test): grade a synthetic reduction cohort and report the wall
+time per student and per student-milestone, and the grader's own overhead (wall time minus
+the kernel time the performance checks measured).
+
+    ci/cohort-bench.py --cugrade target/release/cugrade [--students 200] [--jobs N]
+                       [--backend emu|cuda|auto] [--rubric rubrics/reduction.yaml]
+                       [--keep DIR] [--json OUT.json]
+
+The cohort is the reduction lab's example submissions (good, buggy, hanging) repeated to the
+requested size; each copy gets a comment line naming its student, so no two submissions are
+byte-identical (nothing is served from a cache that a real cohort would not hit). The seed is
+fixed (1), so two runs grade the same inputs.
+
+Kernel time: for every performance check, the timed launches of the student's kernel (median
+x (3 warm-ups + timed runs), as the check reports them). On the emulator no kernel is timed,
+so the overhead is the whole wall time (emulation included). Runs on a GPU machine with a
+prebuilt binary and python3 only (ci/gpu-cohort-bench.sh). Results: docs/validation/.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+MEDIAN = re.compile(r"kernel median ([0-9.eE+-]+) ms over ([0-9]+) runs")
+WARMUPS = 3
+
+
+def make_cohort(dest, students):
+    examples_dir = os.path.join(REPO, "submissions-example", "reduction")
+    examples = sorted(os.listdir(examples_dir))
+    for i in range(students):
+        name = examples[i % len(examples)]
+        d = os.path.join(dest, "student%03d-%s" % (i + 1, name))
+        os.makedirs(d)
+        for f in sorted(os.listdir(os.path.join(examples_dir, name))):
+            if f == "expected.yaml":
+                continue
+            with open(os.path.join(examples_dir, name, f)) as src:
+                text = src.read()
+            with open(os.path.join(d, f), "w") as out:
+                out.write("// synthetic student %d\n%s" % (i + 1, text))
+
+
+def kernel_seconds(check):
+    """Seconds the student's kernel ran for this check's timing, if it says."""
+    for key in ("samples_ms", "samples"):
+        v = check.get(key) or (check.get("measurement") or {}).get(key)
+        if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+            return sum(v) / 1000.0
+    m = MEDIAN.search(check.get("message", ""))
+    if m:
+        return float(m.group(1)) * (int(m.group(2)) + WARMUPS) / 1000.0
+    return 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cugrade", default=os.path.join(REPO, "target", "release", "cugrade"))
+    ap.add_argument("--students", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--rubric", default=os.path.join(REPO, "rubrics", "reduction.yaml"))
+    ap.add_argument("--keep", help="keep the cohort and the output tree here")
+    ap.add_argument("--json", help="also write the figures as JSON here")
+    a = ap.parse_args()
+    if not os.access(a.cugrade, os.X_OK):
+        sys.exit("cohort-bench: no cugrade binary at %s (--cugrade PATH)" % a.cugrade)
+    work = a.keep or tempfile.mkdtemp(prefix="cugrade-bench.")
+    cohort, out = os.path.join(work, "cohort"), os.path.join(work, "out")
+    for p in (cohort, out):
+        shutil.rmtree(p, ignore_errors=True)
+    make_cohort(cohort, a.students)
+    cmd = [a.cugrade, "grade", "--rubric", a.rubric, cohort, "--out", out,
+           "--backend", a.backend, "--jobs", str(a.jobs), "--seed", "1"]
+    print("$ " + " ".join(cmd), flush=True)
+    started = time.monotonic()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=dict(os.environ, CI="1"))
+    wall = time.monotonic() - started
+    if proc.returncode not in (0, 1):
+        sys.stderr.write(proc.stderr[-4000:])
+        sys.exit("cohort-bench: cugrade exited %d" % proc.returncode)
+    results = []
+    for d in sorted(os.listdir(out)):
+        p = os.path.join(out, d, "result.json")
+        if os.path.isfile(p):
+            with open(p) as f:
+                results.append(json.load(f))
+    n = len(results)
+    milestones = sum(len(r["milestones"]) for r in results)
+    kernel = sum(kernel_seconds(c) for r in results for m in r["milestones"] for c in m["checks"]
+                 if c.get("kind") == "performance")
+    timed = sum(1 for r in results if r.get("run", {}).get("timed"))
+    figures = {
+        "students": n, "student_milestones": milestones, "jobs": a.jobs,
+        "backend": results[0]["backend"] if results else a.backend,
+        "device": results[0].get("run", {}).get("device", "?") if results else "?",
+        "students_timed": timed, "wall_s": round(wall, 2),
+        "wall_per_student_s": round(wall / max(n, 1), 3),
+        "kernel_s": round(kernel, 3),
+        "overhead_s": round(wall - kernel, 2),
+        "overhead_per_student_s": round((wall - kernel) / max(n, 1), 3),
+        "overhead_per_student_milestone_s": round((wall - kernel) / max(milestones, 1), 3),
+        "cpu_count": os.cpu_count(),
+    }
+    print("graded %(students)d students (%(student_milestones)d student-milestones) on %(device)s "
+          "(backend %(backend)s, --jobs %(jobs)d, %(cpu_count)s CPUs)" % figures)
+    print("wall %(wall_s).1f s = %(wall_per_student_s).3f s per student" % figures)
+    print("kernel time measured by the performance checks: %(kernel_s).3f s "
+          "(%(students_timed)d students timed)" % figures)
+    print("grader overhead (wall - kernel): %(overhead_s).1f s = %(overhead_per_student_s).3f s per "
+          "student = %(overhead_per_student_milestone_s).3f s per student-milestone" % figures)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(figures, f, indent=2)
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
