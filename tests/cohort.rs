@@ -73,11 +73,16 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-/// results.json with its one timing zeroed.
-fn redacted_gradescope(text: &str) -> String {
+/// results.json with its one timing zeroed and its submission-level output (which must be
+/// the student's report.md, pinned by the report tests) replaced by a marker.
+fn redacted_gradescope(text: &str, report_md: &str, tmp: &Path) -> String {
     let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
     v["execution_time"] = serde_json::json!(0);
-    serde_json::to_string_pretty(&v).unwrap() + "\n"
+    assert_eq!(v["output"].as_str(), Some(report_md), "output is report.md");
+    v["output"] = serde_json::json!("<report.md>");
+    let text = serde_json::to_string_pretty(&v).unwrap() + "\n";
+    // A message about an unreadable submission names its path, inside this run's temp dir.
+    text.replace(tmp.to_str().unwrap(), "<tmp>")
 }
 
 #[test]
@@ -194,7 +199,11 @@ fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
     for s in ["s01-optimized", "s09-off-by-one", "s17-bad-manifest"] {
         pinned(
             &format!("gradescope/{s}.json"),
-            &redacted_gradescope(&read(&format!("{s}/results.json"))),
+            &redacted_gradescope(
+                &read(&format!("{s}/results.json")),
+                &read(&format!("{s}/report.md")),
+                tmp.path(),
+            ),
         );
     }
 
