@@ -354,3 +354,84 @@ fn gradescope_run_autograder_writes_valid_results_even_for_unreadable_submission
         }
     }
 }
+
+/// summary.md's leaderboard ranks measured speeds without names; failure causes group across
+/// students; grades.csv marks who was timed.
+#[test]
+fn leaderboard_is_anonymous_and_causes_group_across_students() {
+    use cugrade::result::{Check, CheckKind, GradeResult, MilestoneResult, RunInfo, Status};
+    let student = |name: &str, speedup: Option<f64>, wrong: bool| {
+        let mut checks = vec![];
+        if wrong {
+            checks.push(Check::fail(
+                CheckKind::Correctness,
+                "correctness n257",
+                format!(
+                    "wrong results on case n257 (trial 1): out[0] is {}",
+                    name.len()
+                ),
+            ));
+        }
+        checks.push(match speedup {
+            Some(x) => Check::pass(CheckKind::Performance, "speedup", "fast").with_measure(
+                x,
+                Some(10.0),
+                "x",
+            ),
+            None => Check::skipped(CheckKind::Performance, "speedup", "not measured"),
+        });
+        GradeResult {
+            assignment: "reduction".into(),
+            student: name.into(),
+            student_id: None,
+            backend: "cuda".into(),
+            seed: 1,
+            score: 10.0,
+            max_score: 20.0,
+            milestones: vec![MilestoneResult {
+                id: "reduce_shared".into(),
+                title: "Shared".into(),
+                status: if wrong { Status::Fail } else { Status::Pass },
+                score: 10.0,
+                max_score: 20.0,
+                checks,
+                kernel: "reduce_shared".into(),
+            }],
+            submission_sha256: String::new(),
+            compile: None,
+            run: RunInfo {
+                timed: speedup.is_some(),
+                ..Default::default()
+            },
+            notes: vec![],
+        }
+    };
+    let results = vec![
+        student("ann", Some(12.5), false),
+        student("bob", Some(31.0), true),
+        student("cy", None, true),
+    ];
+    let md = cugrade::report::cohort::summary_md(&results);
+    let board = &md[md.find("## Speed leaderboard").expect(&md)..];
+    let board = &board[..board.find("## Duplicates").unwrap_or(board.len())];
+    assert!(
+        board.contains("| 1 | 31x |") && board.contains("| 2 | 12.5x |"),
+        "{board}"
+    );
+    assert!(board.contains("2 students measured"), "{board}");
+    for name in ["ann", "bob", "cy"] {
+        assert!(!board.contains(name), "{board}");
+    }
+    let causes = &md[md.find("## Most common failure causes").expect(&md)..];
+    assert!(
+        causes.contains("| 2 | reduce\\_shared | correctness |"),
+        "{causes}"
+    );
+    let csv = cugrade::report::cohort::grades_csv(&results).unwrap();
+    let speed: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(4).unwrap())
+        .collect();
+    assert_eq!(speed, ["yes", "yes", "no"], "{csv}");
+}

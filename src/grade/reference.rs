@@ -15,13 +15,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Expected allocations by (kernel, case, trial).
+type ExpectedOutputs = HashMap<(String, String, u32), Vec<Vec<u8>>>;
+
 /// The trusted side: the reference module in its own worker, with caches.
 pub struct Reference {
     pub(super) ptx: String,
     pub(super) worker: Option<Worker>,
     /// Expected allocations by (kernel, case, trial), shared by every [`Reference::share`]d
     /// handle: a cohort computes each once, whatever its `--jobs`.
-    pub(super) outputs: Arc<Mutex<HashMap<(String, String, u32), Vec<Vec<u8>>>>>,
+    pub(super) outputs: Arc<Mutex<ExpectedOutputs>>,
     /// Baseline measurements by key (e.g. `cpu:reduction:n=2^24`).
     pub(super) baselines: HashMap<String, Result<f64, String>>,
     pub(super) backend: BackendKind,

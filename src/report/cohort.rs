@@ -318,7 +318,9 @@ fn failure_causes(out: &mut String, results: &[GradeResult]) {
 /// Per performance check that was measured for someone: the best values, without names. A
 /// student learns where the class stands, not who is where.
 fn leaderboard(out: &mut String, results: &[GradeResult]) {
-    let mut boards: BTreeMap<(usize, String, String), (Vec<f64>, Option<String>)> = BTreeMap::new();
+    // (rubric position, milestone, check) -> (measured values, unit)
+    type Boards = BTreeMap<(usize, String, String), (Vec<f64>, Option<String>)>;
+    let mut boards = Boards::new();
     let cols = milestone_columns(results);
     for r in results {
         for m in &r.milestones {
