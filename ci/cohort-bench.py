@@ -12,8 +12,8 @@ requested size; each copy gets a comment line naming its student, so no two subm
 byte-identical (nothing is served from a cache that a real cohort would not hit). The seed is
 fixed (1), so two runs grade the same inputs.
 
-Kernel time: for every performance check, the timed launches of the student's kernel (median
-x (3 warm-ups + timed runs), as the check reports them). On the emulator no kernel is timed,
+Kernel time: for every performance check, the timed launches of the student's kernel (and of a
+paired GPU baseline) as result.json's `timing` records them. On the emulator no kernel is timed,
 so the overhead is the whole wall time (emulation included). Runs on a GPU machine with a
 prebuilt binary and python3 only (ci/gpu-cohort-bench.sh). Results: docs/validation/.
 """
@@ -50,11 +50,18 @@ def make_cohort(dest, students):
 
 
 def kernel_seconds(check):
-    """Seconds the student's kernel ran for this check's timing, if it says."""
-    for key in ("samples_ms", "samples"):
-        v = check.get(key) or (check.get("measurement") or {}).get(key)
-        if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
-            return sum(v) / 1000.0
+    """Seconds the GPU spent running timed kernels for this check: the student's timed launches
+    and probe (`timing.samples_ms`, `timing.probe_ms`), and a paired GPU baseline (a
+    reference kernel or cuBLAS, timed launch for launch: its median times the samples). Older
+    results without `timing`: the median and run count the message gives."""
+    t = check.get("timing")
+    if isinstance(t, dict):
+        samples = [x for x in t.get("samples_ms") or [] if isinstance(x, (int, float))]
+        ms = sum(samples) + (t.get("probe_ms") or 0.0)
+        b = t.get("baseline") or {}
+        if b.get("paired") and not str(b.get("kind", "")).startswith("cpu"):
+            ms += (b.get("median_ms") or 0.0) * len(samples)
+        return ms / 1000.0
     m = MEDIAN.search(check.get("message", ""))
     if m:
         return float(m.group(1)) * (int(m.group(2)) + WARMUPS) / 1000.0
