@@ -175,6 +175,9 @@ pub fn run(
     };
     let mut base = resolve(req, devices[0], true)?;
     base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
+    // CPU baselines measured for this cohort live beside its outputs: every student, shard and
+    // `--resume` of the cohort is compared with the same value (unless the rubric pins one).
+    base.baseline_cache = Some(out.join("cpu-baselines.json"));
     let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
 
     let queue = Mutex::new(entries.into_iter());
@@ -185,7 +188,7 @@ pub fn run(
         for job in 0..opts.jobs {
             let device = devices[job % devices.len()];
             // One compile of the reference for the cohort; expected outputs computed once.
-            let mut reference = reference.share(device);
+            let mut reference = reference.share(device, None);
             let (queue, results, fatal, used_names, rubric, base, common, progress) = (
                 &queue,
                 &results,
@@ -205,6 +208,7 @@ pub fn run(
                             o.device = device;
                             o.device_name = name;
                             o.arch = arch;
+                            o.gpu = crate::backend::cuda::pci_bus_id(device).ok();
                         }
                         Err(e) => {
                             *fatal.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -213,6 +217,7 @@ pub fn run(
                         }
                     }
                 }
+                reference = reference.share(o.device, o.gpu.clone());
                 if o.arch != base.arch {
                     // A GPU of another architecture needs the reference compiled for it.
                     match Reference::compile(rubric, &o) {

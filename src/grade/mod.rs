@@ -17,9 +17,10 @@ mod compiling;
 mod correctness;
 mod performance;
 mod reference;
+mod resources;
 mod run;
 
-pub use baselines::{cpu_time, host_args};
+pub use baselines::{cpu_run, host_args};
 pub use reference::{Reference, validate_reference};
 
 use compiling::compile_all;
@@ -49,8 +50,12 @@ pub struct Options {
     /// Compile target: the device's (`sm_90` on an H200), or `sm_90` without a device.
     pub arch: String,
     pub device_name: String,
-    /// Timed launches per performance check (after 3 warm-ups).
-    pub timing_reps: u32,
+    /// The GPU's PCI bus id on the cuda backend: the key of the per-GPU timing lock
+    /// (`measure::lock`) and of NVML's clock readings.
+    pub gpu: Option<String>,
+    /// Where measured CPU baselines are cached (`measure::calibration`); `None`: the user's
+    /// cache directory.
+    pub baseline_cache: Option<std::path::PathBuf>,
     /// Directories no worker may read (rubric, cohort, outputs): see `sandbox::Policy`.
     pub protected: Vec<std::path::PathBuf>,
 }
@@ -106,6 +111,8 @@ pub fn grade(
             checks: vec![],
             worker: None,
             sandbox: &mut run.sandbox,
+            tensor_ops: false,
+            compiled: &summary.kernels,
         };
         let result = ctx.grade(&modules, &compile_checks);
         match result {
@@ -139,6 +146,10 @@ struct MilestoneRun<'a> {
     checks: Vec<Check>,
     worker: Option<Worker>,
     sandbox: &'a mut Vec<String>,
+    /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
+    tensor_ops: bool,
+    /// `ptxas -v` facts of the submission's kernels (spills).
+    compiled: &'a [crate::result::KernelResources],
 }
 
 impl MilestoneRun<'_> {
@@ -177,6 +188,7 @@ impl MilestoneRun<'_> {
             }
             return Ok(());
         };
+        self.tensor_ops = ptx.contains("mma.");
         if let Some(c) = compile_checks
             .iter()
             .find(|c| c.name == format!("compile {file}"))
@@ -301,6 +313,20 @@ impl MilestoneRun<'_> {
             ),
         ));
         self.worker = Some(worker);
+        // Resources at the launch the speed is measured with (else the first case's).
+        let resource_case = m
+            .performance
+            .first()
+            .and_then(|p| self.rubric.performance_case(&p.case))
+            .or_else(|| self.rubric.cases_for(m).into_iter().next())
+            .cloned();
+        if let Some(dims) =
+            resource_case.and_then(|c| self.dims_for(&c, info.max_threads_per_block).ok())
+        {
+            let compiled = self.compiled.iter().find(|k| k.name == m.kernel);
+            self.checks
+                .push(resources::check(&m.kernel, &info, compiled, dims));
+        }
 
         let budget = Duration::from_secs_f64(self.rubric.rubric.timeouts.milestone_s);
         let mut metrics_by_case: HashMap<String, Metrics> = HashMap::new();
@@ -357,7 +383,10 @@ impl MilestoneRun<'_> {
                 )
                 .with_case(p.case.clone())
             } else {
-                self.performance(p, info.max_threads_per_block)?
+                let t0 = Instant::now();
+                let mut c = self.performance(p, info.max_threads_per_block)?;
+                c.seconds = Some(t0.elapsed().as_secs_f64());
+                c
             };
             self.checks.push(c);
         }

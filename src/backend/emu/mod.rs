@@ -204,6 +204,7 @@ impl Backend for EmuBackend {
             max_threads_per_block: 1024,
             static_shared_bytes: k.static_shared,
             registers: k.regs,
+            local_bytes: 0,
         })
     }
 
@@ -450,16 +451,5 @@ impl Backend for EmuBackend {
             diagnostics: diags,
             metrics: Some(metrics),
         })
-    }
-
-    fn time(
-        &mut self,
-        _k: &str,
-        _d: LaunchDims,
-        _p: &[ParamValue],
-        _r: u32,
-        _dl: Instant,
-    ) -> Result<Option<Vec<f64>>, BackendError> {
-        Ok(None)
     }
 }
