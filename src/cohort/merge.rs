@@ -73,6 +73,30 @@ pub fn read_fingerprints(folder: &Path) -> Fingerprints {
         .unwrap_or_default()
 }
 
+/// The CPU baselines a `grade` run measured (`cpu-baselines.json` beside its outputs): the
+/// first shard's is kept, so that a `grade --resume` into the merged tree compares with the
+/// same values. Shards that measured different ones are said to have.
+fn carry_baselines(out: &Path, shards: &[PathBuf]) {
+    const FILE: &str = "cpu-baselines.json";
+    let found: Vec<(PathBuf, Vec<u8>)> = shards
+        .iter()
+        .filter_map(|s| std::fs::read(s.join(FILE)).ok().map(|b| (s.join(FILE), b)))
+        .collect();
+    let Some((first, bytes)) = found.first() else {
+        return;
+    };
+    if found.iter().any(|(_, b)| b != bytes) {
+        eprintln!(
+            "warning: the shards measured their own CPU baselines; keeping {} (pin one for the \
+             course with `cugrade calibrate` so every shard compares with the same value)",
+            first.display()
+        );
+    }
+    if let Err(e) = std::fs::write(out.join(FILE), bytes) {
+        eprintln!("warning: cannot write {}: {e}", out.join(FILE).display());
+    }
+}
+
 pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
     if shards.is_empty() {
         return Err(CliError::Usage(
@@ -141,6 +165,7 @@ pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
         prints.push((f.result.student.clone(), read_fingerprints(&f.from)));
         results.push(f.result.clone());
     }
+    carry_baselines(out, shards);
     let pairs = crate::integrity::pairs(&prints);
     crate::report::cohort::write_all_with(&results, &pairs, out).map_err(|e| {
         CliError::Fatal(Fatal::new(format!("cannot write the cohort reports: {e}")))
