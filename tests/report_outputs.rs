@@ -817,7 +817,11 @@ fn cohort_writes_summary_csv_and_junit() {
             "reduce_shared",
             "reduce_shuffle",
             "extra",
-            "total"
+            "total",
+            "max_score",
+            "speed_measured",
+            "status",
+            "entry"
         ]
     );
     let rows: Vec<Vec<String>> = csv
@@ -830,9 +834,12 @@ fn cohort_writes_summary_csv_and_junit() {
             .find(|r| r[0] == n)
             .unwrap_or_else(|| panic!("{n}: {rows:?}"))
     };
-    assert_eq!(by_name("alice"), &["alice", "30", "0", "0", "", "30"]);
     assert_eq!(
-        by_name("carol, \"the\" tester"),
+        by_name("alice"),
+        &["alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice"]
+    );
+    assert_eq!(
+        &by_name("carol, \"the\" tester")[..6],
         &["carol, \"the\" tester", "0", "", "", "0", "0"]
     );
     // A formula-like name is defused, and survives otherwise intact.
