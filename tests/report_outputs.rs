@@ -836,7 +836,9 @@ fn cohort_writes_summary_csv_and_junit() {
     };
     assert_eq!(
         by_name("alice"),
-        &["alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice"]
+        &[
+            "alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice"
+        ]
     );
     assert_eq!(
         &by_name("carol, \"the\" tester")[..6],
