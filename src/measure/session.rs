@@ -355,7 +355,8 @@ fn read_f64(bytes: &[u8], elem: u32) -> f64 {
 }
 
 /// Run the timed section. `blobs`: the reference PTX, the harness PTX, then every buffer's
-/// initial allocation (guards included) in `spec.buffers` order. Device failures end up in
+/// initial allocation (guards included) in `spec.buffers` order; empty for a buffer drawn on the
+/// device. Device failures end up in
 /// `problem`; an `Err` is a failure of the set-up itself.
 pub fn run(t: &mut dyn Timer, spec: &MeasureSpec, blobs: &[Vec<u8>]) -> TimingReport {
     let started = Instant::now();
@@ -405,14 +406,20 @@ fn measure(
     let mut reference = Vec::new();
     let mut tables = Vec::new();
     for (b, blob) in spec.buffers.iter().zip(&blobs[2..]) {
-        if blob.len() != b.spec.total() {
+        // A buffer drawn on the device needs no initial contents from the host (an empty blob).
+        let drawn_empty = b.draw.is_some() && blob.is_empty();
+        if blob.len() != b.spec.total() && !drawn_empty {
             return Err(BackendError::Other(
                 "measure: a buffer blob has the wrong size".into(),
             ));
         }
-        let p = t.alloc(b.spec.total())?;
-        t.upload(p, blob)?;
-        pristine.push(p);
+        if drawn_empty {
+            pristine.push(0);
+        } else {
+            let p = t.alloc(b.spec.total())?;
+            t.upload(p, blob)?;
+            pristine.push(p);
+        }
         reference.push(if b.compare.is_some() {
             Some(t.alloc(b.spec.total())?)
         } else {
