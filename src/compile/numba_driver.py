@@ -1,0 +1,201 @@
+# cugrade's Numba compile driver. It runs inside the sandboxed compile worker (namespaces,
+# Landlock, seccomp, rlimits, a deadline): importing a student's module runs the student's
+# code. Its answer goes to a file, never to stdout, so that nothing the student prints can
+# pass for it; a student who tampers with it only hands in other PTX, which is then graded.
+import json
+import os
+import re
+import sys
+import traceback
+
+REQUEST = json.load(open(sys.argv[1], encoding="utf-8"))
+SRC = os.path.realpath(REQUEST["src"])
+ANSWER = sys.argv[2]
+results = []
+
+
+def answer(extra=None):
+    body = {"results": results}
+    if extra:
+        body.update(extra)
+    with open(ANSWER, "w", encoding="utf-8") as f:
+        json.dump(body, f)
+
+
+def rel(path):
+    """A path as the student knows it: relative to the submission."""
+    try:
+        real = os.path.realpath(path)
+    except (TypeError, ValueError):
+        return None
+    if real == SRC or not real.startswith(SRC + os.sep):
+        return None
+    return real[len(SRC) + 1 :]
+
+
+def scrub(text):
+    return text.replace(SRC + os.sep, "").replace(SRC, ".")
+
+
+def student_frame(tb):
+    """(file, line) of the innermost traceback frame in a student file."""
+    where = (None, None)
+    for frame in traceback.extract_tb(tb):
+        name = rel(frame.filename)
+        if name:
+            where = (name, frame.lineno)
+    return where
+
+
+FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
+AT_LINE = re.compile(r"at (\S+\.py) \((\d+)\)")
+
+
+def numba_location(message):
+    """The last `File "x.py", line N` (or `at x.py (N)`) a Numba message names."""
+    found = (None, None)
+    for m in list(FILE_LINE.finditer(message)) + list(AT_LINE.finditer(message)):
+        name = rel(m.group(1)) or (m.group(1) if not os.path.isabs(m.group(1)) else None)
+        if name and name.endswith(".py"):
+            found = (name, int(m.group(2)))
+    return found
+
+
+def headline(message):
+    """The line of a Numba error a student needs first."""
+    skip = ("Failed in ", "During:", "File ", "There are ", "Resolution failure", " - Of which")
+    for line in message.splitlines():
+        s = line.strip().strip(">").strip()
+        if s and not s.startswith(skip) and not s.startswith("^"):
+            return s[:300]
+    return message.strip().splitlines()[0][:300] if message.strip() else "compilation failed"
+
+
+def failure(kernel, exc, tb, kind):
+    message = scrub(str(exc))
+    name, line = numba_location(message)
+    if name is None:
+        name, line = student_frame(tb)
+    if isinstance(exc, SyntaxError) and exc.filename:
+        name, line = rel(exc.filename) or name, exc.lineno or line
+        message = f"SyntaxError: {exc.msg}"
+    head = headline(message)
+    if kind == "import" and not isinstance(exc, SyntaxError):
+        head = f"{type(exc).__name__}: {head}"
+    details = scrub("".join(traceback.format_exception(type(exc), exc, tb)[-30:]))
+    if kind != "import":
+        details = message
+    return {
+        "kernel": kernel,
+        "ok": False,
+        "missing": False,
+        "file": name,
+        "line": line,
+        "message": head,
+        "details": details[-8000:],
+        "signature": 0,
+    }
+
+
+import site  # noqa: E402
+
+# The wheels' directory is a site dir: numba-cuda's redirector is a `.pth` file.
+site.addsitedir(REQUEST["site"])
+sys.path.insert(0, SRC)
+os.chdir(SRC)
+try:
+    from numba import cuda, types  # noqa: E402
+except BaseException as e:  # the toolchain itself is broken: say so, not the student
+    answer({"toolchain_error": f"{type(e).__name__}: {e}"})
+    sys.exit(0)
+
+modules = []  # (file, namespace, import failure or None)
+for path in REQUEST["files"]:
+    mod_name = path[:-3].replace("/", ".")
+    if mod_name.endswith(".__init__"):
+        mod_name = mod_name[: -len(".__init__")]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(mod_name, os.path.join(SRC, path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+        modules.append((path, vars(module), None))
+    except BaseException as e:  # keep what was defined before the failure
+        modules.append((path, vars(module), (e, e.__traceback__)))
+
+
+def is_kernel(obj):
+    return hasattr(obj, "py_func") and hasattr(obj, "targetoptions")
+
+
+cc = tuple(REQUEST["cc"])
+for k in REQUEST["kernels"]:
+    name = k["name"]
+    found = [(p, ns[name]) for p, ns, _ in modules if is_kernel(ns.get(name))]
+    if not found:
+        broken = [(p, err) for p, ns, err in modules if err is not None]
+        if broken:
+            e, tb = broken[0][1]
+            results.append(failure(name, e, tb, "import"))
+        else:
+            plain = [p for p, ns, _ in modules if callable(ns.get(name))]
+            results.append(
+                {
+                    "kernel": name,
+                    "ok": False,
+                    "missing": True,
+                    "file": plain[0] if plain else None,
+                    "line": None,
+                    "message": (
+                        f"`{name}` in {plain[0]} is not a `@cuda.jit` kernel"
+                        if plain
+                        else f"no `@cuda.jit` function named `{name}`"
+                    ),
+                    "details": "",
+                    "signature": 0,
+                }
+            )
+        continue
+    path, dispatcher = found[0]
+    options = getattr(dispatcher, "targetoptions", {}) or {}
+    first_failure = None
+    done = False
+    for i, sig_text in enumerate(k["signatures"]):
+        try:
+            sig = eval(sig_text, {"__builtins__": {}}, vars(types))
+            ptx, _ = cuda.compile_ptx(
+                dispatcher.py_func,
+                sig,
+                cc=cc,
+                lineinfo=True,
+                fastmath=bool(options.get("fastmath", False)),
+            )
+        except BaseException as e:
+            f = failure(name, e, e.__traceback__, "compile")
+            f["signature"] = i
+            # A failure that is about array dimensions is the wrong guess of the layout;
+            # prefer another attempt's message.
+            dims = re.search(r"getitem|setitem|\d+d, [CAF]\)|UniTuple", f["details"]) is not None
+            if first_failure is None or (first_failure[1] and not dims):
+                first_failure = (f, dims)
+            continue
+        results.append(
+            {
+                "kernel": name,
+                "ok": True,
+                "missing": False,
+                "file": path,
+                "line": None,
+                "message": f"compiled with Numba as {sig_text}",
+                "details": "",
+                "signature": i,
+                "ptx": ptx,
+            }
+        )
+        done = True
+        break
+    if not done:
+        results.append(first_failure[0])
+answer()
