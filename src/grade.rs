@@ -139,6 +139,7 @@ fn variant(r: &Response) -> &'static str {
         Response::Ready { .. } => "Ready",
         Response::Compiled { .. } => "Compiled",
         Response::Loaded { .. } => "Loaded",
+        Response::NumbaCompiled(_) => "NumbaCompiled",
         Response::KernelInfo(_) => "KernelInfo",
         Response::Ran { .. } => "Ran",
         Response::Measured { .. } => "Measured",
@@ -195,6 +196,7 @@ fn compile_all(
             main: src.clone(),
             headers: headers.to_vec(),
             arch: opts.arch.clone(),
+            include_dirs: crate::compile::toolchain::cuda_include_dirs(),
         };
         let mut check = match w.call(&req, &[], timeout) {
             Ok((Response::Compiled { ok, log }, blobs)) => {
