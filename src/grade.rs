@@ -22,6 +22,8 @@ use crate::worker::{Role, Worker, WorkerFailure, WorkerOptions};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+mod numba;
+
 /// How to grade.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -134,7 +136,7 @@ fn run_on(
     }
 }
 
-fn variant(r: &Response) -> &'static str {
+pub(crate) fn variant(r: &Response) -> &'static str {
     match r {
         Response::Ready { .. } => "Ready",
         Response::Compiled { .. } => "Compiled",
@@ -170,14 +172,12 @@ fn compile_all(
         return (modules, checks, summary);
     }
     let mut worker: Option<Worker> = None;
+    let include_dirs = crate::compile::toolchain::cuda_include_dirs();
     for src in sources {
         if worker.is_none() {
-            match Worker::spawn(&worker_options(
-                &opts.protected,
-                Role::Compile,
-                opts.backend,
-                opts.device,
-            )) {
+            let mut wo = worker_options(&opts.protected, Role::Compile, opts.backend, opts.device);
+            wo.extra_read = include_dirs.clone();
+            match Worker::spawn(&wo) {
                 Ok(w) => worker = Some(w),
                 Err(e) => {
                     summary.ok = false;
@@ -196,7 +196,7 @@ fn compile_all(
             main: src.clone(),
             headers: headers.to_vec(),
             arch: opts.arch.clone(),
-            include_dirs: crate::compile::toolchain::cuda_include_dirs(),
+            include_dirs: include_dirs.clone(),
         };
         let mut check = match w.call(&req, &[], timeout) {
             Ok((Response::Compiled { ok, log }, blobs)) => {
@@ -465,6 +465,21 @@ impl Reference {
     }
 }
 
+/// The student's view of an invocation: as is for CUDA C++ and PTX, Numba's array
+/// descriptors for a Numba kernel.
+fn student_invocation<'i>(
+    numba: &Option<crate::compile::numba::Signature>,
+    inv: &'i Invocation,
+    contract: &crate::rubric::schema::Contract,
+) -> Result<std::borrow::Cow<'i, Invocation>, Infrastructure> {
+    match numba {
+        None => Ok(std::borrow::Cow::Borrowed(inv)),
+        Some(sig) => inputs::numba_invocation(inv, contract, sig)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| Infrastructure(format!("Numba arguments: {e}"))),
+    }
+}
+
 fn describe_run_error(e: &RunError) -> String {
     match e {
         RunError::Backend(b, _) => b.to_string(),
@@ -481,13 +496,24 @@ pub fn grade(
 ) -> Result<GradeResult, Infrastructure> {
     let rb = &rubric.rubric;
     let timeouts = &rb.timeouts;
-    let (modules, compile_checks, summary) = compile_all(
-        &sub.sources,
+    let refused = numba::refused_languages(rubric, sub);
+    let refused_langs: Vec<_> = refused.iter().map(|(l, _)| *l).collect();
+    let accepts = |l| !refused_langs.contains(&l);
+    use crate::rubric::schema::Language;
+    let none: &[SourceFile] = &[];
+    let (modules, mut compile_checks, summary) = compile_all(
+        if accepts(Language::Cuda) { &sub.sources } else { none },
         &sub.headers,
-        &sub.ptx,
+        if accepts(Language::Ptx) { &sub.ptx } else { none },
         opts,
         Duration::from_secs_f64(timeouts.compile_s),
     );
+    compile_checks.extend(refused.into_iter().map(|(_, c)| c));
+    let numba_kernels = if accepts(Language::Numba) {
+        numba::compile(rubric, sub, opts)
+    } else {
+        numba::NumbaKernels::new()
+    };
     let mut milestones = Vec::new();
     let mut run = RunInfo {
         device: opts.device_name.clone(),
@@ -508,8 +534,15 @@ pub fn grade(
             checks: vec![],
             worker: None,
             sandbox: &mut run.sandbox,
+            numba: None,
+            numba_source: false,
         };
-        let result = ctx.grade(&modules, &compile_checks);
+        let result = ctx.grade(&modules, &compile_checks, &numba_kernels);
+        if ctx.numba_source {
+            for c in &mut ctx.checks {
+                numba::speak_numba(c, sub);
+            }
+        }
         match result {
             Ok(()) => milestones.push(score::finish(m, max, ctx.checks)),
             Err(e) => return Err(e),
@@ -540,6 +573,10 @@ struct MilestoneRun<'a> {
     checks: Vec<Check>,
     worker: Option<Worker>,
     sandbox: &'a mut Vec<String>,
+    /// The signature of a Numba kernel: launches use Numba's calling convention.
+    numba: Option<crate::compile::numba::Signature>,
+    /// The kernel is (or should have been) a Numba kernel: hints speak Numba.
+    numba_source: bool,
 }
 
 impl MilestoneRun<'_> {
@@ -547,13 +584,49 @@ impl MilestoneRun<'_> {
         &mut self,
         modules: &[(String, String)],
         compile_checks: &[Check],
+        numba_kernels: &numba::NumbaKernels,
     ) -> Result<(), Infrastructure> {
         let m = self.m;
         let started = Instant::now();
-        // The module that defines the kernel.
-        let module = modules
+        // The module that defines the kernel: CUDA C++ or PTX first, then Numba.
+        let mut module = modules
             .iter()
-            .find(|(_, ptx)| compile::ptx_entries(ptx).iter().any(|e| e == &m.kernel));
+            .find(|(_, ptx)| compile::ptx_entries(ptx).iter().any(|e| e == &m.kernel))
+            .map(|(f, p)| (f.as_str(), p.as_str()));
+        let mut numba_check = None;
+        if module.is_none() {
+            match numba_kernels.get(&m.kernel) {
+                Some(numba::NumbaKernelState::Compiled {
+                    file,
+                    ptx,
+                    signature,
+                    check,
+                }) => {
+                    module = Some((file.as_str(), ptx.as_str()));
+                    self.numba = Some(signature.clone());
+                    self.numba_source = true;
+                    numba_check = Some(check.clone());
+                }
+                Some(numba::NumbaKernelState::Failed(c)) if modules.is_empty() => {
+                    self.numba_source = true;
+                    self.checks.push(c.clone());
+                    self.checks.push(Check::skipped(
+                        CheckKind::Correctness,
+                        "correctness",
+                        "not run: the kernel does not compile",
+                    ));
+                    return Ok(());
+                }
+                Some(numba::NumbaKernelState::Missing(c))
+                    if modules.is_empty() && compile_checks.is_empty() =>
+                {
+                    self.numba_source = true;
+                    self.checks.push(c.clone());
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         let Some((file, ptx)) = module else {
             let failed: Vec<&Check> = compile_checks
                 .iter()
@@ -581,6 +654,7 @@ impl MilestoneRun<'_> {
         if let Some(c) = compile_checks
             .iter()
             .find(|c| c.name == format!("compile {file}"))
+            .or(numba_check.as_ref())
         {
             self.checks.push(c.clone());
         }
@@ -662,8 +736,17 @@ impl MilestoneRun<'_> {
                 return Ok(());
             }
         };
-        let expected_params = contract.params.iter().filter(|p| !p.symbol).count();
-        let expected_sizes: Vec<usize> = contract
+        let numba_sizes = self
+            .numba
+            .as_ref()
+            .map(|sig| crate::compile::numba::param_sizes(sig, contract));
+        let expected_params = numba_sizes
+            .as_ref()
+            .map_or_else(|| contract.params.iter().filter(|p| !p.symbol).count(), Vec::len);
+        let expected_sizes: Vec<usize> = if let Some(s) = numba_sizes {
+            s
+        } else {
+            contract
             .params
             .iter()
             .filter(|p| !p.symbol)
@@ -672,7 +755,8 @@ impl MilestoneRun<'_> {
                 Some(rubric::ParamType::Scalar(t)) => t.size(),
                 None => 0,
             })
-            .collect();
+            .collect()
+        };
         if info.param_count != expected_params
             || (info.param_sizes.len() == expected_sizes.len()
                 && info.param_sizes != expected_sizes)
@@ -849,7 +933,8 @@ impl MilestoneRun<'_> {
             let Some(worker) = self.worker.as_mut() else {
                 break;
             };
-            let ran = run_on(worker, &self.m.kernel, &inv, dims, None, limit);
+            let student_inv = student_invocation(&self.numba, &inv, contract)?;
+            let ran = run_on(worker, &self.m.kernel, &student_inv, dims, None, limit);
             let printed = worker.output();
             match ran {
                 Ok(r) => {
@@ -1087,10 +1172,11 @@ impl MilestoneRun<'_> {
             ));
         };
         let total_limit = limit * (reps + 4);
+        let student_inv = student_invocation(&self.numba, &inv, &contract)?;
         let ran = run_on(
             worker,
             &self.m.kernel,
-            &inv,
+            &student_inv,
             dims,
             Some(Timing { warmup: 3, reps }),
             total_limit,
@@ -1301,10 +1387,11 @@ impl MilestoneRun<'_> {
                 &case_vars(&case),
                 inputs::trial_seed(self.opts.seed, &case.name, 0),
             )?;
+            let student_inv = student_invocation(&self.numba, &inv, contract).map_err(|e| e.0)?;
             match run_on(
                 &mut w,
                 &self.m.kernel,
-                &inv,
+                &student_inv,
                 dims,
                 None,
                 Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),

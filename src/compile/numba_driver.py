@@ -33,8 +33,11 @@ def rel(path):
     return real[len(SRC) + 1 :]
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def scrub(text):
-    return text.replace(SRC + os.sep, "").replace(SRC, ".")
+    return ANSI.sub("", text).replace(SRC + os.sep, "").replace(SRC, ".")
 
 
 def student_frame(tb):
@@ -71,9 +74,35 @@ def headline(message):
     return message.strip().splitlines()[0][:300] if message.strip() else "compilation failed"
 
 
-def failure(kernel, exc, tb, kind):
+NAME_ERROR = re.compile(r"name '(\w+)' is not defined")
+
+
+def function_location(func, message):
+    """Where in `func` the error is: the line using an undefined name, else the `def`."""
+    import inspect
+
+    try:
+        lines, first = inspect.getsourcelines(func)
+        name = rel(inspect.getsourcefile(func))
+    except (OSError, TypeError):
+        return (None, None)
+    undefined = NAME_ERROR.search(message)
+    if undefined:
+        word = re.compile(r"\b%s\b" % re.escape(undefined.group(1)))
+        for i, text in enumerate(lines):
+            if i > 0 and word.search(text.split("#")[0]):
+                return (name, first + i)
+    for i, text in enumerate(lines):
+        if text.lstrip().startswith("def "):
+            return (name, first + i)
+    return (name, first)
+
+
+def failure(kernel, exc, tb, kind, func=None):
     message = scrub(str(exc))
     name, line = numba_location(message)
+    if name is None and func is not None:
+        name, line = function_location(func, message)
     if name is None:
         name, line = student_frame(tb)
     if isinstance(exc, SyntaxError) and exc.filename:
@@ -108,6 +137,24 @@ try:
 except BaseException as e:  # the toolchain itself is broken: say so, not the student
     answer({"toolchain_error": f"{type(e).__name__}: {e}"})
     sys.exit(0)
+
+
+class _Target:
+    """The device Numba asks about while compiling device functions: there is no driver in
+    the compile worker (and no GPU on many grading machines), only the target's capability."""
+
+    compute_capability = tuple(REQUEST["cc"])
+
+
+def _target_device():
+    return _Target()
+
+
+import numba.cuda.compiler as _compiler  # noqa: E402
+import numba.cuda.dispatcher as _dispatcher  # noqa: E402
+
+_dispatcher.get_current_device = _target_device
+_compiler.get_current_device = _target_device
 
 modules = []  # (file, namespace, import failure or None)
 for path in REQUEST["files"]:
@@ -173,7 +220,7 @@ for k in REQUEST["kernels"]:
                 fastmath=bool(options.get("fastmath", False)),
             )
         except BaseException as e:
-            f = failure(name, e, e.__traceback__, "compile")
+            f = failure(name, e, e.__traceback__, "compile", dispatcher.py_func)
             f["signature"] = i
             # A failure that is about array dimensions is the wrong guess of the layout;
             # prefer another attempt's message.
