@@ -172,39 +172,43 @@ fn softmax_with_math_shared_memory_and_a_2d_array() {
     }
     let dir = tempfile::tempdir().unwrap();
     let r = rubric(dir.path(), "softmax", "");
-    let kernel = "import math\nfrom numba import cuda, float32\n\n\
-@cuda.jit\n\
-def softmax_rows(x, y, rows, cols):\n\
-    row = cuda.blockIdx.x\n\
-    t = cuda.threadIdx.x\n\
-    buf = cuda.shared.array(256, float32)\n\
-    m = -math.inf\n\
-    for j in range(t, cols, cuda.blockDim.x):\n\
-        m = max(m, x[row, j])\n\
-    buf[t] = m\n\
-    cuda.syncthreads()\n\
-    s = cuda.blockDim.x // 2\n\
-    while s > 0:\n\
-        if t < s:\n\
-            buf[t] = max(buf[t], buf[t + s])\n\
-        cuda.syncthreads()\n\
-        s //= 2\n\
-    m = buf[0]\n\
-    cuda.syncthreads()\n\
-    acc = float32(0.0)\n\
-    for j in range(t, cols, cuda.blockDim.x):\n\
-        acc += math.exp(x[row, j] - m)\n\
-    buf[t] = acc\n\
-    cuda.syncthreads()\n\
-    s = cuda.blockDim.x // 2\n\
-    while s > 0:\n\
-        if t < s:\n\
-            buf[t] += buf[t + s]\n\
-        cuda.syncthreads()\n\
-        s //= 2\n\
-    total = buf[0]\n\
-    for j in range(t, cols, cuda.blockDim.x):\n\
-        y[row, j] = math.exp(x[row, j] - m) / total\n";
+    let kernel = r#"import math
+from numba import cuda, float32
+
+
+@cuda.jit
+def softmax_rows(x, y, rows, cols):
+    row = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    buf = cuda.shared.array(256, float32)
+    m = -math.inf
+    for j in range(t, cols, cuda.blockDim.x):
+        m = max(m, x[row, j])
+    buf[t] = m
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            buf[t] = max(buf[t], buf[t + s])
+        cuda.syncthreads()
+        s //= 2
+    m = buf[0]
+    cuda.syncthreads()
+    acc = float32(0.0)
+    for j in range(t, cols, cuda.blockDim.x):
+        acc += math.exp(x[row, j] - m)
+    buf[t] = acc
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            buf[t] += buf[t + s]
+        cuda.syncthreads()
+        s //= 2
+    total = buf[0]
+    for j in range(t, cols, cuda.blockDim.x):
+        y[row, j] = math.exp(x[row, j] - m) / total
+"#;
     let result = grade(&r, &[("softmax.py", kernel)]);
     correct(&result, "softmax_rows").unwrap();
 }

@@ -156,6 +156,23 @@ import numba.cuda.dispatcher as _dispatcher  # noqa: E402
 _dispatcher.get_current_device = _target_device
 _compiler.get_current_device = _target_device
 
+
+# `@cuda.jit("void(float32[:], ...)")` compiles when the decorator runs, which needs a driver.
+# cugrade compiles with the contract's signature anyway, so a decorator's signature is dropped
+# and the kernel stays lazy.
+_eager_jit = cuda.jit
+
+
+def _lazy_jit(func_or_sig=None, *args, **kwargs):
+    import inspect
+
+    if func_or_sig is not None and not inspect.isfunction(func_or_sig):
+        return _eager_jit(*args, **kwargs)
+    return _eager_jit(func_or_sig, *args, **kwargs)
+
+
+cuda.jit = _lazy_jit
+
 modules = []  # (file, namespace, import failure or None)
 for path in REQUEST["files"]:
     mod_name = path[:-3].replace("/", ".")

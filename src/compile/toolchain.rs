@@ -188,8 +188,21 @@ pub fn numba() -> Result<NumbaToolchain, String> {
 
 /// The Numba toolchain, installed from PyPI into the cache first if it is missing (one time,
 /// ~800 MB, mostly NVVM and LLVM). Concurrent installs each use their own staging dir; the
-/// first to finish is renamed into place.
+/// first to finish is renamed into place. A failed install is not retried for every
+/// submission of a cohort: the first answer stands for the whole run.
 pub fn ensure_numba() -> Result<NumbaToolchain, String> {
+    static ONCE: std::sync::Mutex<Option<Result<NumbaToolchain, String>>> =
+        std::sync::Mutex::new(None);
+    let mut once = ONCE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(r) = once.as_ref() {
+        return r.clone();
+    }
+    let r = install_numba();
+    *once = Some(r.clone());
+    r
+}
+
+fn install_numba() -> Result<NumbaToolchain, String> {
     let dir = numba_dir();
     if !numba_installed(&dir) {
         python()?;
