@@ -249,6 +249,26 @@ fn student_python_is_confined_while_it_is_imported() {
 }
 
 #[test]
+fn typing_errors_point_at_the_python_line() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "vector-add", "");
+    let kernel = "from numba import cuda\n\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    vals = {}\n    vals[i] = a[i]\n    if i < n:\n        c[i] = vals[i] + b[i]\n";
+    let result = grade(&r, &[("k.py", kernel)]);
+    let c = first_failure(&result, "vector_add");
+    assert_eq!(c["kind"], "compile", "{c}");
+    assert_eq!(c["location"], "k.py:8", "{c}");
+    assert!(c["message"].as_str().unwrap().contains("setitem"), "{c}");
+    assert!(c["details"].as_str().unwrap().starts_with("k.py:8 │     vals[i] = a[i]"), "{c}");
+    let syntax = grade(&r, &[("k.py", "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n)\n    pass\n")]);
+    let c = first_failure(&syntax, "vector_add");
+    assert_eq!(c["location"], "k.py:4", "{c}");
+    assert!(c["message"].as_str().unwrap().starts_with("SyntaxError"), "{c}");
+}
+
+#[test]
 fn an_import_that_never_ends_is_a_compile_timeout() {
     if !ready() {
         return;

@@ -67,9 +67,14 @@ def numba_location(message):
 def headline(message):
     """The line of a Numba error a student needs first."""
     skip = ("Failed in ", "During:", "File ", "There are ", "Resolution failure", " - Of which")
-    for line in message.splitlines():
-        s = line.strip().strip(">").strip()
+    lines = [line.strip() for line in message.splitlines()]
+    for i, line in enumerate(lines):
+        s = line.strip(">").strip()
         if s and not s.startswith(skip) and not s.startswith("^"):
+            # "No implementation of function ... found for signature:" + ">>> setitem(...)"
+            rest = [x for x in lines[i + 1 :] if x]
+            if s.endswith(":") and rest and rest[0].startswith(">>>"):
+                s = f"{s} {rest[0][3:].strip()}"
             return s[:300]
     return message.strip().splitlines()[0][:300] if message.strip() else "compilation failed"
 
@@ -98,9 +103,29 @@ def function_location(func, message):
     return (name, first)
 
 
+def typing_location(tb):
+    """The innermost Numba IR location (`loc.filename`, `loc.line`) in a student file that
+    the compiler's frames hold: typing errors often do not say where they are."""
+    found = (None, None)
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        for key in ("loc", "inst", "stmt", "expr"):
+            v = local.get(key)
+            loc = v if key == "loc" else getattr(v, "loc", None)
+            name = rel(getattr(loc, "filename", None) or "")
+            line = getattr(loc, "line", None)
+            if name and isinstance(line, int) and line > 0:
+                found = (name, line)
+                break
+        tb = tb.tb_next
+    return found
+
+
 def failure(kernel, exc, tb, kind, func=None):
     message = scrub(str(exc))
     name, line = numba_location(message)
+    if name is None and kind != "import":
+        name, line = typing_location(tb)
     if name is None and func is not None:
         name, line = function_location(func, message)
     if name is None:
