@@ -13,10 +13,11 @@ use std::process::Command;
 pub const HEADER_WHEELS: &[&str] = &["nvidia-cuda-runtime==13.0.88", "nvidia-cuda-cccl==13.0.85"];
 
 /// Numba's CUDA target and NVVM, pinned to CUDA 13.0 so that the PTX it emits (ISA 9.0) loads
-/// on a driver-580 machine; newer NVVM wheels emit PTX such a driver rejects.
+/// on a driver-580 machine; newer NVVM wheels emit PTX such a driver rejects. NVVM comes from
+/// its own wheel (what `nvidia-cuda-nvcc` would pull in, without nvcc's 37 MB); numba-cuda
+/// also loads the CUDA runtime and NVRTC while it compiles.
 pub const NUMBA_WHEELS: &[&str] = &[
     "numba-cuda==0.30.4",
-    "nvidia-cuda-nvcc==13.0.88",
     "nvidia-nvvm==13.0.88",
     "nvidia-cuda-crt==13.0.88",
     "nvidia-cuda-runtime==13.0.88",
@@ -187,7 +188,7 @@ pub fn numba() -> Result<NumbaToolchain, String> {
 }
 
 /// The Numba toolchain, installed from PyPI into the cache first if it is missing (one time,
-/// ~800 MB, mostly NVVM and LLVM). Concurrent installs each use their own staging dir; the
+/// ~700 MB, mostly NVRTC, NVVM and LLVM). Concurrent installs each use their own staging dir; the
 /// first to finish is renamed into place. A failed install is not retried for every
 /// submission of a cohort: the first answer stands for the whole run.
 pub fn ensure_numba() -> Result<NumbaToolchain, String> {
