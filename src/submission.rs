@@ -571,6 +571,23 @@ mod tests {
     }
 
     #[test]
+    fn python_files_are_numba_sources() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("lab")).unwrap();
+        std::fs::write(d.path().join("lab/reduce.py"), "from numba import cuda\n").unwrap();
+        std::fs::write(d.path().join("notes.txt"), "ignored").unwrap();
+        let sub = load(d.path()).unwrap();
+        assert_eq!(sub.python.len(), 1);
+        assert_eq!(sub.python[0].name, "lab/reduce.py");
+        assert!(sub.sources.is_empty() && sub.ptx.is_empty());
+        assert_eq!(sub.languages(), vec![crate::rubric::schema::Language::Numba]);
+        let single = load(&d.path().join("lab/reduce.py")).unwrap();
+        assert_eq!(single.python[0].name, "reduce.py");
+        let cohort = cohort_entries(&d.path().join("lab")).unwrap();
+        assert_eq!(cohort.len(), 1);
+    }
+
+    #[test]
     fn empty_directory_is_a_clear_error() {
         let d = tempfile::tempdir().unwrap();
         assert!(
