@@ -471,16 +471,29 @@ launch: {block: [16], grid: [1]}
         vars.insert("M".into(), 3.0);
         vars.insert("K".into(), 5.0);
         let inv = crate::inputs::generate(&c, &vars, 1).unwrap();
-        let sig = &crate::compile::numba::signatures(&c, crate::rubric::schema::ArrayStyle::Auto)[1];
+        let sig =
+            &crate::compile::numba::signatures(&c, crate::rubric::schema::ArrayStyle::Auto)[1];
         let n = numba_invocation(&inv, &c, sig).unwrap();
         use crate::backend::ParamValue::I64;
         let v = |x| Arg::Value(I64(x));
         assert_eq!(
             n.args[..9],
-            [v(0), v(0), v(15), v(4), Arg::Buffer(0), v(3), v(5), v(20), v(4)]
+            [
+                v(0),
+                v(0),
+                v(15),
+                v(4),
+                Arg::Buffer(0),
+                v(3),
+                v(5),
+                v(20),
+                v(4)
+            ]
         );
-        assert_eq!(n.args[9..16], [v(0), v(0), v(15), v(4), Arg::Buffer(1), v(15), v(4)]);
+        assert_eq!(
+            n.args[9..16],
+            [v(0), v(0), v(15), v(4), Arg::Buffer(1), v(15), v(4)]
+        );
         assert_eq!(n.args.len(), 18);
     }
-
 }

@@ -580,7 +580,10 @@ mod tests {
         assert_eq!(sub.python.len(), 1);
         assert_eq!(sub.python[0].name, "lab/reduce.py");
         assert!(sub.sources.is_empty() && sub.ptx.is_empty());
-        assert_eq!(sub.languages(), vec![crate::rubric::schema::Language::Numba]);
+        assert_eq!(
+            sub.languages(),
+            vec![crate::rubric::schema::Language::Numba]
+        );
         let single = load(&d.path().join("lab/reduce.py")).unwrap();
         assert_eq!(single.python[0].name, "reduce.py");
         let cohort = cohort_entries(&d.path().join("lab")).unwrap();

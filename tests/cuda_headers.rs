@@ -48,7 +48,9 @@ fn down(b: &mut EmuBackend, a: u64, n: usize) -> Vec<f32> {
 }
 
 fn input(n: usize) -> Vec<f32> {
-    (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 16.0).collect()
+    (0..n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 16.0)
+        .collect()
 }
 
 /// Load and launch on the emulator; a module the emulator cannot run must say which
@@ -77,7 +79,14 @@ fn sum_kernel(file: &str, kernel: &str, block: u32) {
     let out = up(&mut b, &[0.0]);
     let grid = (n as u32).div_ceil(block);
     use ParamValue::*;
-    run(&ptx, kernel, grid, block, &mut b, &[Ptr(xa), Ptr(out), I32(n as i32)]);
+    run(
+        &ptx,
+        kernel,
+        grid,
+        block,
+        &mut b,
+        &[Ptr(xa), Ptr(out), I32(n as i32)],
+    );
     let want: f32 = x.iter().sum();
     let got = down(&mut b, out, 1)[0];
     assert!((got - want).abs() < 1e-3, "{kernel}: {got} != {want}");
@@ -102,12 +111,23 @@ fn half_precision() {
     let y: Vec<f32> = x.iter().map(|v| 1.5 - v).collect();
     let (xa, ya, oa) = (up(&mut b, &x), up(&mut b, &y), up(&mut b, &vec![0.0; n]));
     use ParamValue::*;
-    run(&ptx, "fp16_axpy", 3, 128, &mut b, &[Ptr(xa), Ptr(ya), Ptr(oa), I32(n as i32)]);
+    run(
+        &ptx,
+        "fp16_axpy",
+        3,
+        128,
+        &mut b,
+        &[Ptr(xa), Ptr(ya), Ptr(oa), I32(n as i32)],
+    );
     let got = down(&mut b, oa, n);
     for i in 0..n {
         // Every value here is exact in half precision (multiples of 1/16 below 16).
         let want = 0.5 * x[i] + y[i] + f32::max(2.0 * x[i], 2.0 * y[i]);
-        assert!((got[i] - want).abs() < 2e-2, "fp16_axpy[{i}]: {} != {want}", got[i]);
+        assert!(
+            (got[i] - want).abs() < 2e-2,
+            "fp16_axpy[{i}]: {} != {want}",
+            got[i]
+        );
     }
 }
 
@@ -119,17 +139,30 @@ fn bfloat16() {
     let x = input(n);
     let (xa, oa) = (up(&mut b, &x), up(&mut b, &vec![0.0; n]));
     use ParamValue::*;
-    run(&ptx, "bf16_scale", 3, 128, &mut b, &[Ptr(xa), Ptr(oa), I32(n as i32)]);
+    run(
+        &ptx,
+        "bf16_scale",
+        3,
+        128,
+        &mut b,
+        &[Ptr(xa), Ptr(oa), I32(n as i32)],
+    );
     let got = down(&mut b, oa, n);
     for i in 0..n {
         let want = 2.0 * x[i] + 1.0;
-        assert!((got[i] - want).abs() <= want.abs() / 64.0, "bf16_scale[{i}]: {} != {want}", got[i]);
+        assert!(
+            (got[i] - want).abs() <= want.abs() / 64.0,
+            "bf16_scale[{i}]: {} != {want}",
+            got[i]
+        );
     }
 }
 
 #[test]
 fn libcudacxx_std() {
-    let Some(ptx) = ptx_of("cuda_std.cu") else { return };
+    let Some(ptx) = ptx_of("cuda_std.cu") else {
+        return;
+    };
     let mut b = EmuBackend::new();
     let n = 200;
     let x = input(n);
@@ -137,10 +170,20 @@ fn libcudacxx_std() {
     let count = b.alloc(4).unwrap();
     b.write(count, &[0; 4]).unwrap();
     use ParamValue::*;
-    run(&ptx, "std_max", 2, 128, &mut b, &[Ptr(xa), Ptr(oa), Ptr(count), I32(n as i32)]);
+    run(
+        &ptx,
+        "std_max",
+        2,
+        128,
+        &mut b,
+        &[Ptr(xa), Ptr(oa), Ptr(count), I32(n as i32)],
+    );
     let got = down(&mut b, oa, n);
     for i in 0..n {
-        let want = x[i..(i + 4).min(n)].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let want = x[i..(i + 4).min(n)]
+            .iter()
+            .copied()
+            .fold(f32::NEG_INFINITY, f32::max);
         assert_eq!(got[i], want, "std_max[{i}]");
     }
     let c = b.read(count, 4).unwrap();

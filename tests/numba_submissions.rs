@@ -82,7 +82,11 @@ fn correct(r: &Value, id: &str) -> Result<(), String> {
         .filter(|c| c["kind"] != "performance" && c["status"] != "pass")
         .map(|c| format!("{}: {} {}", c["name"], c["message"], c["details"]))
         .collect();
-    if bad.is_empty() { Ok(()) } else { Err(bad.join("\n")) }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(bad.join("\n"))
+    }
 }
 
 fn first_failure(r: &Value, id: &str) -> Value {
@@ -261,11 +265,26 @@ fn typing_errors_point_at_the_python_line() {
     assert_eq!(c["kind"], "compile", "{c}");
     assert_eq!(c["location"], "k.py:8", "{c}");
     assert!(c["message"].as_str().unwrap().contains("setitem"), "{c}");
-    assert!(c["details"].as_str().unwrap().starts_with("k.py:8 │     vals[i] = a[i]"), "{c}");
-    let syntax = grade(&r, &[("k.py", "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n)\n    pass\n")]);
+    assert!(
+        c["details"]
+            .as_str()
+            .unwrap()
+            .starts_with("k.py:8 │     vals[i] = a[i]"),
+        "{c}"
+    );
+    let syntax = grade(
+        &r,
+        &[(
+            "k.py",
+            "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n)\n    pass\n",
+        )],
+    );
     let c = first_failure(&syntax, "vector_add");
     assert_eq!(c["location"], "k.py:4", "{c}");
-    assert!(c["message"].as_str().unwrap().starts_with("SyntaxError"), "{c}");
+    assert!(
+        c["message"].as_str().unwrap().starts_with("SyntaxError"),
+        "{c}"
+    );
 }
 
 #[test]
@@ -277,7 +296,10 @@ fn an_import_that_never_ends_is_a_compile_timeout() {
     let r = rubric(dir.path(), "vector-add", "timeouts: {compile_s: 1}");
     let result = grade(&r, &[("k.py", "while True:\n    pass\n")]);
     let c = first_failure(&result, "vector_add");
-    assert!(c["message"].as_str().unwrap().contains("did not finish"), "{c}");
+    assert!(
+        c["message"].as_str().unwrap().contains("did not finish"),
+        "{c}"
+    );
 }
 
 #[test]

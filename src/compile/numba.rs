@@ -17,9 +17,9 @@
 
 use super::SourceFile;
 use super::toolchain::NumbaToolchain;
-use crate::rubric::schema::{Contract, ScalarType};
 use crate::rubric::ParamType;
 use crate::rubric::schema::ArrayStyle;
+use crate::rubric::schema::{Contract, ScalarType};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -156,11 +156,9 @@ pub fn rename_entry(ptx: &str, name: &str, file: &str) -> String {
     let entry = regex::Regex::new(r"\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)").expect("static regex");
     let mut out = match entry.captures(ptx) {
         Some(c) if &c[1] != name => {
-            let mangled = regex::Regex::new(&format!(
-                r"\b{}([A-Za-z0-9_$]*)",
-                regex::escape(&c[1])
-            ))
-            .expect("escaped regex");
+            let mangled =
+                regex::Regex::new(&format!(r"\b{}([A-Za-z0-9_$]*)", regex::escape(&c[1])))
+                    .expect("escaped regex");
             mangled
                 .replace_all(ptx, |m: &regex::Captures| format!("{name}{}", &m[1]))
                 .into_owned()
@@ -316,7 +314,10 @@ launch: {block: [16], grid: [1]}
         assert_eq!(s[1].text, "(float32[:, ::1], float32[::1], int32, uint64)");
         assert_eq!(s[1].ndims, vec![2, 1, 0, 0]);
         assert_eq!(signatures(&c, ArrayStyle::Flat).len(), 1);
-        assert_eq!(signatures(&c, ArrayStyle::Shaped)[0].ndims, vec![2, 1, 0, 0]);
+        assert_eq!(
+            signatures(&c, ArrayStyle::Shaped)[0].ndims,
+            vec![2, 1, 0, 0]
+        );
         assert_eq!(
             param_sizes(&s[1], &c),
             [vec![8; 9], vec![8; 7], vec![4, 8]].concat()

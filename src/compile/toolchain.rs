@@ -48,7 +48,9 @@ pub fn numba_dir() -> PathBuf {
 /// headers only: `include/cccl` holds CCCL since CUDA 13). Empty when none is installed.
 pub fn cuda_include_dirs() -> Vec<PathBuf> {
     if let Some(list) = std::env::var_os("CUGRADE_CUDA_INCLUDE").filter(|l| !l.is_empty()) {
-        return std::env::split_paths(&list).filter(|p| p.is_dir()).collect();
+        return std::env::split_paths(&list)
+            .filter(|p| p.is_dir())
+            .collect();
     }
     let roots = [
         headers_dir().join("nvidia/cu13/include"),
@@ -194,7 +196,9 @@ pub fn numba() -> Result<NumbaToolchain, String> {
 pub fn ensure_numba() -> Result<NumbaToolchain, String> {
     static ONCE: std::sync::Mutex<Option<Result<NumbaToolchain, String>>> =
         std::sync::Mutex::new(None);
-    let mut once = ONCE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut once = ONCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(r) = once.as_ref() {
         return r.clone();
     }

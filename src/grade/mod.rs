@@ -87,9 +87,17 @@ pub fn grade(
     let accepts = |l| !refused_langs.contains(&l);
     let none: &[crate::compile::SourceFile] = &[];
     let (modules, mut compile_checks, summary) = compile_all(
-        if accepts(Language::Cuda) { &sub.sources } else { none },
+        if accepts(Language::Cuda) {
+            &sub.sources
+        } else {
+            none
+        },
         &sub.headers,
-        if accepts(Language::Ptx) { &sub.ptx } else { none },
+        if accepts(Language::Ptx) {
+            &sub.ptx
+        } else {
+            none
+        },
         opts,
         Duration::from_secs_f64(timeouts.compile_s),
     );
@@ -332,15 +340,15 @@ impl MilestoneRun<'_> {
             s
         } else {
             contract
-            .params
-            .iter()
-            .filter(|p| !p.symbol)
-            .map(|p| match rubric::ParamType::parse(&p.ty) {
-                Some(rubric::ParamType::Buffer(_)) => 8,
-                Some(rubric::ParamType::Scalar(t)) => t.size(),
-                None => 0,
-            })
-            .collect()
+                .params
+                .iter()
+                .filter(|p| !p.symbol)
+                .map(|p| match rubric::ParamType::parse(&p.ty) {
+                    Some(rubric::ParamType::Buffer(_)) => 8,
+                    Some(rubric::ParamType::Scalar(t)) => t.size(),
+                    None => 0,
+                })
+                .collect()
         };
         if info.param_count != expected_params
             || (info.param_sizes.len() == expected_sizes.len()

@@ -117,7 +117,9 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
             o.into_iter()
                 .map(|mut x| {
                     if x.ok {
-                        x.ptx = blobs.next().map(|b| String::from_utf8_lossy(&b).into_owned());
+                        x.ptx = blobs
+                            .next()
+                            .map(|b| String::from_utf8_lossy(&b).into_owned());
                     }
                     x
                 })
@@ -126,9 +128,13 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
         Ok((Response::NumbaCompiled(Err(e)), _)) => {
             all_fail(
                 &mut out,
-                Check::error(CheckKind::Compile, "compile numba", "the Numba toolchain failed")
-                    .with_details(e)
-                    .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
+                Check::error(
+                    CheckKind::Compile,
+                    "compile numba",
+                    "the Numba toolchain failed",
+                )
+                .with_details(e)
+                .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
             );
             return out;
         }
@@ -138,7 +144,10 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                 Check::error(
                     CheckKind::Compile,
                     "compile numba",
-                    format!("unexpected answer from the compile worker: {}", super::variant(&other)),
+                    format!(
+                        "unexpected answer from the compile worker: {}",
+                        super::variant(&other)
+                    ),
                 ),
             );
             return out;
