@@ -235,6 +235,7 @@ fn install_numba() -> Result<NumbaToolchain, String> {
             ])
             .arg(&staging)
             .args(NUMBA_WHEELS)
+            .env("PIP_ROOT_USER_ACTION", "ignore")
             .status()
             .map_err(|e| format!("cannot run pip: {e}"))?;
         if !status.success() {
