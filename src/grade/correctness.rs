@@ -60,7 +60,14 @@ impl MilestoneRun<'_> {
                 break;
             };
             let student_inv = student_invocation(&self.numba, &inv, contract)?;
-            let ran = run_on(worker, &self.m.kernel, &student_inv, dims, None, limit);
+            let ran = run_on(
+                worker,
+                &self.m.kernel,
+                &student_inv,
+                dims,
+                limit,
+                self.opts.gpu.as_deref(),
+            );
             let printed = worker.output();
             match ran {
                 Ok(r) => {
@@ -295,8 +302,8 @@ impl MilestoneRun<'_> {
                 &self.m.kernel,
                 &student_inv,
                 dims,
-                None,
                 Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),
+                None,
             ) {
                 Ok(r) => Ok(r.report.metrics),
                 Err(e) => Err(describe_run_error(&e)),

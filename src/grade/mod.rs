@@ -21,7 +21,7 @@ mod performance;
 mod reference;
 mod run;
 
-pub use baselines::{cpu_time, host_args};
+pub use baselines::{cpu_run, host_args};
 pub use reference::{Reference, validate_reference};
 
 use compiling::compile_all;
@@ -51,8 +51,12 @@ pub struct Options {
     /// Compile target: the device's (`sm_90` on an H200), or `sm_90` without a device.
     pub arch: String,
     pub device_name: String,
-    /// Timed launches per performance check (after 3 warm-ups).
-    pub timing_reps: u32,
+    /// The GPU's PCI bus id on the cuda backend: the key of the per-GPU timing lock
+    /// (`measure::lock`) and of NVML's clock readings.
+    pub gpu: Option<String>,
+    /// Where measured CPU baselines are cached (`measure::calibration`); `None`: the user's
+    /// cache directory.
+    pub baseline_cache: Option<std::path::PathBuf>,
     /// Directories no worker may read (rubric, cohort, outputs): see `sandbox::Policy`.
     pub protected: Vec<std::path::PathBuf>,
 }
@@ -129,6 +133,7 @@ pub fn grade(
             sandbox: &mut run.sandbox,
             numba: None,
             numba_source: false,
+            tensor_ops: false,
         };
         let result = ctx.grade(&modules, &compile_checks, &numba_kernels);
         if ctx.numba_source {
@@ -170,6 +175,8 @@ struct MilestoneRun<'a> {
     numba: Option<crate::compile::numba::Signature>,
     /// The kernel is (or should have been) a Numba kernel: hints speak Numba.
     numba_source: bool,
+    /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
+    tensor_ops: bool,
 }
 
 impl MilestoneRun<'_> {
@@ -243,6 +250,7 @@ impl MilestoneRun<'_> {
             }
             return Ok(());
         };
+        self.tensor_ops = ptx.contains("mma.");
         if let Some(c) = compile_checks
             .iter()
             .find(|c| c.name == format!("compile {file}"))

@@ -9,5 +9,6 @@ mod describe;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod output;
 pub mod sanitize;
 pub mod terminal;
