@@ -137,6 +137,23 @@ const STYLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "local arrays, cuda.fma, float64 scratch, an early return",
+        &[(
+            "vadd.py",
+            "from numba import cuda, float32, float64\n\n\
+             @cuda.jit(fastmath=False)\n\
+             def vector_add(a, b, c, n):\n\
+             \x20   i = cuda.grid(1)\n\
+             \x20   if i >= n:\n\
+             \x20       return\n\
+             \x20   pair = cuda.local.array(2, float32)\n\
+             \x20   pair[0] = a[i]\n\
+             \x20   pair[1] = b[i]\n\
+             \x20   wide = float64(pair[0])\n\
+             \x20   c[i] = cuda.fma(pair[0], float32(1.0), pair[1]) if wide == wide else 0.0\n",
+        )],
+    ),
+    (
         "a notebook export: host code at the top level after the kernel",
         &[(
             "notebook.py",
@@ -283,6 +300,25 @@ fn typing_errors_point_at_the_python_line() {
     assert_eq!(c["location"], "k.py:4", "{c}");
     assert!(
         c["message"].as_str().unwrap().starts_with("SyntaxError"),
+        "{c}"
+    );
+}
+
+#[test]
+fn a_kernel_with_the_wrong_parameters_says_so() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "vector-add", "");
+    let kernel = "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i]\n";
+    let result = grade(&r, &[("k.py", kernel)]);
+    let c = first_failure(&result, "vector_add");
+    assert_eq!(c["kind"], "compile", "{c}");
+    assert_eq!(c["location"], "k.py:4", "{c}");
+    assert_eq!(
+        c["message"],
+        "`vector_add` takes 3 parameters (a, c, n); the assignment passes 4: a, b, c, n",
         "{c}"
     );
 }

@@ -31,6 +31,9 @@ const DRIVER: &str = include_str!("numba_driver.py");
 pub struct NumbaKernel {
     pub name: String,
     pub signatures: Vec<Signature>,
+    /// The contract's parameter names, for a clear message when the counts differ.
+    #[serde(default)]
+    pub params: Vec<String>,
 }
 
 /// A Numba signature (`(float32[::1], int32)`) and each array parameter's dimensions.
@@ -221,6 +224,7 @@ pub fn compile(
         "kernels": kernels.iter().map(|k| serde_json::json!({
             "name": k.name,
             "signatures": k.signatures.iter().map(|s| &s.text).collect::<Vec<_>>(),
+            "params": k.params,
         })).collect::<Vec<_>>(),
     });
     let req_path = temp.join("numba-request.json");

@@ -249,6 +249,29 @@ for k in REQUEST["kernels"]:
         continue
     path, dispatcher = found[0]
     options = getattr(dispatcher, "targetoptions", {}) or {}
+    wanted = k.get("params") or []
+    try:
+        import inspect
+
+        have = list(inspect.signature(dispatcher.py_func).parameters)
+    except (TypeError, ValueError):
+        have = wanted
+    if wanted and len(have) != len(wanted):
+        where = function_location(dispatcher.py_func, "")
+        results.append(
+            {
+                "kernel": name,
+                "ok": False,
+                "missing": False,
+                "file": where[0] or path,
+                "line": where[1],
+                "message": f"`{name}` takes {len(have)} parameters ({', '.join(have)}); "
+                f"the assignment passes {len(wanted)}: {', '.join(wanted)}",
+                "details": "",
+                "signature": 0,
+            }
+        )
+        continue
     first_failure = None
     done = False
     for i, sig_text in enumerate(k["signatures"]):

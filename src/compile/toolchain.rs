@@ -119,7 +119,7 @@ pub struct NumbaToolchain {
     pub site: PathBuf,
     /// `libnvvm.so.4` and the CUDA runtime the wheels brought.
     pub lib_dir: PathBuf,
-    /// Everything the worker must read: the interpreter's prefixes and the wheels.
+    /// Everything the worker must read: the interpreter, its standard library, and the wheels.
     pub read_dirs: Vec<PathBuf>,
 }
 
@@ -136,7 +136,7 @@ fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
         .args([
             "-I",
             "-c",
-            "import os,sys;print(os.path.realpath(sys.executable));print(sys.base_prefix);print(sys.prefix);print(sys.version_info>=(3,10))",
+            "import os,sys,sysconfig as c;p=c.get_paths();print(os.path.realpath(sys.executable));print(sys.version_info>=(3,10));print(p['stdlib']);print(p['platstdlib']);print(c.get_config_var('LIBDIR') or '')",
         ])
         .output()
         .map_err(|e| {
@@ -154,15 +154,14 @@ fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    if lines[3] != "True" {
+    if lines[1] != "True" {
         return Err("Numba submissions need Python 3.10 or newer".into());
     }
+    // The interpreter, its standard library and `libpython`'s dir: not the whole prefix,
+    // which for a system Python is all of /usr.
     let python = PathBuf::from(lines[0]);
-    let mut read = vec![PathBuf::from(lines[1]), PathBuf::from(lines[2])];
-    // A venv's or pyenv's interpreter may live outside both prefixes.
-    if let Some(d) = python.parent() {
-        read.push(d.to_path_buf());
-    }
+    let mut read = vec![python.clone()];
+    read.extend(lines[2..].iter().filter(|l| !l.is_empty()).map(PathBuf::from));
     read.sort();
     read.dedup();
     Ok((python, read))

@@ -51,6 +51,12 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
         kernels.push(NumbaKernel {
             name: m.kernel.clone(),
             signatures: numba::signatures(rubric.contract(&m.contract), rb.numba_arrays),
+            params: rubric
+                .contract(&m.contract)
+                .params
+                .iter()
+                .map(|p| p.name.clone())
+                .collect(),
         });
     }
     let all_fail = |out: &mut NumbaKernels, check: Check| {
