@@ -31,7 +31,10 @@ fn compile(path: &Path) -> Result<String, String> {
     let name = CString::new(path.file_name().unwrap().to_string_lossy().as_bytes()).unwrap();
     let prog = nvrtc::create_program(&src, Some(&name)).map_err(|e| e.to_string())?;
     // CUDA's own headers, as cugrade's compile worker gets them.
-    let mut opts = vec!["--gpu-architecture=sm_90".to_string(), "-lineinfo".to_string()];
+    let mut opts = vec![
+        "--gpu-architecture=sm_90".to_string(),
+        "-lineinfo".to_string(),
+    ];
     opts.extend(
         cugrade::compile::toolchain::cuda_include_dirs()
             .iter()

@@ -161,7 +161,12 @@ fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
     // which for a system Python is all of /usr.
     let python = PathBuf::from(lines[0]);
     let mut read = vec![python.clone()];
-    read.extend(lines[2..].iter().filter(|l| !l.is_empty()).map(PathBuf::from));
+    read.extend(
+        lines[2..]
+            .iter()
+            .filter(|l| !l.is_empty())
+            .map(PathBuf::from),
+    );
     read.sort();
     read.dedup();
     Ok((python, read))
