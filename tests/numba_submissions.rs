@@ -154,6 +154,13 @@ const STYLES: &[(&str, &[(&str, &str)])] = &[
         )],
     ),
     (
+        "a file named like a module the compiler uses",
+        &[(
+            "math.py",
+            "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n",
+        )],
+    ),
+    (
         "a notebook export: host code at the top level after the kernel",
         &[(
             "notebook.py",

@@ -155,8 +155,6 @@ import site  # noqa: E402
 
 # The wheels' directory is a site dir: numba-cuda's redirector is a `.pth` file.
 site.addsitedir(REQUEST["site"])
-sys.path.insert(0, SRC)
-os.chdir(SRC)
 try:
     from numba import cuda, types  # noqa: E402
 except BaseException as e:  # the toolchain itself is broken: say so, not the student
@@ -198,11 +196,18 @@ def _lazy_jit(func_or_sig=None, *args, **kwargs):
 
 cuda.jit = _lazy_jit
 
+# Only now may the student's files be found: a `numba.py` or `math.py` of theirs must not
+# replace what the compiler itself imports.
+sys.path.insert(0, SRC)
+os.chdir(SRC)
+
 modules = []  # (file, namespace, import failure or None)
 for path in REQUEST["files"]:
     mod_name = path[:-3].replace("/", ".")
     if mod_name.endswith(".__init__"):
         mod_name = mod_name[: -len(".__init__")]
+    if mod_name in sys.modules:  # named like a module already loaded (numba, math, ...)
+        mod_name = "_cugrade_student_" + mod_name
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(mod_name, os.path.join(SRC, path))
