@@ -19,6 +19,7 @@ mod correctness;
 mod numba;
 mod performance;
 mod reference;
+mod resources;
 mod run;
 
 pub use baselines::{cpu_run, host_args};
@@ -134,6 +135,7 @@ pub fn grade(
             numba: None,
             numba_source: false,
             tensor_ops: false,
+            compiled: &summary.kernels,
         };
         let result = ctx.grade(&modules, &compile_checks, &numba_kernels);
         if ctx.numba_source {
@@ -177,6 +179,8 @@ struct MilestoneRun<'a> {
     numba_source: bool,
     /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
     tensor_ops: bool,
+    /// `ptxas -v` facts of the submission's kernels (spills).
+    compiled: &'a [crate::result::KernelResources],
 }
 
 impl MilestoneRun<'_> {
@@ -387,6 +391,20 @@ impl MilestoneRun<'_> {
             ),
         ));
         self.worker = Some(worker);
+        // Resources at the launch the speed is measured with (else the first case's).
+        let resource_case = m
+            .performance
+            .first()
+            .and_then(|p| self.rubric.performance_case(&p.case))
+            .or_else(|| self.rubric.cases_for(m).into_iter().next())
+            .cloned();
+        if let Some(dims) =
+            resource_case.and_then(|c| self.dims_for(&c, info.max_threads_per_block).ok())
+        {
+            let compiled = self.compiled.iter().find(|k| k.name == m.kernel);
+            self.checks
+                .push(resources::check(&m.kernel, &info, compiled, dims));
+        }
 
         let budget = Duration::from_secs_f64(self.rubric.rubric.timeouts.milestone_s);
         let mut metrics_by_case: HashMap<String, Metrics> = HashMap::new();
@@ -443,7 +461,10 @@ impl MilestoneRun<'_> {
                 )
                 .with_case(p.case.clone())
             } else {
-                self.performance(p, info.max_threads_per_block)?
+                let t0 = Instant::now();
+                let mut c = self.performance(p, info.max_threads_per_block)?;
+                c.seconds = Some(t0.elapsed().as_secs_f64());
+                c
             };
             self.checks.push(c);
         }
