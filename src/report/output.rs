@@ -4,7 +4,6 @@ use crate::errors::{CliError, Fatal};
 use crate::report;
 use crate::result::GradeResult;
 use clap::ValueEnum;
-use std::io::IsTerminal;
 use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -16,10 +15,51 @@ pub enum Format {
     Json,
 }
 
+/// How much `check` prints in the human format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    /// The total line only.
+    Quiet,
+    Normal,
+    /// The summary plus every check, passing ones too.
+    Verbose,
+}
+
 fn color_for(format: Format) -> bool {
-    format == Format::Human
-        && std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none()
+    format == Format::Human && report::terminal::stdout_wants_color()
+}
+
+/// [`print_result`] at a verbosity: quiet keeps only the summary's last line (the total);
+/// verbose adds every check with its status. Only the human format changes.
+pub fn print_result_at(r: &GradeResult, format: Format, dir: Option<&Path>, v: Verbosity) {
+    if format != Format::Human || v == Verbosity::Normal {
+        return print_result(r, format, dir);
+    }
+    let color = color_for(format);
+    let text = report::terminal::render(r, color);
+    match v {
+        Verbosity::Quiet => {
+            if let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) {
+                println!("{last}");
+            }
+        }
+        _ => {
+            print!("{text}");
+            println!("\nEvery check:");
+            for m in &r.milestones {
+                for c in &m.checks {
+                    let line = format!(
+                        "  {:<7} {} › {}: {}",
+                        c.status.as_str(),
+                        m.id,
+                        c.name,
+                        c.message.lines().next().unwrap_or("")
+                    );
+                    println!("{}", report::sanitize::one_line(&line));
+                }
+            }
+        }
+    }
 }
 
 /// Print a result as `format` asks. `dir` is the submission's folder as the user named it,
