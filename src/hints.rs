@@ -27,3 +27,7 @@ pub const RACE: &str = "Threads read shared memory another thread writes without
 pub const BARRIER_DIVERGENCE: &str = "A __syncthreads() is reached by only some threads of the block: move it out of the divergent branch so every thread executes it.";
 /// Compile error.
 pub const COMPILE: &str = "The code does not compile: read the first error in the log; later errors often follow from it.";
+
+pub const TIMED_WRONG: &str = "Every timed launch runs on fresh inputs and its output is checked against the reference. A kernel must compute the whole answer on every launch: no state kept between launches (a __device__ counter or cache), no answer replayed from an earlier launch, no work skipped once the first launches are done.";
+
+pub const IMPOSSIBLE: &str = "The measured time is below what this GPU's memory bandwidth or arithmetic peak allows for this case: the kernel cannot have done the work it was asked for. If you believe this is wrong, show the course staff your kernel.";

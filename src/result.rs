@@ -123,6 +123,9 @@ pub struct Check {
     /// Wall time of the check in seconds, where it has one (JUnit `time`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// Performance checks: how the speed was measured (samples, noise, interval, clocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Box<crate::measure::Measurement>>,
 }
 
 impl Check {
@@ -146,6 +149,7 @@ impl Check {
             points: None,
             details: None,
             seconds: None,
+            timing: None,
         }
     }
     pub fn pass(kind: CheckKind, name: impl Into<String>, message: impl Into<String>) -> Self {

@@ -73,7 +73,10 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
         seed,
         arch,
         device_name,
-        timing_reps: 20,
+        gpu: (backend == BackendKind::Cuda)
+            .then(|| crate::backend::cuda::pci_bus_id(device).ok())
+            .flatten(),
+        baseline_cache: None,
         protected: Vec::new(),
     })
 }

@@ -1,0 +1,150 @@
+//! Compilation of a submission's sources in a sandboxed compile worker.
+
+use super::*;
+use crate::compile::{self, SourceFile};
+use crate::hints;
+use crate::result::{Check, CheckKind, CompileSummary};
+use crate::worker::protocol::{Request, Response};
+use crate::worker::{Role, Worker, WorkerFailure};
+use std::time::{Duration, Instant};
+
+/// Compile every `.cu` of a submission in a (sandboxed) compile worker.
+/// Returns the PTX modules (name, ptx), the compile check(s) and the summary.
+pub(super) fn compile_all(
+    sources: &[SourceFile],
+    headers: &[SourceFile],
+    ptx: &[SourceFile],
+    opts: &Options,
+    timeout: Duration,
+) -> (Vec<(String, String)>, Vec<Check>, CompileSummary) {
+    let mut modules: Vec<(String, String)> = ptx
+        .iter()
+        .map(|p| (p.name.clone(), p.text.clone()))
+        .collect();
+    let mut checks = vec![];
+    let mut summary = CompileSummary {
+        ok: true,
+        log: String::new(),
+        kernels: vec![],
+    };
+    if sources.is_empty() {
+        return (modules, checks, summary);
+    }
+    let mut worker: Option<Worker> = None;
+    for src in sources {
+        if worker.is_none() {
+            match Worker::spawn(&worker_options(
+                &opts.protected,
+                Role::Compile,
+                opts.backend,
+                opts.device,
+            )) {
+                Ok(w) => worker = Some(w),
+                Err(e) => {
+                    summary.ok = false;
+                    checks.push(Check::error(
+                        CheckKind::Compile,
+                        format!("compile {}", src.name),
+                        format!("could not start the compile worker: {e}"),
+                    ));
+                    continue;
+                }
+            }
+        }
+        let Some(w) = worker.as_mut() else { continue };
+        let started = Instant::now();
+        let req = Request::Compile {
+            main: src.clone(),
+            headers: headers.to_vec(),
+            arch: opts.arch.clone(),
+        };
+        let mut check = match w.call(&req, &[], timeout) {
+            Ok((Response::Compiled { ok, log }, blobs)) => {
+                let log = sanitize_log(&log);
+                if !summary.log.is_empty() {
+                    summary.log.push('\n');
+                }
+                summary.log.push_str(&log);
+                summary.kernels.extend(compile::resources(&log));
+                let ptx_text = blobs
+                    .first()
+                    .map(|b| String::from_utf8_lossy(b).into_owned());
+                match (ok, ptx_text) {
+                    (true, Some(p)) if !p.is_empty() => {
+                        modules.push((src.name.clone(), p));
+                        Check::pass(
+                            CheckKind::Compile,
+                            format!("compile {}", src.name),
+                            format!("{} compiled for {}", src.name, opts.arch),
+                        )
+                    }
+                    _ => {
+                        summary.ok = false;
+                        let first = compile::diagnostics_only(&log)
+                            .lines()
+                            .find(|l| l.contains("error"))
+                            .unwrap_or("compilation failed")
+                            .to_string();
+                        Check::fail(CheckKind::Compile, format!("compile {}", src.name), first)
+                            .with_location(compile::first_location(&log))
+                            .with_hint(hints::COMPILE)
+                            .with_details(compile::diagnostics_only(&log))
+                    }
+                }
+            }
+            Ok((other, _)) => {
+                summary.ok = false;
+                Check::error(
+                    CheckKind::Compile,
+                    format!("compile {}", src.name),
+                    format!(
+                        "unexpected answer from the compile worker: {}",
+                        variant(&other)
+                    ),
+                )
+            }
+            Err(WorkerFailure::Timeout(d)) => {
+                summary.ok = false;
+                worker = None;
+                Check::fail(
+                    CheckKind::Compile,
+                    format!("compile {}", src.name),
+                    format!(
+                        "compilation did not finish within {:.0} s (a template or unroll bomb?)",
+                        d.as_secs_f64()
+                    ),
+                )
+                .with_hint(
+                    "Keep templates and #pragma unroll bounded: compilation has a time limit.",
+                )
+            }
+            Err(f) => {
+                summary.ok = false;
+                let out = w.output().text();
+                worker = None;
+                Check::error(
+                    CheckKind::Compile,
+                    format!("compile {}", src.name),
+                    format!("the compiler crashed: {f}"),
+                )
+                .with_details(sanitize_log(&out))
+            }
+        };
+        check.seconds = Some(started.elapsed().as_secs_f64());
+        checks.push(check);
+    }
+    (modules, checks, summary)
+}
+
+/// NVRTC logs are the student's own diagnostics; cap them.
+pub(super) fn sanitize_log(log: &str) -> String {
+    const CAP: usize = 32 * 1024;
+    if log.len() <= CAP {
+        return log.to_string();
+    }
+    let mut end = CAP;
+    while !log.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[log truncated: {} bytes]", &log[..end], log.len())
+}

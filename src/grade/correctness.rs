@@ -1,0 +1,407 @@
+//! Correctness: every trial of every case, compared byte for byte with the reference, and the
+//! sanitizer and metric findings that come with the runs.
+
+use super::*;
+use crate::backend::{BackendKind, Metrics};
+use crate::check::{self, Resolved};
+use crate::hints;
+use crate::inputs::{self, Invocation};
+use crate::result::{Check, CheckKind, Status};
+use crate::rubric::schema::{Case, Direction};
+use crate::rubric::{self, case_vars};
+use crate::worker::protocol::{Request, Response};
+use crate::worker::{Role, Worker};
+use std::time::{Duration, Instant};
+
+impl MilestoneRun<'_> {
+    /// Run every trial of one case. Returns the case's checks, whether the worker is gone
+    /// (fault or timeout: stop the milestone), and the first trial's emulator metrics.
+    pub(super) fn correctness_case(
+        &mut self,
+        case: &Case,
+        max_threads: u32,
+    ) -> Result<(Vec<Check>, bool, Option<Metrics>), Infrastructure> {
+        let name = format!("correctness {}", case.name);
+        let started = Instant::now();
+        let dims = match self.dims_for(case, max_threads) {
+            Ok(d) => d,
+            Err(e) => {
+                let c = Check::fail(
+                    CheckKind::Launch,
+                    format!("launch {}", case.name),
+                    format!("invalid launch configuration: {e}"),
+                )
+                .with_case(case.name.clone())
+                .with_hint(hints::RESOURCES);
+                return Ok((vec![c], false, None));
+            }
+        };
+        let ref_dims = self.reference_dims(case)?;
+        let contract = self.rubric.contract(&self.m.contract);
+        let vars = case_vars(case);
+        let limit = Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s);
+        let mut out = Vec::new();
+        let mut first_metrics = None;
+        let mut diagnostics_seen = std::collections::BTreeSet::new();
+        let mut trials_ok = 0u32;
+        for trial in 0..self.rubric.rubric.trials {
+            let inv = inputs::generate(
+                contract,
+                &vars,
+                inputs::trial_seed(self.opts.seed, &case.name, trial),
+            )
+            .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
+            let expected = {
+                let k = self.reference_kernel().to_string();
+                self.reference
+                    .expected(&k, &case.name, trial, &inv, ref_dims, limit)?
+            };
+            let Some(worker) = self.worker.as_mut() else {
+                break;
+            };
+            let ran = run_on(
+                worker,
+                &self.m.kernel,
+                &inv,
+                dims,
+                limit,
+                self.opts.gpu.as_deref(),
+            );
+            let printed = worker.output();
+            match ran {
+                Ok(r) => {
+                    if first_metrics.is_none() {
+                        first_metrics = r.report.metrics.clone();
+                    }
+                    for d in &r.report.diagnostics {
+                        let key = (
+                            d.tool.clone(),
+                            d.file.clone(),
+                            d.line,
+                            d.instruction.clone(),
+                        );
+                        if diagnostics_seen.insert(key) {
+                            out.push(sanitizer_check(d, &case.name));
+                        }
+                    }
+                    let found = self.compare_trial(
+                        &inv,
+                        &expected,
+                        &r.allocations,
+                        &vars,
+                        case,
+                        trial,
+                        &printed,
+                    );
+                    if !found.is_empty() {
+                        for (k, c) in found.into_iter().enumerate() {
+                            out.push(if k == 0 {
+                                c.with_details_append(&printed)
+                            } else {
+                                c
+                            });
+                        }
+                        break;
+                    }
+                    trials_ok += 1;
+                }
+                Err(e) => {
+                    let (check, fatal) = runtime_check(&e, &case.name, &printed);
+                    out.push(check);
+                    if let RunError::Backend(_, report) = &e {
+                        for d in &report.diagnostics {
+                            out.push(sanitizer_check(d, &case.name));
+                        }
+                    }
+                    if fatal {
+                        self.worker = None;
+                    }
+                    return Ok((out, fatal, first_metrics));
+                }
+            }
+        }
+        if !out.iter().any(|c| c.kind == CheckKind::Correctness) {
+            let mut c = Check::pass(
+                CheckKind::Correctness,
+                name,
+                format!("values match the reference ({trials_ok} trials on fresh inputs)"),
+            )
+            .with_case(case.name.clone());
+            c.seconds = Some(started.elapsed().as_secs_f64());
+            out.push(c);
+        }
+        Ok((out, false, first_metrics))
+    }
+
+    /// Compare one trial: a failed correctness check (if values differ) and one memory check
+    /// per stray write or changed input. Empty when everything is right.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn compare_trial(
+        &self,
+        inv: &Invocation,
+        expected: &[Vec<u8>],
+        got: &[Vec<u8>],
+        vars: &rubric::expr::Vars,
+        case: &Case,
+        trial: u32,
+        printed: &crate::worker::Captured,
+    ) -> Vec<Check> {
+        let name = format!("correctness {}", case.name);
+        let tol_vars = inv.tolerance_vars(vars);
+        let mut problems: Vec<(String, &'static str)> = Vec::new();
+        let mut memory: Vec<Check> = Vec::new();
+        for (i, b) in inv.buffers.iter().enumerate() {
+            let spec = b.spec();
+            if let Some(stray) = check::guards(&got[i], spec.bytes, spec.guard) {
+                let where_ = if stray.offset < 0 {
+                    format!("{} bytes before the start of `{}`", -stray.offset, b.name)
+                } else {
+                    format!(
+                        "past the end of `{}` (at byte {} of a {}-byte buffer)",
+                        b.name, stray.offset, spec.bytes
+                    )
+                };
+                memory.push(
+                    Check::fail(
+                        CheckKind::Memory,
+                        format!("bounds {}", b.name),
+                        format!("stray write {where_}; {} guard bytes changed", stray.bytes),
+                    )
+                    .with_hint(hints::OUT_OF_BOUNDS),
+                );
+            }
+            let payload = &got[i][spec.guard..spec.guard + spec.bytes];
+            if b.dir == Direction::In {
+                if let Some(idx) = check::changed_input(b, payload) {
+                    memory.push(
+                        Check::fail(
+                            CheckKind::Memory,
+                            format!("read-only {}", b.name),
+                            format!(
+                                "the kernel wrote to input `{}` (first change at element {idx})",
+                                b.name
+                            ),
+                        )
+                        .with_hint(hints::CONST_WRITTEN),
+                    );
+                }
+                continue;
+            }
+            let m = self.m;
+            let t = b
+                .tolerance
+                .as_ref()
+                .or(m.correctness.tolerance.as_ref())
+                .or(Some(&self.rubric.contract(&m.contract).tolerance));
+            let tol = match Resolved::from(t, b.elem, &tol_vars) {
+                Ok(t) => t,
+                Err(e) => {
+                    return vec![
+                        Check::error(CheckKind::Correctness, name, format!("tolerance: {e}"))
+                            .with_case(case.name.clone()),
+                    ];
+                }
+            };
+            let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
+            let c = check::compare(b, exp_payload, payload, tol);
+            if !c.ok() {
+                let hint = if c.unwritten > 0 {
+                    hints::UNWRITTEN
+                } else if c
+                    .first
+                    .iter()
+                    .any(|x| !x.got.is_finite() && x.expected.is_finite())
+                {
+                    hints::NON_FINITE
+                } else {
+                    hints::WRONG_RESULTS
+                };
+                problems.push((c.describe(), hint));
+            }
+        }
+        let mut found: Vec<Check> = memory
+            .into_iter()
+            .map(|mut c| {
+                c.case = Some(case.name.clone());
+                c.message = format!("{} (trial {})", c.message, trial + 1);
+                c
+            })
+            .collect();
+        let _ = printed;
+        if !problems.is_empty() {
+            let hint = self
+                .m
+                .hint
+                .clone()
+                .unwrap_or_else(|| problems[0].1.to_string());
+            let first_line = problems[0].0.lines().next().unwrap_or_default().to_string();
+            let details = problems
+                .iter()
+                .map(|p| p.0.clone())
+                .collect::<Vec<_>>()
+                .join("\n");
+            found.insert(
+                0,
+                Check::fail(
+                    CheckKind::Correctness,
+                    name,
+                    format!(
+                        "wrong results on case {} (trial {}): {first_line}",
+                        case.name,
+                        trial + 1
+                    ),
+                )
+                .with_case(case.name.clone())
+                .with_hint(hint)
+                .with_details(details),
+            );
+        }
+        found
+    }
+
+    pub(super) fn metric_on_emulator(
+        &mut self,
+        x: &crate::rubric::schema::MetricSpec,
+        ptx: &str,
+        max_threads: u32,
+    ) -> Check {
+        let Some(case) = self.rubric.correctness_case(&x.case).cloned() else {
+            return Check::error(
+                CheckKind::Metric,
+                x.metric.clone(),
+                format!("unknown case {}", x.case),
+            );
+        };
+        let run = (|| -> Result<Option<Metrics>, String> {
+            let mut w = Worker::spawn(&worker_options(
+                &self.opts.protected,
+                Role::Run,
+                BackendKind::Emu,
+                0,
+            ))?;
+            match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
+                Ok((Response::Loaded { error: None }, _)) => {}
+                other => {
+                    return Err(format!(
+                        "the emulator could not load the module: {:?}",
+                        other.map(|r| variant(&r.0))
+                    ));
+                }
+            }
+            let dims = self.dims_for(&case, max_threads)?;
+            let contract = self.rubric.contract(&self.m.contract);
+            let inv = inputs::generate(
+                contract,
+                &case_vars(&case),
+                inputs::trial_seed(self.opts.seed, &case.name, 0),
+            )?;
+            match run_on(
+                &mut w,
+                &self.m.kernel,
+                &inv,
+                dims,
+                Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),
+                None,
+            ) {
+                Ok(r) => Ok(r.report.metrics),
+                Err(e) => Err(describe_run_error(&e)),
+            }
+        })();
+        match run {
+            Ok(Some(mx)) => metric_check(x, &mx),
+            Ok(None) => Check::skipped(
+                CheckKind::Metric,
+                x.metric.clone(),
+                "the emulator returned no metrics",
+            )
+            .with_case(x.case.clone()),
+            Err(e) => Check::skipped(
+                CheckKind::Metric,
+                x.metric.clone(),
+                format!("metrics need the PTX emulator, which could not run this case: {e}"),
+            )
+            .with_case(x.case.clone()),
+        }
+    }
+}
+
+pub(super) fn metric_check(x: &crate::rubric::schema::MetricSpec, mx: &Metrics) -> Check {
+    let Some(v) = mx.by_name(&x.metric) else {
+        return Check::skipped(
+            CheckKind::Metric,
+            x.metric.clone(),
+            format!("{} is undefined for this run (no such accesses)", x.metric),
+        )
+        .with_case(x.case.clone());
+    };
+    let ok = x.min.is_none_or(|m| v >= m) && x.max.is_none_or(|m| v <= m);
+    let bound = match (x.min, x.max) {
+        (Some(a), Some(b)) => format!("between {a} and {b}"),
+        (Some(a), None) => format!("at least {a}"),
+        (None, Some(b)) => format!("at most {b}"),
+        (None, None) => String::new(),
+    };
+    let mut c = Check::new(
+        CheckKind::Metric,
+        x.metric.clone(),
+        if ok { Status::Pass } else { Status::Fail },
+        format!("{} = {v:.1} (needs {bound})", x.metric),
+    )
+    .with_case(x.case.clone())
+    .with_measure(
+        v,
+        x.min.or(x.max),
+        if x.metric.contains("efficiency") || x.metric.contains("divergence") {
+            "%"
+        } else {
+            ""
+        },
+    );
+    c.points = Some(if ok { x.points } else { 0.0 });
+    if !ok {
+        c.hint = Some(hints::SLOW.to_string());
+    }
+    c
+}
+
+pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Check {
+    let location = match (&d.file, d.line) {
+        (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+        _ => None,
+    };
+    let hint = match d.tool.as_str() {
+        "racecheck" => hints::RACE,
+        "synccheck" => hints::BARRIER_DIVERGENCE,
+        "memcheck" => hints::OUT_OF_BOUNDS,
+        "initcheck" => {
+            "Shared memory is read before any thread wrote it: initialise it, and put a __syncthreads() between the writes and the reads."
+        }
+        _ => hints::WRONG_RESULTS,
+    };
+    let more = if d.repeats > 0 {
+        format!(" (and {} more times)", d.repeats)
+    } else {
+        String::new()
+    };
+    Check::fail(
+        CheckKind::Sanitizer,
+        format!("{} {}", d.tool, location.clone().unwrap_or_default())
+            .trim()
+            .to_string(),
+        format!(
+            "{}: {} at thread ({},{},{}) of block ({},{},{}){more}",
+            d.tool,
+            d.message,
+            d.thread[0],
+            d.thread[1],
+            d.thread[2],
+            d.block[0],
+            d.block[1],
+            d.block[2]
+        ),
+    )
+    .with_location(location)
+    .with_case(case.to_string())
+    .with_hint(hint)
+    .with_details(format!("PTX: {}", d.instruction))
+}

@@ -1,0 +1,412 @@
+//! Grade one submission against a rubric: the pipeline end to end.
+//!
+//! The parent generates inputs, gets expected outputs from the reference kernel in a trusted
+//! worker, runs the student's kernel in a fresh worker per milestone, and compares raw output
+//! bytes itself. Expected outputs never enter the student's process. A timeout or fault ends
+//! the milestone (its worker is killed) and grading goes on with the next one.
+
+//!
+//! Stages live in submodules: `compiling` (NVRTC in a compile worker), `run` (one request to a
+//! worker and what its failures mean), `reference` (the trusted reference worker and
+//! `validate`), `correctness` (cases, trials, comparisons, sanitizer and metric findings),
+//! `performance` (speed checks through the `measure` stage) and `baselines` (what a speed is
+//! compared with: CPU, reference, cuBLAS, copy bandwidth).
+
+mod baselines;
+mod compiling;
+mod correctness;
+mod performance;
+mod reference;
+mod run;
+
+pub use baselines::{cpu_run, host_args};
+pub use reference::{Reference, validate_reference};
+
+use compiling::compile_all;
+use correctness::metric_check;
+use run::*;
+
+use crate::backend::{BackendKind, LaunchDims, Metrics};
+use crate::compile::{self};
+use crate::hints;
+use crate::inputs::{self};
+use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, RunInfo, Status};
+use crate::rubric::schema::{Case, Milestone};
+use crate::rubric::{self, LoadedRubric, case_vars};
+use crate::score;
+use crate::submission::{self, Submission};
+use crate::worker::protocol::{Request, Response};
+use crate::worker::{Role, Worker, WorkerOptions};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How to grade.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub backend: BackendKind,
+    pub device: usize,
+    pub seed: u64,
+    /// Compile target: the device's (`sm_90` on an H200), or `sm_90` without a device.
+    pub arch: String,
+    pub device_name: String,
+    /// The GPU's PCI bus id on the cuda backend: the key of the per-GPU timing lock
+    /// (`measure::lock`) and of NVML's clock readings.
+    pub gpu: Option<String>,
+    /// Where measured CPU baselines are cached (`measure::calibration`); `None`: the user's
+    /// cache directory.
+    pub baseline_cache: Option<std::path::PathBuf>,
+    /// Directories no worker may read (rubric, cohort, outputs): see `sandbox::Policy`.
+    pub protected: Vec<std::path::PathBuf>,
+}
+
+fn worker_options(
+    protected: &[std::path::PathBuf],
+    role: Role,
+    backend: BackendKind,
+    device: usize,
+) -> WorkerOptions {
+    let mut o = WorkerOptions::new(role, backend, device);
+    o.protected = protected.to_vec();
+    o
+}
+
+/// A failure of the grading machinery itself (not of the student's code): exit 3.
+#[derive(Debug, Clone)]
+pub struct Infrastructure(pub String);
+
+/// Grade one submission. Infrastructure failures (the reference breaks) are `Err`.
+pub fn grade(
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    opts: &Options,
+    reference: &mut Reference,
+) -> Result<GradeResult, Infrastructure> {
+    let rb = &rubric.rubric;
+    let timeouts = &rb.timeouts;
+    let (modules, compile_checks, summary) = compile_all(
+        &sub.sources,
+        &sub.headers,
+        &sub.ptx,
+        opts,
+        Duration::from_secs_f64(timeouts.compile_s),
+    );
+    let mut milestones = Vec::new();
+    let mut run = RunInfo {
+        device: opts.device_name.clone(),
+        arch: opts.arch.clone(),
+        timed: opts.backend == BackendKind::Cuda,
+        cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
+        sandbox: vec![],
+        notes: vec![],
+    };
+    for m in &rb.milestones {
+        let max = rubric::milestone_max(m);
+        let mut ctx = MilestoneRun {
+            rubric,
+            sub,
+            opts,
+            reference,
+            m,
+            checks: vec![],
+            worker: None,
+            sandbox: &mut run.sandbox,
+            tensor_ops: false,
+        };
+        let result = ctx.grade(&modules, &compile_checks);
+        match result {
+            Ok(()) => milestones.push(score::finish(m, max, ctx.checks)),
+            Err(e) => return Err(e),
+        }
+    }
+    let score: f64 = milestones.iter().map(|m: &MilestoneResult| m.score).sum();
+    Ok(GradeResult {
+        assignment: rb.assignment.clone(),
+        student: sub.student.clone(),
+        backend: opts.backend.as_str().to_string(),
+        seed: opts.seed,
+        score: (score * 100.0).round() / 100.0,
+        max_score: rubric.max_score(),
+        milestones,
+        submission_sha256: sub.sha256.clone(),
+        compile: (!sub.sources.is_empty()).then_some(summary),
+        run,
+        notes: sub.notes.clone(),
+    })
+}
+
+struct MilestoneRun<'a> {
+    rubric: &'a LoadedRubric,
+    sub: &'a Submission,
+    opts: &'a Options,
+    reference: &'a mut Reference,
+    m: &'a Milestone,
+    checks: Vec<Check>,
+    worker: Option<Worker>,
+    sandbox: &'a mut Vec<String>,
+    /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
+    tensor_ops: bool,
+}
+
+impl MilestoneRun<'_> {
+    fn grade(
+        &mut self,
+        modules: &[(String, String)],
+        compile_checks: &[Check],
+    ) -> Result<(), Infrastructure> {
+        let m = self.m;
+        let started = Instant::now();
+        // The module that defines the kernel.
+        let module = modules
+            .iter()
+            .find(|(_, ptx)| compile::ptx_entries(ptx).iter().any(|e| e == &m.kernel));
+        let Some((file, ptx)) = module else {
+            let failed: Vec<&Check> = compile_checks
+                .iter()
+                .filter(|c| c.status != Status::Pass)
+                .collect();
+            if !failed.is_empty() {
+                self.checks.extend(failed.into_iter().cloned());
+                self.checks.push(Check::skipped(
+                    CheckKind::Correctness,
+                    "correctness",
+                    "not run: the submission does not compile",
+                ));
+            } else {
+                self.checks.push(
+                    Check::fail(
+                        CheckKind::Kernel,
+                        format!("kernel {}", m.kernel),
+                        format!("kernel `{}` not found in the submission", m.kernel),
+                    )
+                    .with_hint(hints::MISSING_KERNEL.replace("NAME", &m.kernel)),
+                );
+            }
+            return Ok(());
+        };
+        self.tensor_ops = ptx.contains("mma.");
+        if let Some(c) = compile_checks
+            .iter()
+            .find(|c| c.name == format!("compile {file}"))
+        {
+            self.checks.push(c.clone());
+        }
+        let contract = self.rubric.contract(&m.contract);
+        // A fresh, confined worker for this milestone.
+        let mut worker = match Worker::spawn(&worker_options(
+            &self.opts.protected,
+            Role::Run,
+            self.opts.backend,
+            self.opts.device,
+        )) {
+            Ok(w) => w,
+            Err(e) => return Err(Infrastructure(format!("cannot start a worker: {e}"))),
+        };
+        if self.sandbox.is_empty() {
+            *self.sandbox = worker.ready.sandbox.clone();
+        }
+        match worker.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(120)) {
+            Ok((Response::Loaded { error: None }, _)) => {}
+            Ok((Response::Loaded { error: Some(e) }, _))
+                if self.opts.backend == BackendKind::Emu =>
+            {
+                // Our emulator's limit, not the student's mistake.
+                self.checks.push(Check::error(CheckKind::Compile, format!("load {file}"), format!("the PTX emulator cannot run this module: {e}")).with_hint("Grade this submission on a GPU (--backend cuda), and report the unsupported instruction to the course staff."));
+                return Ok(());
+            }
+            Ok((Response::Loaded { error: Some(e) }, _)) => {
+                self.checks.push(
+                    Check::fail(
+                        CheckKind::Compile,
+                        format!("load {file}"),
+                        format!("the module does not load: {e}"),
+                    )
+                    .with_hint(hints::COMPILE),
+                );
+                return Ok(());
+            }
+            other => {
+                let msg = match other {
+                    Err(f) => f.to_string(),
+                    Ok((r, _)) => format!("unexpected answer {}", variant(&r)),
+                };
+                self.checks.push(
+                    Check::error(
+                        CheckKind::Runtime,
+                        "load",
+                        format!("loading the module failed: {msg}"),
+                    )
+                    .with_details(worker.output().text()),
+                );
+                return Ok(());
+            }
+        }
+        let info = match worker.call(
+            &Request::KernelInfo {
+                kernel: m.kernel.clone(),
+            },
+            &[],
+            Duration::from_secs(30),
+        ) {
+            Ok((Response::KernelInfo(Ok(info)), _)) => info,
+            Ok((Response::KernelInfo(Err(e)), _)) => {
+                self.checks.push(
+                    Check::fail(
+                        CheckKind::Kernel,
+                        format!("kernel {}", m.kernel),
+                        e.to_string(),
+                    )
+                    .with_hint(hints::MISSING_KERNEL.replace("NAME", &m.kernel)),
+                );
+                return Ok(());
+            }
+            other => {
+                self.checks.push(Check::error(
+                    CheckKind::Runtime,
+                    "kernel info",
+                    format!("{:?}", other.err()),
+                ));
+                return Ok(());
+            }
+        };
+        let expected_params = contract.params.iter().filter(|p| !p.symbol).count();
+        let expected_sizes: Vec<usize> = contract
+            .params
+            .iter()
+            .filter(|p| !p.symbol)
+            .map(|p| match rubric::ParamType::parse(&p.ty) {
+                Some(rubric::ParamType::Buffer(_)) => 8,
+                Some(rubric::ParamType::Scalar(t)) => t.size(),
+                None => 0,
+            })
+            .collect();
+        if info.param_count != expected_params
+            || (info.param_sizes.len() == expected_sizes.len()
+                && info.param_sizes != expected_sizes)
+        {
+            let sig: Vec<String> = contract
+                .params
+                .iter()
+                .filter(|p| !p.symbol)
+                .map(|p| format!("{} {}", p.ty, p.name))
+                .collect();
+            self.checks.push(
+                Check::fail(
+                    CheckKind::Kernel,
+                    format!("kernel {}", m.kernel),
+                    format!("`{}` takes {} parameters of sizes {:?}; the contract is ({}) with sizes {:?}", m.kernel, info.param_count, info.param_sizes, sig.join(", "), expected_sizes),
+                )
+                .with_hint(hints::MISSING_KERNEL.replace("NAME", &m.kernel)),
+            );
+            return Ok(());
+        }
+        self.checks.push(Check::pass(
+            CheckKind::Kernel,
+            format!("kernel {}", m.kernel),
+            format!(
+                "`{}` found with the contract's {} parameters ({} registers)",
+                m.kernel, info.param_count, info.registers
+            ),
+        ));
+        self.worker = Some(worker);
+
+        let budget = Duration::from_secs_f64(self.rubric.rubric.timeouts.milestone_s);
+        let mut metrics_by_case: HashMap<String, Metrics> = HashMap::new();
+        let cases: Vec<Case> = self.rubric.cases_for(m).into_iter().cloned().collect();
+        let mut stopped = false;
+        for case in &cases {
+            if stopped {
+                self.checks.push(
+                    Check::skipped(
+                        CheckKind::Correctness,
+                        format!("correctness {}", case.name),
+                        "not run: an earlier case crashed or timed out",
+                    )
+                    .with_case(case.name.clone()),
+                );
+                continue;
+            }
+            if started.elapsed() > budget {
+                self.checks.push(
+                    Check::error(
+                        CheckKind::Runtime,
+                        format!("correctness {}", case.name),
+                        format!(
+                            "the milestone's time budget of {:.0} s ran out",
+                            budget.as_secs_f64()
+                        ),
+                    )
+                    .with_case(case.name.clone()),
+                );
+                stopped = true;
+                continue;
+            }
+            let (check, fatal, metrics) =
+                self.correctness_case(case, info.max_threads_per_block)?;
+            if let Some(mx) = metrics {
+                metrics_by_case.insert(case.name.clone(), mx);
+            }
+            self.checks.extend(check);
+            stopped = fatal;
+        }
+        let correct = self
+            .checks
+            .iter()
+            .filter(|c| score::is_correctness_kind(c.kind))
+            .all(|c| c.status == Status::Pass);
+        for p in &m.performance {
+            let c = if self.opts.backend == BackendKind::Emu {
+                Check::skipped(CheckKind::Performance, p.name.clone(), "speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check").with_case(p.case.clone())
+            } else if !correct {
+                Check::skipped(
+                    CheckKind::Performance,
+                    p.name.clone(),
+                    "not timed: the kernel is not correct yet",
+                )
+                .with_case(p.case.clone())
+            } else {
+                self.performance(p, info.max_threads_per_block)?
+            };
+            self.checks.push(c);
+        }
+        for x in &m.metrics {
+            let c = match metrics_by_case.get(&x.case) {
+                Some(mx) => metric_check(x, mx),
+                None if self.opts.backend == BackendKind::Cuda => {
+                    self.metric_on_emulator(x, ptx, info.max_threads_per_block)
+                }
+                None => Check::skipped(
+                    CheckKind::Metric,
+                    x.metric.clone(),
+                    format!("no metrics collected for case {}", x.case),
+                )
+                .with_case(x.case.clone()),
+            };
+            self.checks.push(c);
+        }
+        self.worker = None;
+        Ok(())
+    }
+
+    fn dims_for(&self, case: &Case, max_threads: u32) -> Result<LaunchDims, String> {
+        let contract = self.rubric.contract(&self.m.contract);
+        let launch = if self.rubric.rubric.allow_launch_override {
+            submission::launch_for(self.sub, &self.m.kernel, &contract.launch)
+        } else {
+            contract.launch.clone()
+        };
+        let dims = rubric::eval_launch(&launch, &case_vars(case))?;
+        inputs::check_limits(&dims, max_threads)?;
+        Ok(dims)
+    }
+
+    /// The reference kernel always runs with the contract's own launch.
+    fn reference_dims(&self, case: &Case) -> Result<LaunchDims, Infrastructure> {
+        let contract = self.rubric.contract(&self.m.contract);
+        rubric::eval_launch(&contract.launch, &case_vars(case))
+            .map_err(|e| Infrastructure(format!("reference launch for case {}: {e}", case.name)))
+    }
+
+    fn reference_kernel(&self) -> &str {
+        self.m.reference_kernel.as_deref().unwrap_or(&self.m.kernel)
+    }
+}

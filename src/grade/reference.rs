@@ -1,0 +1,283 @@
+//! The trusted side: the reference module in its own worker, its cached outputs and
+//! baselines, and `validate`'s self-check of a rubric's reference kernels.
+
+use super::*;
+use crate::backend::{BackendKind, LaunchDims};
+use crate::check::{self, Resolved};
+use crate::compile::SourceFile;
+use crate::inputs::{self, Invocation};
+use crate::result::{CompileSummary, Status};
+use crate::rubric::{self, LoadedRubric, case_vars};
+use crate::submission::{self};
+use crate::worker::protocol::{Request, Response};
+use crate::worker::{Role, Worker};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The trusted side: the reference module in its own worker, with caches.
+pub struct Reference {
+    pub(super) ptx: String,
+    pub(super) worker: Option<Worker>,
+    /// Expected allocations by (kernel, case, trial).
+    pub(super) outputs: HashMap<(String, String, u32), Vec<Vec<u8>>>,
+    /// CPU baselines by `calibration::key`, found or measured once per run.
+    pub(super) baselines: HashMap<String, Result<crate::measure::calibration::Found, String>>,
+    /// The harness kernels' PTX, compiled on first use.
+    pub(super) harness: Option<Result<String, String>>,
+    /// The GPU's timing-lock key (cuda backend).
+    pub(super) gpu: Option<String>,
+    pub(super) backend: BackendKind,
+    pub(super) device: usize,
+    pub(super) protected: Vec<std::path::PathBuf>,
+}
+
+impl Reference {
+    /// Compile the rubric's reference kernel file.
+    pub fn compile(rubric: &LoadedRubric, opts: &Options) -> Result<Reference, Infrastructure> {
+        let text = std::fs::read_to_string(&rubric.reference_path).map_err(|e| {
+            Infrastructure(format!(
+                "cannot read {}: {e}",
+                rubric.reference_path.display()
+            ))
+        })?;
+        let name = rubric
+            .reference_path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let src = SourceFile { name, text };
+        let ptx_file = rubric
+            .reference_path
+            .extension()
+            .is_some_and(|e| e == "ptx");
+        let (modules, checks, summary) = if ptx_file {
+            (
+                vec![(src.name.clone(), src.text.clone())],
+                vec![],
+                CompileSummary::default(),
+            )
+        } else {
+            compile_all(
+                std::slice::from_ref(&src),
+                &[],
+                &[],
+                opts,
+                Duration::from_secs_f64(rubric.rubric.timeouts.compile_s * 2.0),
+            )
+        };
+        let Some((_, ptx)) = modules.into_iter().next() else {
+            let why = checks
+                .iter()
+                .map(|c| format!("{}\n{}", c.message, c.details.clone().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(Infrastructure(format!(
+                "the reference kernel {} does not compile:\n{why}\n{}",
+                rubric.reference_path.display(),
+                summary.log
+            )));
+        };
+        Ok(Reference {
+            ptx,
+            worker: None,
+            outputs: HashMap::new(),
+            baselines: HashMap::new(),
+            harness: None,
+            gpu: opts.gpu.clone(),
+            backend: opts.backend,
+            device: opts.device,
+            protected: opts.protected.clone(),
+        })
+    }
+
+    pub(super) fn worker(&mut self) -> Result<&mut Worker, Infrastructure> {
+        if self.worker.is_none() {
+            let mut w = Worker::spawn(&worker_options(
+                &self.protected,
+                Role::Run,
+                self.backend,
+                self.device,
+            ))
+            .map_err(|e| Infrastructure(format!("cannot start the reference worker: {e}")))?;
+            match w.call(
+                &Request::Load,
+                &[self.ptx.as_bytes()],
+                Duration::from_secs(120),
+            ) {
+                Ok((Response::Loaded { error: None }, _)) => {}
+                Ok((Response::Loaded { error: Some(e) }, _)) => {
+                    return Err(Infrastructure(format!(
+                        "the reference module does not load: {e}"
+                    )));
+                }
+                other => {
+                    return Err(Infrastructure(format!(
+                        "the reference worker failed to load: {:?}",
+                        other.err()
+                    )));
+                }
+            }
+            self.worker = Some(w);
+        }
+        self.worker
+            .as_mut()
+            .ok_or_else(|| Infrastructure("no reference worker".into()))
+    }
+
+    /// Expected allocations for one trial (computed once per run).
+    pub(super) fn expected(
+        &mut self,
+        kernel: &str,
+        case: &str,
+        trial: u32,
+        inv: &Invocation,
+        dims: LaunchDims,
+        limit: Duration,
+    ) -> Result<Vec<Vec<u8>>, Infrastructure> {
+        let key = (kernel.to_string(), case.to_string(), trial);
+        if let Some(v) = self.outputs.get(&key) {
+            return Ok(v.clone());
+        }
+        let gpu = self.gpu.clone();
+        let w = self.worker()?;
+        match run_on(w, kernel, inv, dims, limit * 4, gpu.as_deref()) {
+            Ok(r) => {
+                self.outputs.insert(key, r.allocations.clone());
+                Ok(r.allocations)
+            }
+            Err(e) => {
+                self.worker = None;
+                Err(Infrastructure(format!(
+                    "the reference kernel `{kernel}` failed on case {case}: {}",
+                    describe_run_error(&e)
+                )))
+            }
+        }
+    }
+
+    /// cugrade's harness kernels (`measure/harness.cu`) compiled for this run's device, once.
+    pub(super) fn harness(&mut self, opts: &Options) -> Result<String, String> {
+        if let Some(h) = &self.harness {
+            return h.clone();
+        }
+        let src = SourceFile {
+            name: "cugrade-harness.cu".into(),
+            text: crate::measure::session::HARNESS_SOURCE.into(),
+        };
+        let (modules, checks, summary) = compile_all(
+            std::slice::from_ref(&src),
+            &[],
+            &[],
+            opts,
+            Duration::from_secs(120),
+        );
+        let h = modules.into_iter().next().map(|(_, p)| p).ok_or_else(|| {
+            let why: Vec<String> = checks.iter().map(|c| c.message.clone()).collect();
+            format!(
+                "cugrade's timing kernels do not compile: {}\n{}",
+                why.join("; "),
+                summary.log
+            )
+        });
+        self.harness = Some(h.clone());
+        h
+    }
+}
+
+/// `validate`: grade the reference file against its own rubric (kernels exist, run clean,
+/// meet the speed bars on a GPU), then cross-check every reference output with the CPU
+/// implementation where the contract names one. Prints what it finds; `Ok(true)` if clean.
+pub fn validate_reference(rubric: &LoadedRubric, opts: &Options) -> Result<bool, Infrastructure> {
+    let sub =
+        submission::load(&rubric.reference_path).map_err(|e| Infrastructure(e.to_string()))?;
+    let mut reference = Reference::compile(rubric, opts)?;
+    let result = grade(rubric, &sub, opts, &mut reference)?;
+    let mut ok = result.all_passed();
+    for m in &result.milestones {
+        println!(
+            "  {:<24} {:<8} {}/{}",
+            m.id,
+            m.status.as_str(),
+            m.score,
+            m.max_score
+        );
+        for c in m
+            .checks
+            .iter()
+            .filter(|c| !matches!(c.status, Status::Pass | Status::Skipped))
+        {
+            println!("      {} {}: {}", c.status.as_str(), c.name, c.message);
+        }
+    }
+    for m in &rubric.rubric.milestones {
+        let contract = rubric.contract(&m.contract);
+        let Some(cpu) = &contract.cpu else { continue };
+        let Some(f) = crate::baseline::lookup(cpu) else {
+            continue;
+        };
+        let limit = Duration::from_secs_f64(rubric.rubric.timeouts.launch_s);
+        for case in rubric.cases_for(m) {
+            let vars = case_vars(case);
+            let inv = inputs::generate(
+                contract,
+                &vars,
+                inputs::trial_seed(opts.seed, &case.name, 0),
+            )
+            .map_err(Infrastructure)?;
+            let dims = rubric::eval_launch(&contract.launch, &vars).map_err(Infrastructure)?;
+            let kernel = m
+                .reference_kernel
+                .clone()
+                .unwrap_or_else(|| m.kernel.clone());
+            let expected = reference.expected(&kernel, &case.name, 0, &inv, dims, limit)?;
+            let mut args = host_args(&inv, case);
+            if let Err(e) = f(&mut args, crate::baseline::Threads::Single) {
+                println!("  {}: CPU `{cpu}` failed on {}: {e}", m.id, case.name);
+                ok = false;
+                continue;
+            }
+            let tol_vars = inv.tolerance_vars(&vars);
+            for (i, b) in inv.buffers.iter().enumerate() {
+                if !b.is_output() {
+                    continue;
+                }
+                let Some(host) = args.buffers.get(&b.name) else {
+                    continue;
+                };
+                let cpu_bytes = host_bytes(host);
+                let t = b
+                    .tolerance
+                    .as_ref()
+                    .or(m.correctness.tolerance.as_ref())
+                    .or(Some(&contract.tolerance));
+                let tol = Resolved::from(t, b.elem, &tol_vars).map_err(Infrastructure)?;
+                let s = b.spec();
+                let c =
+                    check::compare(b, &cpu_bytes, &expected[i][s.guard..s.guard + s.bytes], tol);
+                if !c.ok() {
+                    ok = false;
+                    println!(
+                        "  {}: reference `{kernel}` disagrees with CPU `{cpu}` on case {}:\n    {}",
+                        m.id,
+                        case.name,
+                        c.describe().replace('\n', "\n    ")
+                    );
+                }
+            }
+        }
+        println!("  {}: reference cross-checked against CPU `{cpu}`", m.id);
+    }
+    Ok(ok)
+}
+
+pub(super) fn host_bytes(b: &crate::baseline::HostBuffer) -> Vec<u8> {
+    use crate::baseline::HostBuffer as H;
+    match b {
+        H::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        H::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        H::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        H::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        H::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        H::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
