@@ -55,7 +55,14 @@ pub fn print_result_at(r: &GradeResult, format: Format, dir: Option<&Path>, v: V
                         c.name,
                         c.message.lines().next().unwrap_or("")
                     );
-                    println!("{}", report::sanitize::one_line(&line));
+                    let line = report::sanitize::one_line(&line);
+                    // One line per check, within 80 columns.
+                    if line.chars().count() > 80 {
+                        let cut: String = line.chars().take(79).collect();
+                        println!("{cut}…");
+                    } else {
+                        println!("{line}");
+                    }
                 }
             }
         }
