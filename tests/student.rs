@@ -85,6 +85,25 @@ fn untouched_starter_says_nothing_is_implemented_from_any_directory() {
     let o = run(&["check", "--backend", "emu", "--quiet"], &dir);
     let (out, _) = text(&o);
     assert_eq!(out.trim(), "Total: 0 / 100  FAIL");
+    // --verbose: what was chosen on stderr, every check on stdout, each line within 80 columns.
+    let o = run(&["check", "--backend", "emu", "-v", "--seed", "5"], &dir);
+    let (out, err) = text(&o);
+    assert!(
+        err.contains("backend: emu") && err.contains("seed: 5"),
+        "{err}"
+    );
+    assert!(out.contains("Every check:"), "{out}");
+    let every = out.split("Every check:").nth(1).unwrap();
+    assert_eq!(
+        every.lines().filter(|l| l.contains("implemented")).count(),
+        3,
+        "{out}"
+    );
+    assert!(every.lines().all(|l| l.chars().count() <= 80), "{out}");
+    let o = run(&["check", "--backend", "emu", "--format", "json"], &dir);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["run"]["device"], "PTX emulator");
+    assert!(!v["run"]["cugrade_version"].as_str().unwrap().is_empty());
     // A second init into the same folder is refused.
     let o = run(&["init", "reduction", "starter"], d.path());
     assert_eq!(o.status.code(), Some(2));

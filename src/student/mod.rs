@@ -137,7 +137,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         );
     }
     let result = if untouched {
-        starter::untouched(r, &sub, &stubs, opts.backend.as_str(), opts.seed)
+        starter::untouched(r, &sub, &stubs, &opts)
     } else {
         opts.protected = protected_dirs(&[rubric.path.as_path(), o.submission.as_path()]);
         let mut reference =

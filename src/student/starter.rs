@@ -362,8 +362,7 @@ pub fn untouched(
     rubric: &LoadedRubric,
     sub: &Submission,
     stubs: &BTreeMap<String, String>,
-    backend: &str,
-    seed: u64,
+    opts: &crate::grade::Options,
 ) -> GradeResult {
     let milestones = rubric
         .rubric
@@ -389,14 +388,20 @@ pub fn untouched(
     GradeResult {
         assignment: rubric.rubric.assignment.clone(),
         student: sub.student.clone(),
-        backend: backend.to_string(),
-        seed,
+        backend: opts.backend.as_str().to_string(),
+        seed: opts.seed,
         score: 0.0,
         max_score: rubric.max_score(),
         milestones,
         submission_sha256: sub.sha256.clone(),
         compile: None,
-        run: Default::default(),
+        run: crate::result::RunInfo {
+            device: opts.device_name.clone(),
+            arch: opts.arch.clone(),
+            timed: false,
+            cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Default::default()
+        },
         notes: vec![
             "nothing implemented yet: fill in a kernel and run `cugrade check` again".into(),
         ],
