@@ -123,7 +123,8 @@ enum Command {
         #[arg(value_name = "LAB", required_unless_present = "list",
               value_parser = clap::builder::PossibleValuesParser::new(crate::labs::LABS.iter().map(|l| l.name)))]
         lab: Option<String>,
-        /// Folder to create; must not exist or be empty [default: ./LAB].
+        /// Folder for the starter [default: ./LAB]; it may hold other files (a fresh clone),
+        /// but not the starter's kernels or cugrade.yaml.
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
         /// List the labs built into this cugrade and exit.

@@ -107,7 +107,17 @@ fn untouched_starter_says_nothing_is_implemented_from_any_directory() {
     // A second init into the same folder is refused.
     let o = run(&["init", "reduction", "starter"], d.path());
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).1.contains("not empty"));
+    assert!(text(&o).1.contains("already exists"), "{:?}", text(&o));
+    // A fresh clone (a folder with other files) takes a starter.
+    let clone = d.path().join("clone");
+    std::fs::create_dir_all(clone.join(".git")).unwrap();
+    std::fs::write(clone.join("README.md"), "course repo").unwrap();
+    let o = run(&["init", "vector-add", "."], &clone);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(clone.join("README.md")).unwrap(),
+        "course repo"
+    );
 }
 
 #[test]

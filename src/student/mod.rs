@@ -213,10 +213,14 @@ pub fn init(lab: Option<&str>, dir: Option<PathBuf>, list: bool) -> Result<i32, 
     for f in &files {
         println!("  {f}");
     }
-    println!(
-        "next: cd {} && cugrade check",
-        shell_word(&dir.to_string_lossy())
-    );
+    if dir == Path::new(".") {
+        println!("next: cugrade check");
+    } else {
+        println!(
+            "next: cd {} && cugrade check",
+            shell_word(&dir.to_string_lossy())
+        );
+    }
     Ok(exit::OK)
 }
 

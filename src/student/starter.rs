@@ -15,22 +15,10 @@ use std::path::Path;
 /// The check name every "not implemented yet" milestone carries.
 pub const NOT_IMPLEMENTED: &str = "implemented";
 
-/// Write a starter for `lab` into `dir`, which must not exist or be empty. Returns the files
-/// written, relative to `dir`.
+/// Write a starter for `lab` into `dir` (created if missing; a folder that already has files,
+/// such as a fresh clone of the student's repository, is fine as long as none of the starter's
+/// files is there). Returns the files written, relative to `dir`.
 pub fn init(lab: &Lab, dir: &Path) -> Result<Vec<String>, String> {
-    if dir.exists() {
-        let empty = std::fs::read_dir(dir)
-            .map_err(|e| format!("cannot read `{}`: {e}", dir.display()))?
-            .next()
-            .is_none();
-        if !empty {
-            return Err(format!(
-                "`{}` already exists and is not empty; name a new folder: cugrade init {} DIR",
-                dir.display(),
-                lab.name
-            ));
-        }
-    }
     let m = lab
         .materialize()
         .map_err(|e| format!("cannot unpack the lab: {e}"))?;
@@ -43,12 +31,30 @@ pub fn init(lab: &Lab, dir: &Path) -> Result<Vec<String>, String> {
         ("lab.md".to_string(), lab.doc.to_string()),
         (".gitignore".to_string(), "cugrade-out/\n".to_string()),
     ];
+    // A README or .gitignore the folder already has is kept; the kernels and cugrade.yaml
+    // must not overwrite anything.
+    let optional = |n: &str| n == "README.md" || n == ".gitignore";
+    if let Some((name, _)) = files
+        .iter()
+        .find(|(n, _)| !optional(n) && dir.join(n).exists())
+    {
+        return Err(format!(
+            "`{}` already exists; nothing was written (use another folder: cugrade init {} DIR)",
+            dir.join(name).display(),
+            lab.name
+        ));
+    }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    let mut written = Vec::new();
     for (name, text) in &files {
         let p = dir.join(name);
+        if optional(name) && p.exists() {
+            continue;
+        }
         std::fs::write(&p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
+        written.push(name.clone());
     }
-    Ok(files.into_iter().map(|(n, _)| n).collect())
+    Ok(written)
 }
 
 fn c_type(t: ScalarType) -> &'static str {
@@ -451,7 +457,7 @@ mod tests {
                     assert!(line.chars().count() <= 80, "{}: {line}", lab.name);
                 }
             }
-            assert!(init(lab, &dir).unwrap_err().contains("not empty"));
+            assert!(init(lab, &dir).unwrap_err().contains("already exists"));
         }
     }
 
