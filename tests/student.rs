@@ -72,9 +72,11 @@ fn untouched_starter_says_nothing_is_implemented_from_any_directory() {
     );
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    // Lines wrap at 80 columns: compare words.
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
     for k in ["reduce_naive", "reduce_shared", "reduce_shuffle"] {
         assert!(
-            out.contains(&format!("not implemented yet (`{k}` has an empty body)")),
+            words.contains(&format!("not implemented yet (`{k}` has an empty body)")),
             "{out}"
         );
     }
@@ -343,5 +345,24 @@ fn github_annotations_point_at_the_students_source_line() {
             out.lines().any(|l| pinned.is_match(l)),
             "{name}: no line matches {pinned}:\n{out}"
         );
+        // The same result for a person: every line within 80 columns.
+        let o = run(
+            &[
+                "check",
+                "--rubric",
+                rubric.to_str().unwrap(),
+                &format!("sub/{name}"),
+                "--backend",
+                "emu",
+                "--seed",
+                "1",
+            ],
+            d.path(),
+        );
+        let (out, _) = text(&o);
+        assert!(out.contains("Total:"), "{out}");
+        for l in out.lines() {
+            assert!(l.chars().count() <= 80, "{name}: {l}");
+        }
     }
 }
