@@ -13,6 +13,10 @@
 //!    reference's on the device, guard bytes included: one wrong launch ends the check and
 //!    names the launch.
 //!
+//! The probe and the seven launches after it run without resetting the `__device__` variables
+//! in between (after one reset at the start), so a kernel whose results depend on what an
+//! earlier launch left behind fails there; every later launch starts from the reset values.
+//!
 //! The first iteration is the probe: its time sizes the rest through the stopping rule, so a
 //! slow kernel gets fewer samples and never more than its budget. Expected outputs exist on
 //! the device only after the student's launch of that iteration has finished, and the inputs
@@ -134,6 +138,9 @@ pub enum Problem {
         index: u64,
         got: f64,
         expected: f64,
+        /// The launch ran without a reset of `__device__` variables since the probe: the
+        /// results depend on state the kernel kept from an earlier launch.
+        chained: bool,
     },
     /// Launch `launch` wrote outside its output.
     StrayWrite {
@@ -162,6 +169,9 @@ pub struct TimingReport {
     pub facts: DeviceFacts,
     pub seconds: f64,
 }
+
+/// Launches after the probe that run without resetting the student's `__device__` variables.
+pub const CHAINED: u64 = 7;
 
 /// Per-launch seed of buffer `b` at iteration `i` (SplitMix64 of the mix).
 fn seed_for(seed: u64, i: u64, b: usize) -> u64 {
@@ -470,8 +480,14 @@ fn measure(
         let set = (i as usize) % d.sets.len();
         d.t.clear_marks();
         // 1-2: fresh inputs, poisoned outputs, reset globals, then the student's launch alone.
+        // The first launches after the probe run without the reset: a kernel whose results
+        // depend on state kept from an earlier launch (a launch counter, a saved answer) is
+        // caught there by the verification; afterwards the reset keeps any such state from
+        // helping.
         d.prepare(set, i, false)?;
-        d.t.restore_globals()?;
+        if i == 0 || i > CHAINED {
+            d.t.restore_globals()?;
+        }
         let student_params = d.params(Slot::Student, set)?;
         if cold {
             d.t.flush_l2()?;
@@ -533,7 +549,7 @@ fn measure(
             Some((a, b)) => Some(d.t.elapsed_ms(a, b)?),
             None => None,
         };
-        if let Some(p) = check_results(&mut d, &res, set, i as u32)? {
+        if let Some(p) = check_results(&mut d, &res, set, i as u32, (1..=CHAINED).contains(&i))? {
             report.problem = Some(p);
             return Ok(());
         }
@@ -576,6 +592,7 @@ fn check_results(
     res: &[u8],
     set: usize,
     launch: u32,
+    chained: bool,
 ) -> Result<Option<Problem>, BackendError> {
     let word = |k: usize| {
         u64::from_le_bytes(<[u8; 8]>::try_from(&res[8 * k..8 * k + 8]).unwrap_or_default())
@@ -609,6 +626,7 @@ fn check_results(
                 index: first,
                 got: read_f64(&got, pb.elem),
                 expected: read_f64(&exp, pb.elem),
+                chained,
             }));
         }
     }
