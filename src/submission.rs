@@ -24,6 +24,10 @@ pub const MAX_TOTAL_BYTES: u64 = 8 << 20;
 pub struct Manifest {
     #[serde(default)]
     pub student: Option<String>,
+    /// The rubric to grade against when `check` gets no `--rubric`: a rubric file relative to
+    /// this manifest's folder, or the name of a lab built into cugrade (`crate::labs`).
+    #[serde(default)]
+    pub rubric: Option<String>,
     /// Launch overrides by kernel name.
     #[serde(default)]
     pub launch: BTreeMap<String, LaunchOverride>,
