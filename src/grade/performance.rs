@@ -71,6 +71,10 @@ impl MilestoneRun<'_> {
             dims,
             buffers,
             args: inv.args.clone(),
+            student_args: match student_invocation(&self.numba, &inv, &contract)? {
+                std::borrow::Cow::Owned(numba) => Some(numba.args),
+                std::borrow::Cow::Borrowed(_) => None,
+            },
             verify: RefCall {
                 kernel: self.reference_kernel().to_string(),
                 dims: ref_dims,
@@ -88,7 +92,20 @@ impl MilestoneRun<'_> {
             launch_deadline_ms: (launch_s.min(2.0 * budget) * 1e3) as u64,
             seed: inputs::trial_seed(self.opts.seed, &format!("timed {}", case.name), 0),
         };
-        let allocs = inv.allocations();
+        // Buffers drawn on the device travel empty: only outputs' initial contents (and inputs
+        // without a generator) cross the pipe.
+        let allocs: Vec<Vec<u8>> = inv
+            .buffers
+            .iter()
+            .zip(&spec.buffers)
+            .map(|(b, p)| {
+                if p.draw.is_some() {
+                    Vec::new()
+                } else {
+                    b.allocation()
+                }
+            })
+            .collect();
         let mut blobs: Vec<&[u8]> = vec![self.reference.ptx.as_bytes(), harness.as_bytes()];
         blobs.extend(allocs.iter().map(Vec::as_slice));
         let bytes: usize = allocs.iter().map(Vec::len).sum();

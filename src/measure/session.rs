@@ -110,6 +110,10 @@ pub struct MeasureSpec {
     pub dims: LaunchDims,
     pub buffers: Vec<PlanBuffer>,
     pub args: Vec<Arg>,
+    /// The student's kernel's own arguments where its calling convention differs from the
+    /// reference's (Numba: array descriptors; symbols are passed, not set).
+    #[serde(default)]
+    pub student_args: Option<Vec<Arg>>,
     /// The reference kernel whose outputs every timed launch is checked against.
     pub verify: RefCall,
     pub baseline: BaselinePlan,
@@ -270,7 +274,14 @@ impl Device<'_> {
             };
             base + pb.spec.guard as u64
         };
+        let own_args = match (&self.spec.student_args, slot) {
+            (Some(a), Slot::Student) => Some(a.clone()),
+            _ => None,
+        };
         for b in 0..self.spec.buffers.len() {
+            if own_args.is_some() {
+                break;
+            }
             if let Some(sym) = self.spec.buffers[b].symbol.clone() {
                 let (ptr, size) = self.t.global(slot, &sym)?;
                 let bytes = self.spec.buffers[b].spec.bytes.min(size);
@@ -278,9 +289,9 @@ impl Device<'_> {
                 self.t.copy(ptr, from, bytes)?;
             }
         }
-        Ok(self
-            .spec
-            .args
+        Ok(own_args
+            .as_ref()
+            .unwrap_or(&self.spec.args)
             .iter()
             .map(|a| match a {
                 Arg::Buffer(b) => ParamValue::Ptr(addr(self, *b)),
@@ -355,7 +366,8 @@ fn read_f64(bytes: &[u8], elem: u32) -> f64 {
 }
 
 /// Run the timed section. `blobs`: the reference PTX, the harness PTX, then every buffer's
-/// initial allocation (guards included) in `spec.buffers` order. Device failures end up in
+/// initial allocation (guards included) in `spec.buffers` order; empty for a buffer drawn on the
+/// device. Device failures end up in
 /// `problem`; an `Err` is a failure of the set-up itself.
 pub fn run(t: &mut dyn Timer, spec: &MeasureSpec, blobs: &[Vec<u8>]) -> TimingReport {
     let started = Instant::now();
@@ -405,14 +417,20 @@ fn measure(
     let mut reference = Vec::new();
     let mut tables = Vec::new();
     for (b, blob) in spec.buffers.iter().zip(&blobs[2..]) {
-        if blob.len() != b.spec.total() {
+        // A buffer drawn on the device needs no initial contents from the host (an empty blob).
+        let drawn_empty = b.draw.is_some() && blob.is_empty();
+        if blob.len() != b.spec.total() && !drawn_empty {
             return Err(BackendError::Other(
                 "measure: a buffer blob has the wrong size".into(),
             ));
         }
-        let p = t.alloc(b.spec.total())?;
-        t.upload(p, blob)?;
-        pristine.push(p);
+        if drawn_empty {
+            pristine.push(0);
+        } else {
+            let p = t.alloc(b.spec.total())?;
+            t.upload(p, blob)?;
+            pristine.push(p);
+        }
         reference.push(if b.compare.is_some() {
             Some(t.alloc(b.spec.total())?)
         } else {
