@@ -340,6 +340,7 @@ impl MilestoneRun<'_> {
             self.checks.extend(check);
             stopped = fatal;
         }
+        self.mark_small_cases_only(&cases);
         let correct = self
             .checks
             .iter()
