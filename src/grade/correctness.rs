@@ -457,3 +457,57 @@ pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Che
     .with_cause(d.tool.clone())
     .with_details(format!("PTX: {}", d.instruction))
 }
+
+/// Quote the student's source line under every check that names a `file:line` of the
+/// submission, so that reports show the line itself (result.json keeps only that line).
+pub(super) fn attach_snippets(milestones: &mut [crate::result::MilestoneResult], sub: &Submission) {
+    let files: Vec<&crate::compile::SourceFile> = sub.sources.iter().chain(&sub.headers).collect();
+    for c in milestones.iter_mut().flat_map(|m| m.checks.iter_mut()) {
+        if c.snippet.is_some() {
+            continue;
+        }
+        c.snippet = c.location.as_deref().and_then(|l| source_line(l, &files));
+    }
+}
+
+/// The line a `file:line[:col]` location names, if the file is one of `files`.
+pub(super) fn source_line(
+    location: &str,
+    files: &[&crate::compile::SourceFile],
+) -> Option<crate::result::SourceLine> {
+    let mut parts = location.split(':');
+    let file = parts.next()?;
+    let line: u32 = parts.next()?.trim().parse().ok()?;
+    let f = files
+        .iter()
+        .find(|f| f.name == file || f.name.rsplit('/').next() == Some(file))?;
+    let text = f.text.lines().nth(usize::try_from(line).ok()?.checked_sub(1)?)?;
+    // A line is quoted, not a file: cap what a minified source could put on one line.
+    let text: String = text.chars().take(400).collect();
+    Some(crate::result::SourceLine {
+        line,
+        text: text.trim_end().to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::SourceFile;
+
+    #[test]
+    fn source_lines_are_found_by_location() {
+        let f = SourceFile {
+            name: "src/reduce.cu".into(),
+            text: "a\n  partial[tid] += x;  \nc".into(),
+        };
+        let files = [&f];
+        let l = source_line("src/reduce.cu:2", &files).unwrap();
+        assert_eq!((l.line, l.text.as_str()), (2, "  partial[tid] += x;"));
+        assert_eq!(source_line("reduce.cu:3", &files).unwrap().text, "c");
+        assert!(source_line("reduce.cu:0", &files).is_none());
+        assert!(source_line("reduce.cu:9", &files).is_none());
+        assert!(source_line("other.cu:1", &files).is_none());
+        assert!(source_line("reduce.cu", &files).is_none());
+    }
+}

@@ -113,6 +113,7 @@ pub fn grade(
             Err(e) => return Err(e),
         }
     }
+    correctness::attach_snippets(&mut milestones, sub);
     let score: f64 = milestones.iter().map(|m: &MilestoneResult| m.score).sum();
     Ok(GradeResult {
         assignment: rb.assignment.clone(),

@@ -6,6 +6,7 @@
 
 pub mod cohort;
 mod describe;
+pub mod findings;
 pub mod json;
 pub mod junit;
 pub mod markdown;

@@ -7,7 +7,8 @@
 
 use super::describe::{self, status_word};
 use super::sanitize::{one_line, plain_text};
-use crate::result::{GradeResult, Status};
+use super::findings::{self, Finding};
+use crate::result::{CheckKind, GradeResult, MilestoneResult, Status};
 use owo_colors::{OwoColorize, Style};
 use std::fmt::Write as _;
 
@@ -19,6 +20,12 @@ const DETAIL_WIDTH: usize = 160;
 /// The human summary. `color` should be false when stdout is not a terminal or `NO_COLOR` is
 /// set (the caller knows which stream it writes to).
 pub fn render(r: &GradeResult, color: bool) -> String {
+    render_with(r, color, false)
+}
+
+/// [`render`], and with `verbose` the evidence a student rarely needs (the PTX instruction of a
+/// sanitizer finding, every occurrence's case).
+pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
     let paint = |s: &str, style: Style| {
         if color {
             s.style(style).to_string()
@@ -58,7 +65,16 @@ pub fn render(r: &GradeResult, color: bool) -> String {
                 status_style(m.status)
             ),
             describe::score_of(m.score, m.max_score)
-        );
+        )
+        .and_then(|()| {
+            if m.provisional {
+                // Before the newline: "20 / 45, speed not measured" on the milestone's row.
+                out.pop();
+                writeln!(out, ", {}", describe::PROVISIONAL)
+            } else {
+                Ok(())
+            }
+        });
     }
 
     if !r.run.timed {
@@ -86,43 +102,19 @@ pub fn render(r: &GradeResult, color: bool) -> String {
         );
     }
 
-    let problems: Vec<_> = r
-        .milestones
-        .iter()
-        .flat_map(|m| m.checks.iter().map(move |c| (m, c)))
-        .filter(|(_, c)| describe::is_problem(c))
-        .collect();
-    if !problems.is_empty() {
-        out.push('\n');
-    }
-    for (m, c) in problems {
-        let _ = writeln!(
-            out,
-            "{} {} › {}: {}",
-            paint(status_word(c.status), status_style(c.status)),
-            one_line(&m.id),
-            one_line(&c.name),
-            one_line(&c.message)
-        );
-        if let Some(l) = &c.location {
-            let _ = writeln!(out, "    at {}", one_line(l));
-        }
-        if let Some(case) = &c.case {
-            let _ = writeln!(out, "    case {}", one_line(case));
-        }
-        if let Some(meas) = describe::measurement(c) {
-            let _ = writeln!(out, "    measured {meas}");
-        }
-        if let Some(h) = &c.hint {
-            let _ = writeln!(
-                out,
-                "    {} {}",
-                paint("hint:", Style::new().cyan()),
-                one_line(h)
-            );
-        }
-        if let Some(d) = &c.details {
-            details(&mut out, d, &paint);
+    let mut first = true;
+    for m in &r.milestones {
+        // A milestone's hint is said once, under its first finding.
+        let mut hints_said: Vec<&str> = Vec::new();
+        for f in findings::group(&m.checks)
+            .iter()
+            .filter(|f| describe::is_problem(f.check))
+        {
+            if first {
+                out.push('\n');
+                first = false;
+            }
+            finding(&mut out, m, f, &mut hints_said, verbose, color, &paint);
         }
     }
 
@@ -131,12 +123,54 @@ pub fn render(r: &GradeResult, color: bool) -> String {
         "\n{} {}  {}",
         paint("Total:", Style::new().bold()),
         paint(
-            &describe::score_of(r.score, r.max_score),
+            &describe::provisional_score(r.score, r.max_score, r.provisional()),
             Style::new().bold()
         ),
         paint(status_word(r.status()), status_style(r.status()))
     );
     out
+}
+
+/// One finding: a compiler-style diagnostic (title, the student's line, where it happened, the
+/// hint), then the first lines of its evidence.
+fn finding<'a>(
+    out: &mut String,
+    m: &MilestoneResult,
+    f: &Finding<'a>,
+    hints_said: &mut Vec<&'a str>,
+    verbose: bool,
+    color: bool,
+    paint: &dyn Fn(&str, Style) -> String,
+) {
+    let c = f.check;
+    let title = format!(
+        "{} › {}: {}",
+        m.id,
+        findings::display_name(f),
+        findings::display_message(f)
+    );
+    let mut notes = Vec::new();
+    if let Some(w) = f.where_cases() {
+        notes.push(w);
+    }
+    if verbose && f.all.len() > 1 {
+        notes.push(format!("{} occurrences (result.json lists each)", f.all.len()));
+    }
+    if let Some(meas) = describe::measurement(c) {
+        notes.push(format!("measured {meas}"));
+    }
+    let hint = c.hint.as_deref().filter(|h| !hints_said.contains(h));
+    if let Some(h) = hint {
+        hints_said.push(h);
+    }
+    let text = findings::diagnostic(f, &title, &notes, hint, color);
+    out.push_str(text.trim_end());
+    out.push('\n');
+    // A sanitizer's evidence is the PTX instruction: for --verbose only.
+    let show = c.kind != CheckKind::Sanitizer || verbose;
+    if let Some(d) = c.details.as_ref().filter(|_| show) {
+        details(out, d, paint);
+    }
 }
 
 /// The first lines of a check's details, each behind a fixed prefix so that no student line
