@@ -49,7 +49,7 @@ pub fn for_wrong(w: &crate::check::Wrong) -> &'static str {
         Wrong::Transposed => TRANSPOSED,
         Wrong::Permuted => PERMUTED,
         Wrong::Edges { .. } => EDGES,
-        Wrong::Values => WRONG_RESULTS,
+        Wrong::Values { .. } => WRONG_RESULTS,
     }
 }
 /// Right on small inputs, wrong on large ones.

@@ -37,8 +37,8 @@ pub enum Wrong {
     Permuted,
     /// Right inside, wrong only within `band` elements of the border along some dimension.
     Edges { band: usize, wrong: usize },
-    /// None of the above.
-    Values,
+    /// None of the above: `wrong` elements differ.
+    Values { wrong: usize },
 }
 
 impl Wrong {
@@ -54,7 +54,7 @@ impl Wrong {
             Wrong::Transposed => "transposed",
             Wrong::Permuted => "permuted",
             Wrong::Edges { .. } => "edges",
-            Wrong::Values => "wrong-values",
+            Wrong::Values { .. } => "wrong-values",
         }
     }
 
@@ -96,7 +96,9 @@ impl Wrong {
                 "`{name}` is right except at the edges: all {wrong} wrong elements lie within \
                  {band} of the border (bounds or padding)"
             ),
-            Wrong::Values => format!("`{name}` has wrong values"),
+            Wrong::Values { wrong } => {
+                format!("`{name}` has wrong values: {wrong} of {total} elements")
+            }
         }
     }
 }
@@ -127,7 +129,7 @@ fn is_poison(bytes: &[u8], elem: ScalarType) -> bool {
 
 /// Classify a wrong output. `initial` is the payload the buffer was sent with (`buf.data`),
 /// `expected` the reference's payload, `got` the student's. Call it only for a buffer that
-/// has at least one wrong element; on one that is right it answers `Values`.
+/// has at least one wrong element; on one that is right it answers `Values { wrong: 0 }`.
 pub fn classify(
     buf: &Buffer,
     initial: &[u8],
@@ -141,7 +143,7 @@ pub fn classify(
     let g = decode(got, elem);
     let n = e.len().min(g.len());
     if n == 0 {
-        return Wrong::Values;
+        return Wrong::Values { wrong: 0 };
     }
     let element = |b: &[u8], i: usize| b.get(i * w..i * w + w).map(<[u8]>::to_vec);
     let unwritten_at =
@@ -150,8 +152,9 @@ pub fn classify(
     let ok = |i: usize| tol.accepts(e[i], g[i], elem);
     let bad: Vec<usize> = (0..n).filter(|&i| !ok(i)).collect();
     if bad.is_empty() {
-        return Wrong::Values;
+        return Wrong::Values { wrong: 0 };
     }
+    let values = Wrong::Values { wrong: bad.len() };
 
     // Never written, entirely or partly.
     let unwritten: Vec<usize> = bad.iter().copied().filter(|&i| unwritten_at(i)).collect();
@@ -186,7 +189,7 @@ pub fn classify(
 
     // The rest only mean something with more than one element.
     if n < 2 {
-        return Wrong::Values;
+        return values;
     }
 
     // Off by a constant: the first wrong element's difference explains every element.
@@ -216,7 +219,7 @@ pub fn classify(
             wrong: bad.len(),
         };
     }
-    Wrong::Values
+    values
 }
 
 /// Is `g` the transpose of `e` over the last two dimensions of `shape` (leading dimensions are
@@ -386,7 +389,7 @@ mod tests {
         assert_eq!(w, Wrong::Offset { by: 3.0 });
         assert!(w.describe("c", 10).contains("3 more"), "{}", w.describe("c", 10));
         // One element: every wrong value is "off by a constant", so nothing is claimed.
-        assert_eq!(class(&[1.0], &[4.0], None), Wrong::Values);
+        assert_eq!(class(&[1.0], &[4.0], None), Wrong::Values { wrong: 1 });
     }
 
     #[test]
@@ -439,7 +442,7 @@ mod tests {
         let mut g = e.clone();
         g[3 * 8 + 4] = 1e6;
         g[4 * 8 + 3] = -1e6;
-        assert_eq!(class(&e, &g, Some(vec![8, 8])), Wrong::Values);
+        assert_eq!(class(&e, &g, Some(vec![8, 8])), Wrong::Values { wrong: 2 });
     }
 
     #[test]
@@ -448,7 +451,9 @@ mod tests {
         let mut g = e.clone();
         g[2] = 100.0;
         g[7] = -3.5;
-        assert_eq!(class(&e, &g, None), Wrong::Values);
+        let w = class(&e, &g, None);
+        assert_eq!(w, Wrong::Values { wrong: 2 });
+        assert_eq!(w.describe("c", 10), "`c` has wrong values: 2 of 10 elements");
     }
 
     #[test]
@@ -477,8 +482,8 @@ mod tests {
     fn short_or_odd_buffers_do_not_panic() {
         let b = buf(4, Some(vec![0, 4]));
         let e = encode(&[1.0, 2.0, 3.0, 4.0], ScalarType::F32);
-        assert_eq!(classify(&b, &b.data, &e, &[1, 2, 3], tol()), Wrong::Values);
-        assert_eq!(classify(&b, &[], &e, &e[..8], tol()), Wrong::Values);
+        assert_eq!(classify(&b, &b.data, &e, &[1, 2, 3], tol()), Wrong::Values { wrong: 0 });
+        assert_eq!(classify(&b, &[], &e, &e[..8], tol()), Wrong::Values { wrong: 0 });
         let g = encode(&[4.0, 3.0, 2.0, 1.0], ScalarType::F32);
         assert_eq!(classify(&b, &b.data, &e, &g, tol()), Wrong::Permuted);
     }

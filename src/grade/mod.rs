@@ -18,6 +18,7 @@ mod correctness;
 mod performance;
 mod reference;
 mod run;
+pub mod sanitizer;
 
 pub use baselines::{cpu_time, host_args};
 pub use reference::{Reference, validate_reference};
@@ -342,6 +343,18 @@ impl MilestoneRun<'_> {
             stopped = fatal;
         }
         self.mark_small_cases_only(&cases);
+        if self.opts.backend == BackendKind::Cuda {
+            // The GPU has no sanitizer of its own here: the emulator's run the smallest cases.
+            let found = sanitizer::on_emulator(
+                self.rubric,
+                m,
+                self.sub,
+                ptx,
+                self.opts.seed,
+                &self.opts.protected,
+            );
+            self.checks.extend(found);
+        }
         let correct = self
             .checks
             .iter()

@@ -12,6 +12,9 @@ use super::sanitize::{DETAILS_CAP, one_line, plain_text, truncate};
 use crate::result::{CheckKind, CompileSummary, GradeResult, MilestoneResult, Status};
 use std::fmt::Write as _;
 
+/// Cases a finding names before "and N more" (result.json lists them all).
+const CASES_SHOWN: usize = 8;
+
 /// The Markdown report for one submission.
 pub fn render(r: &GradeResult) -> String {
     let mut out = String::new();
@@ -147,10 +150,19 @@ fn check<'a>(out: &mut String, f: &Finding<'a>, hints_said: &mut Vec<&'a str>) {
     if let Some(l) = &c.location {
         facts.push(format!("- **Where:** `{}`", code_span_text(l)));
     }
-    if let Some(w) = f.where_cases() {
-        let label = if f.cases().len() > 1 { "Cases" } else { "Case" };
-        let w = w.trim_start_matches("cases ").trim_start_matches("case ");
-        facts.push(format!("- **{label}:** {}", inline(w)));
+    let cases = f.cases();
+    if !cases.is_empty() {
+        let label = if cases.len() > 1 { "Cases" } else { "Case" };
+        let spans: Vec<String> = cases
+            .iter()
+            .take(CASES_SHOWN)
+            .map(|c| format!("`{}`", code_span_text(c)))
+            .collect();
+        let more = match cases.len().saturating_sub(CASES_SHOWN) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        facts.push(format!("- **{label}:** {}{more}", spans.join(", ")));
     }
     if let Some(m) = describe::measurement(c) {
         facts.push(format!("- **Measured:** {}", inline(&m)));

@@ -102,20 +102,34 @@ pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
         );
     }
 
+    // A finding several milestones share word for word (one compile error stops them all) is
+    // printed once, under the first, with the others named.
+    let all: Vec<(&MilestoneResult, Finding)> = r
+        .milestones
+        .iter()
+        .flat_map(|m| findings::group(&m.checks).into_iter().map(move |f| (m, f)))
+        .filter(|(_, f)| describe::is_problem(f.check))
+        .collect();
+    let same = |a: &Finding, b: &Finding| {
+        let (x, y) = (a.check, b.check);
+        (x.kind, &x.name, &x.message, &x.location) == (y.kind, &y.name, &y.message, &y.location)
+    };
     let mut first = true;
-    for m in &r.milestones {
-        // A milestone's hint is said once, under its first finding.
-        let mut hints_said: Vec<&str> = Vec::new();
-        for f in findings::group(&m.checks)
-            .iter()
-            .filter(|f| describe::is_problem(f.check))
-        {
-            if first {
-                out.push('\n');
-                first = false;
-            }
-            finding(&mut out, m, f, &mut hints_said, verbose, color, &paint);
+    let mut hints_said: Vec<(&str, &str)> = Vec::new();
+    for (i, (m, f)) in all.iter().enumerate() {
+        if all[..i].iter().any(|(_, g)| same(f, g)) {
+            continue;
         }
+        let also: Vec<&str> = all[i + 1..]
+            .iter()
+            .filter(|(_, g)| same(f, g))
+            .map(|(m, _)| m.id.as_str())
+            .collect();
+        if first {
+            out.push('\n');
+            first = false;
+        }
+        finding(&mut out, m, f, &also, &mut hints_said, verbose, color, &paint);
     }
 
     let _ = writeln!(
@@ -133,11 +147,13 @@ pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
 
 /// One finding: a compiler-style diagnostic (title, the student's line, where it happened, the
 /// hint), then the first lines of its evidence.
+#[allow(clippy::too_many_arguments)]
 fn finding<'a>(
     out: &mut String,
-    m: &MilestoneResult,
+    m: &'a MilestoneResult,
     f: &Finding<'a>,
-    hints_said: &mut Vec<&'a str>,
+    also: &[&str],
+    hints_said: &mut Vec<(&'a str, &'a str)>,
     verbose: bool,
     color: bool,
     paint: &dyn Fn(&str, Style) -> String,
@@ -153,15 +169,23 @@ fn finding<'a>(
     if let Some(w) = f.where_cases() {
         notes.push(w);
     }
+    if !also.is_empty() {
+        let s = if also.len() > 1 { "s" } else { "" };
+        notes.push(format!("the same in milestone{s} {}", also.join(", ")));
+    }
     if verbose && f.all.len() > 1 {
         notes.push(format!("{} occurrences (result.json lists each)", f.all.len()));
     }
     if let Some(meas) = describe::measurement(c) {
         notes.push(format!("measured {meas}"));
     }
-    let hint = c.hint.as_deref().filter(|h| !hints_said.contains(h));
+    // A milestone's hint is said once, under its first finding.
+    let hint = c
+        .hint
+        .as_deref()
+        .filter(|h| !hints_said.contains(&(m.id.as_str(), *h)));
     if let Some(h) = hint {
-        hints_said.push(h);
+        hints_said.push((m.id.as_str(), h));
     }
     let text = findings::diagnostic(f, &title, &notes, hint, color);
     out.push_str(text.trim_end());
