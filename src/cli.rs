@@ -1,13 +1,12 @@
 //! The command line: parse, pick a backend, dispatch. The work lives in the other modules.
 
-use crate::backend::BackendKind;
 use crate::errors::{CliError, Fatal};
 use crate::exit;
-use crate::grade::{self, Options, Reference};
-use crate::result::GradeResult;
-use crate::{report, rubric, submission};
-use clap::{Parser, Subcommand, ValueEnum};
-use std::io::IsTerminal;
+use crate::grade::{self, Reference};
+use crate::report::output::{Format, print_result, write_outputs};
+use crate::setup::{BackendChoice, Requested, protected_dirs, resolve};
+use crate::{rubric, submission};
+use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
 #[derive(Parser, Debug)]
@@ -19,23 +18,6 @@ use std::path::{Path, PathBuf};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendChoice {
-    /// cuda when a usable GPU is present, else emu.
-    Auto,
-    Cuda,
-    Emu,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Human,
-    /// Human summary plus `::error file=…,line=…::` annotations for GitHub Actions.
-    Github,
-    /// result.json on standard output.
-    Json,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -184,98 +166,11 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     Ok((k, n))
 }
 
-/// What the user asked for, before a backend is chosen.
-#[derive(Debug, Clone)]
-pub struct Requested {
-    pub backend: BackendChoice,
-    pub seed: Option<u64>,
-    pub gpus: Vec<usize>,
-}
-
 fn common_options(c: &Common) -> Requested {
     Requested {
         backend: c.backend,
         seed: c.seed,
         gpus: c.gpus.clone(),
-    }
-}
-
-/// Pick the backend and device; say exactly what is missing when nothing can grade.
-pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Options, Fatal> {
-    // Short fresh seeds are easier to read back from a report and type into --seed.
-    let seed = req.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
-    let cuda = || -> Result<(String, String), String> {
-        let n = crate::backend::cuda::device_count()?;
-        if n == 0 {
-            return Err(
-                "the NVIDIA driver is installed but reports no GPU (CUDA_ERROR_NO_DEVICE)".into(),
-            );
-        }
-        crate::backend::cuda::device_arch(device)
-    };
-    let (backend, device_name, arch) = match req.backend {
-        BackendChoice::Cuda => match cuda() {
-            Ok((name, arch)) => (BackendKind::Cuda, name, arch),
-            Err(e) => {
-                return Err(Fatal::new(format!(
-                    "--backend cuda cannot run: {e}.\nfix: install the NVIDIA driver (libcuda.so.1) on a machine with a GPU, or use --backend emu to grade correctness with the PTX emulator"
-                )));
-            }
-        },
-        BackendChoice::Emu => (
-            BackendKind::Emu,
-            "PTX emulator".to_string(),
-            "sm_90".to_string(),
-        ),
-        BackendChoice::Auto => match cuda() {
-            Ok((name, arch)) => (BackendKind::Cuda, name, arch),
-            Err(_) => (
-                BackendKind::Emu,
-                "PTX emulator".to_string(),
-                "sm_90".to_string(),
-            ),
-        },
-    };
-    if needs_nvrtc && !crate::backend::cuda::nvrtc_present() {
-        return Err(Fatal::new(
-            "NVRTC (libnvrtc.so.13) was not found, so CUDA sources cannot be compiled.\n\
-             fix: install the CUDA 13.0 toolkit, or `python3 -m pip install --target ~/.cache/cugrade-nvrtc nvidia-cuda-nvrtc==13.0.88`\n\
-             and run with LD_LIBRARY_PATH=~/.cache/cugrade-nvrtc/nvidia/cu13/lib (see README.md)",
-        ));
-    }
-    Ok(Options {
-        backend,
-        device,
-        seed,
-        arch,
-        device_name,
-        timing_reps: 20,
-        protected: Vec::new(),
-    })
-}
-
-fn color_for(format: Format) -> bool {
-    format == Format::Human
-        && std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none()
-}
-
-/// Print a result as `format` asks. `dir` is the submission's folder as the user named it,
-/// so GitHub annotations point at files from where the job runs.
-pub fn print_result(r: &GradeResult, format: Format, dir: Option<&Path>) {
-    match format {
-        Format::Human => print!("{}", report::terminal::render(r, color_for(format))),
-        Format::Github => match dir
-            .map(|d| d.to_string_lossy().into_owned())
-            .filter(|d| !d.is_empty() && d != ".")
-        {
-            Some(d) => print!(
-                "{}",
-                report::terminal::github_in(r, d.trim_end_matches('/'))
-            ),
-            None => print!("{}", report::terminal::github(r)),
-        },
-        Format::Json => println!("{}", report::terminal::json(r)),
     }
 }
 
@@ -317,47 +212,4 @@ fn check(
     } else {
         exit::FAILED
     })
-}
-
-/// Write the per-submission files that were asked for.
-pub fn write_outputs(
-    r: &GradeResult,
-    json: Option<&Path>,
-    junit: Option<&Path>,
-    markdown: Option<&Path>,
-) -> Result<(), CliError> {
-    let io = |p: &Path, e: std::io::Error| {
-        CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
-    };
-    if let Some(p) = json {
-        report::json::write(r, p).map_err(|e| io(p, e))?;
-    }
-    if let Some(p) = junit {
-        std::fs::write(p, report::junit::to_string(r)).map_err(|e| io(p, e))?;
-    }
-    if let Some(p) = markdown {
-        std::fs::write(p, report::markdown::render(r)).map_err(|e| io(p, e))?;
-    }
-    Ok(())
-}
-
-/// The folders around what we read: a worker must not see other students or the rubric's files.
-pub fn protected_dirs(paths: &[&Path]) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in paths {
-        if let Ok(abs) = std::fs::canonicalize(p) {
-            let dir = if abs.is_dir() {
-                abs.clone()
-            } else {
-                abs.parent().map(Path::to_path_buf).unwrap_or(abs.clone())
-            };
-            if let Some(parent) = dir.parent().filter(|p| p.parent().is_some()) {
-                out.push(parent.to_path_buf());
-            }
-            out.push(dir);
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
 }

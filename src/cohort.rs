@@ -3,12 +3,13 @@
 //! `junit.xml` in their own folder; the cohort gets `summary.md`, `grades.csv` and a combined
 //! `junit.xml`.
 
-use crate::cli::{Format, Requested, print_result, resolve, write_outputs};
 use crate::errors::{CliError, Fatal};
 use crate::exit;
 use crate::grade::{self, Reference};
+use crate::report::output::{Format, print_result, write_outputs};
 use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
 use crate::rubric::{self, LoadedRubric};
+use crate::setup::{Requested, resolve};
 use crate::submission;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -94,7 +95,7 @@ pub fn run(
         req.gpus.clone()
     };
     let mut base = resolve(req, devices[0], true)?;
-    base.protected = crate::cli::protected_dirs(&[rubric_path, cohort, out]);
+    base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
     let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
     drop(reference);
 

@@ -54,3 +54,7 @@ pub fn for_wrong(w: &crate::check::Wrong) -> &'static str {
 }
 /// Right on small inputs, wrong on large ones.
 pub const SMALL_ONLY: &str = "Right for small inputs only: what changes when n grows past one block (or one tile)? Check the grid size, the loop over blocks or tiles, the combination of per-block results, and sums that lose precision when they grow.";
+
+pub const TIMED_WRONG: &str = "Every timed launch runs on fresh inputs and its output is checked against the reference. A kernel must compute the whole answer on every launch: no state kept between launches (a __device__ counter or cache), no answer replayed from an earlier launch, no work skipped once the first launches are done.";
+
+pub const IMPOSSIBLE: &str = "The measured time is below what this GPU's memory bandwidth or arithmetic peak allows for this case: the kernel cannot have done the work it was asked for. If you believe this is wrong, show the course staff your kernel.";

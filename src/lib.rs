@@ -5,7 +5,8 @@
 //! `backend` in sandboxed child processes (`sandbox`); `inputs` makes seeded data; `check`
 //! compares outputs, `measure` times, `score` turns checks into points; `report` writes
 //! JSON, JUnit, Markdown and the terminal summary. `grade` drives one submission, `cohort`
-//! many; `doctor` and `validate` are the other commands; `cli` only parses and dispatches.
+//! many; `doctor` and `validate` are the other commands; `setup` turns what the user asked
+//! for into grading options; `cli` only parses and dispatches.
 
 pub mod backend;
 pub mod baseline;
@@ -25,6 +26,7 @@ pub mod result;
 pub mod rubric;
 pub mod sandbox;
 pub mod score;
+pub mod setup;
 pub mod submission;
 pub mod validate;
 pub mod worker;

@@ -132,6 +132,9 @@ pub struct Check {
     /// submission at hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snippet: Option<SourceLine>,
+    /// Performance checks: how the speed was measured (samples, noise, interval, clocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Box<crate::measure::Measurement>>,
 }
 
 /// One line of the student's source, as reports quote it under a finding.
@@ -166,6 +169,7 @@ impl Check {
             seconds: None,
             cause: None,
             snippet: None,
+            timing: None,
         }
     }
     pub fn pass(kind: CheckKind, name: impl Into<String>, message: impl Into<String>) -> Self {

@@ -1,9 +1,9 @@
 //! `cugrade validate`: check rubric files, then grade each rubric's own reference kernels
 //! against it and cross-check them with the CPU implementations.
 
-use crate::cli::{BackendChoice, Requested, resolve};
 use crate::errors::{CliError, Fatal};
 use crate::exit;
+use crate::setup::{BackendChoice, Requested, resolve};
 use std::path::PathBuf;
 
 pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Result<i32, CliError> {
@@ -34,7 +34,7 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
             0,
             true,
         )?;
-        opts.protected = crate::cli::protected_dirs(&[p.as_path()]);
+        opts.protected = crate::setup::protected_dirs(&[p.as_path()]);
         ok &=
             crate::grade::validate_reference(&r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
     }

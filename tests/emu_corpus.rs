@@ -1792,16 +1792,6 @@ impl Backend for Recording<'_> {
     ) -> Result<LaunchReport, cugrade::backend::BackendError> {
         self.inner.launch(k, d, p, dl)
     }
-    fn time(
-        &mut self,
-        k: &str,
-        d: LaunchDims,
-        p: &[cugrade::backend::ParamValue],
-        r: u32,
-        dl: std::time::Instant,
-    ) -> Result<Option<Vec<f64>>, cugrade::backend::BackendError> {
-        self.inner.time(k, d, p, r, dl)
-    }
 }
 
 /// Differential test on a real GPU (`CUGRADE_GPU_TESTS=1`): every corpus case runs on the CUDA

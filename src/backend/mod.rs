@@ -56,6 +56,27 @@ impl ParamValue {
     }
 }
 
+/// One kernel argument: a buffer (by index into the request's buffers) or a value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Arg {
+    Buffer(usize),
+    Value(ParamValue),
+}
+
+/// A device allocation: `guard` bytes, `bytes` of payload, `guard` bytes. The kernel gets the
+/// address of the payload. The blob sent with the request holds the whole allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferSpec {
+    pub bytes: usize,
+    pub guard: usize,
+}
+
+impl BufferSpec {
+    pub fn total(&self) -> usize {
+        self.bytes + 2 * self.guard
+    }
+}
+
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchDims {
@@ -236,34 +257,166 @@ pub trait Backend {
         params: &[ParamValue],
         deadline: std::time::Instant,
     ) -> Result<LaunchReport, BackendError>;
-    /// Launch `reps` times back to back and return each launch's device time in milliseconds.
-    /// `None` when the backend cannot time (the emulator).
-    fn time(
-        &mut self,
-        kernel: &str,
-        dims: LaunchDims,
-        params: &[ParamValue],
-        reps: u32,
-        deadline: std::time::Instant,
-    ) -> Result<Option<Vec<f64>>, BackendError>;
     /// Whether the harness should surround buffers with guard regions. The emulator says no:
     /// it checks every access against the exact allocation itself (memcheck), and a guard
     /// would count as valid memory.
     fn wants_guards(&self) -> bool {
         true
     }
-    /// Device-to-device copy bandwidth in GB/s (bytes read + written), measured on `bytes`.
-    fn copy_bandwidth(&mut self, _bytes: usize) -> Result<Option<f64>, BackendError> {
-        Ok(None)
+    /// The timing protocol's primitives, where the backend can time (the CUDA backend).
+    fn timer(&mut self) -> Option<&mut dyn Timer> {
+        None
     }
-    /// cuBLAS SGEMM time in ms for row-major `C[MxN] = A[MxK] B[KxN]`, if the backend has it.
-    fn sgemm_ms(
+}
+
+/// Which loaded module a timed-section launch uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Slot {
+    /// The student's module (`Backend::load_module`).
+    Student,
+    /// The rubric's reference kernels.
+    Reference,
+    /// cugrade's own kernels (input generation, comparison): src/measure/harness.cu.
+    Harness,
+}
+
+/// Facts about the device that the timing protocol and the roofline need.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFacts {
+    pub name: String,
+    pub sms: u32,
+    pub l2_bytes: usize,
+    /// Peak DRAM bandwidth from the memory clock and bus width, GB/s.
+    pub peak_gbs: f64,
+    /// Peak FP32 throughput (FMA = 2 flops) at the maximum SM clock, GFLOP/s.
+    pub peak_fp32_gflops: f64,
+    pub compute_capability: (i32, i32),
+    /// `cuDeviceGetPCIBusId`, the key of the per-GPU timing lock and of NVML.
+    pub pci_bus_id: String,
+}
+
+/// The timing protocol's device primitives (see `measure::session`). Work is queued in order on
+/// one stream; `download` and `wait` wait for it, bounded by a deadline.
+pub trait Timer {
+    /// Load a module into a slot other than the student's, replacing what was there.
+    fn load_slot(&mut self, slot: Slot, ptx: &str) -> Result<(), BackendError>;
+    fn facts(&mut self) -> Result<DeviceFacts, BackendError>;
+    /// Allocate device memory that lives until `Backend::free_all`.
+    fn alloc(&mut self, bytes: usize) -> Result<u64, BackendError>;
+    fn upload(&mut self, addr: u64, data: &[u8]) -> Result<(), BackendError>;
+    /// Queue: set `len` bytes at `addr` to `byte`.
+    fn fill(&mut self, addr: u64, byte: u8, len: usize) -> Result<(), BackendError>;
+    /// Queue: copy `len` bytes from `src` to `dst`.
+    fn copy(&mut self, dst: u64, src: u64, len: usize) -> Result<(), BackendError>;
+    /// Queue a kernel of a slot.
+    fn enqueue(
         &mut self,
-        _m: usize,
-        _n: usize,
-        _k: usize,
-        _reps: u32,
-    ) -> Result<Option<f64>, BackendError> {
-        Ok(None)
+        slot: Slot,
+        kernel: &str,
+        dims: LaunchDims,
+        params: &[ParamValue],
+    ) -> Result<(), BackendError>;
+    /// Queue cuBLAS SGEMM, row-major `C[MxN] = A[MxK] B[KxN]`.
+    fn enqueue_sgemm(
+        &mut self,
+        m: usize,
+        n: usize,
+        k: usize,
+        abc: [u64; 3],
+    ) -> Result<(), BackendError>;
+    /// Queue an L2 flush (writes a scratch buffer larger than L2).
+    fn flush_l2(&mut self) -> Result<(), BackendError>;
+    /// Queue a timestamp; returns its handle (valid until `clear_marks`).
+    fn mark(&mut self) -> Result<usize, BackendError>;
+    /// Milliseconds between two completed marks.
+    fn elapsed_ms(&mut self, from: usize, to: usize) -> Result<f64, BackendError>;
+    fn clear_marks(&mut self);
+    /// Wait for everything queued, giving up at `deadline` (`BackendError::Timeout`).
+    fn wait(&mut self, deadline: std::time::Instant) -> Result<(), BackendError>;
+    /// Wait, then read `len` bytes at `addr`.
+    fn download(
+        &mut self,
+        addr: u64,
+        len: usize,
+        deadline: std::time::Instant,
+    ) -> Result<Vec<u8>, BackendError>;
+    /// Device address and size of a `__device__`/`__constant__` global of a slot's module.
+    fn global(&mut self, slot: Slot, name: &str) -> Result<(u64, usize), BackendError>;
+    /// Queue: put every `__device__` global of the student's module back to its value at load
+    /// time, so no launch can keep state for a later one.
+    fn restore_globals(&mut self) -> Result<(), BackendError>;
+}
+
+/// The module-scope `.global` variables of a PTX module, and the module with every one of
+/// internal linkage made `.visible` (so that the driver can find it by name: the timing
+/// protocol resets them between launches). `.extern` declarations hold no storage and are left
+/// out.
+pub fn ptx_globals(ptx: &str) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(ptx.len() + 64);
+    let mut names = Vec::new();
+    let mut depth = 0i32;
+    for line in ptx.split_inclusive('\n') {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rewritten = None;
+        if depth == 0 {
+            let toks: Vec<&str> = code.split_whitespace().collect();
+            let linkage = toks
+                .first()
+                .filter(|t| matches!(**t, ".visible" | ".weak" | ".common" | ".extern"));
+            let at = usize::from(linkage.is_some());
+            if toks.get(at) == Some(&".global") && linkage != Some(&".extern") {
+                let name = toks[at + 1..]
+                    .iter()
+                    .find(|t| !t.starts_with('.') && !t.chars().all(|c| c.is_ascii_digit()))
+                    .map(|t| {
+                        t.split(['[', ';', '=', ','])
+                            .next()
+                            .unwrap_or_default()
+                            .to_string()
+                    });
+                if let Some(n) = name.filter(|n| !n.is_empty()) {
+                    names.push(n);
+                    if linkage.is_none() {
+                        let indent = line.len() - line.trim_start().len();
+                        rewritten =
+                            Some(format!("{}.visible {}", &line[..indent], &line[indent..]));
+                    }
+                }
+            }
+        }
+        depth += code.matches('{').count() as i32 - code.matches('}').count() as i32;
+        out.push_str(rewritten.as_deref().unwrap_or(line));
+    }
+    (out, names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globals_are_found_and_made_visible() {
+        let ptx = "\
+.version 8.0
+.target sm_90
+.address_size 64
+.global .align 4 .u32 _ZL7counter;
+.visible .global .align 4 .b8 table[64] = {1, 2, 3};
+.extern .global .align 4 .u32 elsewhere;
+.common .global .align 8 .u64 _ZN08NumbaEnv;
+.const .align 4 .f32 scale;
+.visible .entry k(.param .u64 p)
+{
+\tld.global.u32 %r1, [_ZL7counter];
+\t.global .u32 not_module_scope;
+}
+";
+        let (text, names) = ptx_globals(ptx);
+        assert_eq!(names, vec!["_ZL7counter", "table", "_ZN08NumbaEnv"]);
+        assert!(text.contains(".visible .global .align 4 .u32 _ZL7counter;"));
+        assert!(text.contains("\n.visible .global .align 4 .b8 table[64]"));
+        assert!(text.contains("\n.extern .global"));
+        assert!(text.contains("\tld.global.u32 %r1, [_ZL7counter];"));
+        assert_eq!(text.lines().count(), ptx.lines().count());
     }
 }

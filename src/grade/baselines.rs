@@ -2,146 +2,150 @@
 //! or the device's copy bandwidth.
 
 use super::*;
+use crate::baseline::Threads;
 use crate::inputs::Invocation;
+use crate::measure::session::{BaselinePlan, RefCall};
+use crate::measure::{BaselineRecord, calibration};
 use crate::rubric::schema::{Against, Case};
 use crate::rubric::{self, case_vars};
-use crate::worker::protocol::Request;
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+
+/// What a kernel's speed is compared with, ready for the timed section.
+pub(super) struct BaselineChoice {
+    pub(super) plan: BaselinePlan,
+    /// estimate = scale × baseline ms / kernel ms.
+    pub(super) scale: f64,
+    pub(super) unit: &'static str,
+    /// Words for the report: "faster than the single-threaded CPU (12.3 ms)".
+    pub(super) what: String,
+    pub(super) record: Option<BaselineRecord>,
+}
 
 impl MilestoneRun<'_> {
-    /// The baseline: (value, unit, words). For `x` units `value` is a time in ms (ratio =
-    /// value / kernel ms); for `%` it is bytes moved and the copy bandwidth.
+    /// Choose and prepare the baseline of a performance check. A CPU baseline is measured
+    /// here (or found pinned or cached); a GPU baseline is measured in the timed section,
+    /// paired with the student's launches.
     pub(super) fn baseline(
         &mut self,
         against: &Against,
         case: &Case,
         inv: &Invocation,
-        reps: u32,
-        limit: Duration,
-    ) -> Result<(f64, &'static str, String), String> {
-        let key = format!("{against:?}/{}", case.name);
+    ) -> Result<BaselineChoice, String> {
         let contract = self.rubric.contract(&self.m.contract).clone();
         match against {
             Against::Cpu | Against::CpuParallel => {
-                let threads = if matches!(against, Against::Cpu) {
-                    crate::baseline::Threads::Single
+                let (threads, what, label) = if matches!(against, Against::Cpu) {
+                    (Threads::Single, "cpu", "single-threaded CPU")
                 } else {
-                    crate::baseline::Threads::Parallel
+                    (Threads::Parallel, "cpu_parallel", "multi-threaded CPU")
                 };
                 let name = contract.cpu.clone().ok_or("no CPU implementation")?;
-                let ms = cached(&mut self.reference.baselines, &key, || {
-                    cpu_time(&name, inv, case, threads)
-                })?;
-                let label = if threads == crate::baseline::Threads::Single {
-                    "single-threaded CPU"
-                } else {
-                    "multi-threaded CPU"
-                };
-                Ok((ms, "x", format!("faster than the {label} ({ms:.3} ms)")))
+                let key =
+                    calibration::key(&self.rubric.rubric.assignment, what, &case.name, &case.vars);
+                let found = match self.reference.baselines.get(&key) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let v = calibration::pinned(&self.rubric.path, &key)
+                            .map(Ok)
+                            .unwrap_or_else(|| {
+                                let cache = self
+                                    .opts
+                                    .baseline_cache
+                                    .clone()
+                                    .unwrap_or_else(calibration::default_cache);
+                                calibration::cached_or_measure(&cache, &key, || {
+                                    calibration::measure(|| cpu_run(&name, inv, case, threads))
+                                })
+                            });
+                        self.reference.baselines.insert(key, v.clone());
+                        v
+                    }
+                }?;
+                Ok(BaselineChoice {
+                    plan: BaselinePlan::Constant(found.ms),
+                    scale: 1.0,
+                    unit: "x",
+                    what: format!("faster than the {label} ({:.3} ms)", found.ms),
+                    record: Some(BaselineRecord {
+                        kind: what.to_string(),
+                        median_ms: found.ms,
+                        paired: false,
+                        source: Some(found.source),
+                        cpu: Some(found.cpu),
+                    }),
+                })
             }
             Against::Reference(k) => {
                 let dims = rubric::eval_launch(&contract.launch, &case_vars(case))?;
-                let k = k.clone();
-                let reference = &mut *self.reference;
-                let ms = match reference.baselines.get(&key) {
-                    Some(v) => v.clone(),
-                    None => {
-                        let v = reference.time(&k, inv, dims, reps, limit * (reps + 4));
-                        reference.baselines.insert(key.clone(), v.clone());
-                        v
-                    }
-                }?;
-                Ok((
-                    ms,
-                    "x",
-                    format!("faster than the reference `{k}` ({ms:.4} ms)"),
-                ))
+                Ok(BaselineChoice {
+                    plan: BaselinePlan::Reference(RefCall {
+                        kernel: k.clone(),
+                        dims,
+                    }),
+                    scale: 1.0,
+                    unit: "x",
+                    what: format!("faster than the reference `{k}`"),
+                    record: Some(BaselineRecord {
+                        kind: format!("reference:{k}"),
+                        median_ms: 0.0,
+                        paired: true,
+                        source: None,
+                        cpu: None,
+                    }),
+                })
             }
             Against::Cublas => {
                 let g = |v: &str| case.vars.get(v).copied().unwrap_or(0).max(1) as usize;
-                let req = Request::Sgemm {
-                    m: g("M"),
-                    n: g("N"),
-                    k: g("K"),
-                    reps,
-                };
-                let ms = match self.reference.baselines.get(&key) {
-                    Some(v) => v.clone(),
-                    None => {
-                        let v = self
-                            .reference
-                            .measure(req, limit * (reps + 4) + Duration::from_secs(30));
-                        self.reference.baselines.insert(key.clone(), v.clone());
-                        v
-                    }
-                }?;
-                Ok((ms, "x", format!("of cuBLAS SGEMM's speed ({ms:.4} ms)")))
+                Ok(BaselineChoice {
+                    plan: BaselinePlan::Cublas {
+                        m: g("M"),
+                        n: g("N"),
+                        k: g("K"),
+                    },
+                    scale: 1.0,
+                    unit: "x",
+                    what: "of cuBLAS SGEMM's speed".into(),
+                    record: Some(BaselineRecord {
+                        kind: "cublas".into(),
+                        median_ms: 0.0,
+                        paired: true,
+                        source: None,
+                        cpu: None,
+                    }),
+                })
             }
             Against::CopyBandwidth { bytes } => {
                 let b = rubric::expr::Expression::parse(&bytes.source(), rubric::expr::Kind::Int)?
                     .eval_int(&case_vars(case))?
                     .max(1) as f64;
+                // A copy of half the bytes reads and writes as many bytes as the kernel moves.
                 let copy_bytes = (b as usize / 2).clamp(1 << 20, 1 << 30);
-                let gbs = match self.reference.baselines.get("copy_bandwidth") {
-                    Some(v) => v.clone(),
-                    None => {
-                        let v = self.reference.measure(
-                            Request::CopyBandwidth { bytes: copy_bytes },
-                            Duration::from_secs(60),
-                        );
-                        self.reference
-                            .baselines
-                            .insert("copy_bandwidth".into(), v.clone());
-                        v
-                    }
-                }?;
-                // measured % = 100 * (bytes / time) / bandwidth: pass bytes/bandwidth as "value".
-                Ok((
-                    b / gbs,
-                    "%",
-                    format!("of the device-to-device copy bandwidth ({gbs:.0} GB/s)"),
-                ))
+                Ok(BaselineChoice {
+                    plan: BaselinePlan::Copy { bytes: copy_bytes },
+                    // percent = 100 × (b / kernel s) / (2 × copy bytes / copy s)
+                    scale: 100.0 * b / (2.0 * copy_bytes as f64),
+                    unit: "%",
+                    what: "of the device-to-device copy bandwidth".into(),
+                    record: Some(BaselineRecord {
+                        kind: "copy".into(),
+                        median_ms: 0.0,
+                        paired: true,
+                        source: None,
+                        cpu: None,
+                    }),
+                })
             }
         }
     }
 }
 
-pub(super) fn cached(
-    map: &mut HashMap<String, Result<f64, String>>,
-    key: &str,
-    f: impl FnOnce() -> Result<f64, String>,
-) -> Result<f64, String> {
-    if let Some(v) = map.get(key) {
-        return v.clone();
-    }
-    let v = f();
-    map.insert(key.to_string(), v.clone());
-    v
-}
-
-/// Time a CPU implementation on the invocation's inputs: median of several runs.
-pub fn cpu_time(
-    name: &str,
-    inv: &Invocation,
-    case: &Case,
-    threads: crate::baseline::Threads,
-) -> Result<f64, String> {
+/// One run of a CPU implementation on the invocation's inputs, in ms.
+pub fn cpu_run(name: &str, inv: &Invocation, case: &Case, threads: Threads) -> Result<f64, String> {
     let f = crate::baseline::lookup(name)
         .ok_or_else(|| format!("unknown CPU implementation {name}"))?;
-    let args = host_args(inv, case);
-    let mut times = vec![];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for _ in 0..7 {
-        let mut a = args.clone();
-        let t = Instant::now();
-        f(&mut a, threads).map_err(|e| e.to_string())?;
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-        if Instant::now() > deadline && times.len() >= 3 {
-            break;
-        }
-    }
-    Ok(crate::measure::median(&times))
+    let mut a = host_args(inv, case);
+    let t = std::time::Instant::now();
+    f(&mut a, threads).map_err(|e| e.to_string())?;
+    Ok(t.elapsed().as_secs_f64() * 1e3)
 }
 
 /// The invocation's buffers and scalars as a CPU implementation sees them.

@@ -59,7 +59,14 @@ impl MilestoneRun<'_> {
             let Some(worker) = self.worker.as_mut() else {
                 break;
             };
-            let ran = run_on(worker, &self.m.kernel, &inv, dims, None, limit);
+            let ran = run_on(
+                worker,
+                &self.m.kernel,
+                &inv,
+                dims,
+                limit,
+                self.opts.gpu.as_deref(),
+            );
             let printed = worker.output();
             match ran {
                 Ok(r) => {
@@ -351,8 +358,8 @@ impl MilestoneRun<'_> {
                 &self.m.kernel,
                 &inv,
                 dims,
-                None,
                 Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),
+                None,
             ) {
                 Ok(r) => Ok(r.report.metrics),
                 Err(e) => Err(describe_run_error(&e)),

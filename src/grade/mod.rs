@@ -20,7 +20,7 @@ mod reference;
 mod run;
 pub mod sanitizer;
 
-pub use baselines::{cpu_time, host_args};
+pub use baselines::{cpu_run, host_args};
 pub use reference::{Reference, validate_reference};
 
 use compiling::compile_all;
@@ -50,8 +50,12 @@ pub struct Options {
     /// Compile target: the device's (`sm_90` on an H200), or `sm_90` without a device.
     pub arch: String,
     pub device_name: String,
-    /// Timed launches per performance check (after 3 warm-ups).
-    pub timing_reps: u32,
+    /// The GPU's PCI bus id on the cuda backend: the key of the per-GPU timing lock
+    /// (`measure::lock`) and of NVML's clock readings.
+    pub gpu: Option<String>,
+    /// Where measured CPU baselines are cached (`measure::calibration`); `None`: the user's
+    /// cache directory.
+    pub baseline_cache: Option<std::path::PathBuf>,
     /// Directories no worker may read (rubric, cohort, outputs): see `sandbox::Policy`.
     pub protected: Vec<std::path::PathBuf>,
 }
@@ -107,6 +111,7 @@ pub fn grade(
             checks: vec![],
             worker: None,
             sandbox: &mut run.sandbox,
+            tensor_ops: false,
         };
         let result = ctx.grade(&modules, &compile_checks);
         match result {
@@ -140,6 +145,8 @@ struct MilestoneRun<'a> {
     checks: Vec<Check>,
     worker: Option<Worker>,
     sandbox: &'a mut Vec<String>,
+    /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
+    tensor_ops: bool,
 }
 
 impl MilestoneRun<'_> {
@@ -178,6 +185,7 @@ impl MilestoneRun<'_> {
             }
             return Ok(());
         };
+        self.tensor_ops = ptx.contains("mma.");
         if let Some(c) = compile_checks
             .iter()
             .find(|c| c.name == format!("compile {file}"))

@@ -1,18 +1,26 @@
-//! Performance checks: time the student's kernel and compare it with its baseline.
+//! Performance checks: the student's kernel timed through the measurement stage
+//! (`measure::session` in the student's worker, under the GPU's timing lock), its ratio to the
+//! baseline taken with a confidence interval, and points decided by `measure::decide`.
 
+use super::baselines::BaselineChoice;
 use super::*;
-use crate::hints;
-use crate::inputs::{self};
-use crate::result::{Check, CheckKind, Status};
+use crate::backend::BackendError;
+use crate::check::Resolved;
+use crate::inputs::Invocation;
+use crate::measure::decide::{self, Interval};
+use crate::measure::session::{
+    ComparePlan, GenPlan, MeasureSpec, PlanBuffer, Problem, RefCall, TimingReport, elem_code,
+};
+use crate::measure::{CacheMode, Measurement, clocks, lock, stats};
+use crate::rubric::schema::{Contract, DEFAULT_BUDGET_S, Direction, Gen, PerfSpec};
 use crate::rubric::{self, case_vars};
-use crate::score;
-use crate::worker::protocol::Timing;
+use crate::worker::protocol::{Request, Response};
 use std::time::Duration;
 
 impl MilestoneRun<'_> {
     pub(super) fn performance(
         &mut self,
-        p: &crate::rubric::schema::PerfSpec,
+        p: &PerfSpec,
         max_threads: u32,
     ) -> Result<Check, Infrastructure> {
         let Some(case) = self.rubric.performance_case(&p.case).cloned() else {
@@ -21,6 +29,9 @@ impl MilestoneRun<'_> {
                 p.name.clone(),
                 format!("unknown case {}", p.case),
             ));
+        };
+        let perf_error = |msg: String| {
+            Check::error(CheckKind::Performance, p.name.clone(), msg).with_case(case.name.clone())
         };
         let dims = match self.dims_for(&case, max_threads) {
             Ok(d) => d,
@@ -39,14 +50,50 @@ impl MilestoneRun<'_> {
             inputs::trial_seed(self.opts.seed, &case.name, 0),
         )
         .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
-        let limit = Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s);
         let ref_dims = self.reference_dims(&case)?;
-        let expected = {
-            let k = self.reference_kernel().to_string();
-            self.reference
-                .expected(&k, &case.name, 0, &inv, ref_dims, limit)?
+        let choice = match self.baseline(&p.against, &case, &inv) {
+            Ok(c) => c,
+            Err(e) => return Ok(perf_error(format!("could not measure the baseline: {e}"))),
         };
-        let reps = self.opts.timing_reps;
+        let harness = match self.reference.harness(self.opts) {
+            Ok(h) => h,
+            Err(e) => return Ok(perf_error(e)),
+        };
+        let buffers = match plan_buffers(&inv, &contract, self.m, &vars) {
+            Ok(b) => b,
+            Err(e) => return Ok(perf_error(format!("cannot plan the timed inputs: {e}"))),
+        };
+        let budget = case.budget_s.unwrap_or(DEFAULT_BUDGET_S);
+        let launch_s = self.rubric.rubric.timeouts.launch_s;
+        let bar = rubric::perf_bar(p);
+        let spec = MeasureSpec {
+            kernel: self.m.kernel.clone(),
+            dims,
+            buffers,
+            args: inv.args.clone(),
+            verify: RefCall {
+                kernel: self.reference_kernel().to_string(),
+                dims: ref_dims,
+            },
+            baseline: choice.plan.clone(),
+            scale: choice.scale,
+            max_noise: crate::measure::stopping::StoppingRule::DEFAULT_NOISE,
+            min_samples: crate::measure::stopping::StoppingRule::DEFAULT_MIN_SAMPLES,
+            max_samples: crate::measure::stopping::StoppingRule::MAX_SAMPLES,
+            budget_ms: (budget * 1e3) as u64,
+            edges: decide::edges(bar, &p.tiers),
+            cache: case.cache.unwrap_or_default(),
+            // One iteration (the probe included) may take the launch timeout, and never more
+            // than twice the budget: the whole check ends within about twice its budget.
+            launch_deadline_ms: (launch_s.min(2.0 * budget) * 1e3) as u64,
+            seed: inputs::trial_seed(self.opts.seed, &format!("timed {}", case.name), 0),
+        };
+        let allocs = inv.allocations();
+        let mut blobs: Vec<&[u8]> = vec![self.reference.ptx.as_bytes(), harness.as_bytes()];
+        blobs.extend(allocs.iter().map(Vec::as_slice));
+        let bytes: usize = allocs.iter().map(Vec::len).sum();
+        let timeout = Duration::from_secs_f64(2.0 * budget + launch_s + 30.0)
+            + Duration::from_millis((bytes / 100_000) as u64);
         let Some(worker) = self.worker.as_mut() else {
             return Ok(Check::skipped(
                 CheckKind::Performance,
@@ -54,88 +101,312 @@ impl MilestoneRun<'_> {
                 "not timed: the worker stopped earlier",
             ));
         };
-        let total_limit = limit * (reps + 4);
-        let ran = run_on(
-            worker,
-            &self.m.kernel,
-            &inv,
-            dims,
-            Some(Timing { warmup: 3, reps }),
-            total_limit,
-        );
+        // One GPU, one timer: nothing else runs on this GPU while the kernel is timed.
+        let gpu = self.opts.gpu.clone();
+        let held = match gpu.as_deref().map(lock::timing) {
+            Some(Err(e)) => {
+                return Ok(perf_error(format!(
+                    "cannot take the GPU's timing lock: {e}"
+                )));
+            }
+            Some(Ok(l)) => Some(l),
+            None => None,
+        };
+        let before = gpu.as_deref().and_then(clocks::read);
+        let answer = worker.call(&Request::Measure(Box::new(spec.clone())), &blobs, timeout);
+        let after = gpu.as_deref().and_then(clocks::read);
+        drop(held);
         let printed = worker.output();
-        let r = match ran {
-            Ok(r) => r,
-            Err(e) => {
-                let (c, fatal) = runtime_check(&e, &case.name, &printed);
+        let report = match answer {
+            Ok((Response::Timed(r), _)) => *r,
+            Ok((other, _)) => {
+                return Ok(perf_error(format!(
+                    "unexpected answer from the worker: {}",
+                    variant(&other)
+                )));
+            }
+            Err(f) => {
+                let (c, fatal) = runtime_check(&RunError::Worker(f), &case.name, &printed);
                 if fatal {
                     self.worker = None;
                 }
-                return Ok(c);
+                return Ok(Check {
+                    kind: CheckKind::Performance,
+                    name: p.name.clone(),
+                    ..c
+                });
             }
         };
-        // Correct on the big case too: a kernel right only for small sizes earns no speed points.
-        if let Some(c) = self
-            .compare_trial(&inv, &expected, &r.allocations, &vars, &case, 0, &printed)
-            .into_iter()
-            .next()
-        {
-            return Ok(Check {
-                kind: CheckKind::Performance,
-                name: p.name.clone(),
-                ..c
+        let clocks = match (before, after) {
+            (Some(b), Some(a)) => Some(clocks::ClockRecord::new(b, a)),
+            _ => None,
+        };
+        Ok(self.verdict(p, &case, &spec, &choice, report, clocks, &inv, bar))
+    }
+
+    /// Turn a timing report into the check.
+    #[allow(clippy::too_many_arguments)]
+    fn verdict(
+        &mut self,
+        p: &PerfSpec,
+        case: &Case,
+        spec: &MeasureSpec,
+        choice: &BaselineChoice,
+        report: TimingReport,
+        clocks: Option<clocks::ClockRecord>,
+        inv: &Invocation,
+        bar: f64,
+    ) -> Check {
+        let name = p.name.clone();
+        let fail = |msg: String, hint: &str| {
+            let mut c = Check::fail(CheckKind::Performance, name.clone(), msg)
+                .with_case(case.name.clone())
+                .with_hint(hint);
+            c.points = Some(0.0);
+            c
+        };
+        match &report.problem {
+            Some(Problem::Wrong {
+                launch,
+                buffer,
+                mismatches,
+                index,
+                got,
+                expected,
+            }) => {
+                return fail(
+                    format!(
+                        "timed launch {} of {} gave wrong results on fresh inputs: {mismatches} element(s) of `{buffer}` differ from the reference, the first at index {index} (got {got}, expected {expected}); no speed points",
+                        launch + 1,
+                        report.verified + 1
+                    ),
+                    hints::TIMED_WRONG,
+                );
             }
-            .with_case(case.name.clone()));
-        }
-        let student_ms = crate::measure::median(r.times.as_deref().unwrap_or(&[]));
-        if student_ms <= 0.0 {
-            return Ok(Check::error(
-                CheckKind::Performance,
-                p.name.clone(),
-                "the backend returned no timings",
-            )
-            .with_case(case.name.clone()));
-        }
-        let spread = crate::measure::relative_spread(r.times.as_deref().unwrap_or(&[]));
-        let (measured, unit, what) = match self.baseline(&p.against, &case, &inv, reps, limit) {
-            Ok((base, unit, what)) => {
-                let v = if unit == "%" {
-                    100.0 * base / (student_ms * 1e-3) / 1e9
-                } else {
-                    base / student_ms
+            Some(Problem::StrayWrite {
+                launch,
+                buffer,
+                bytes,
+            }) => {
+                return fail(
+                    format!(
+                        "timed launch {} wrote {bytes} byte(s) outside `{buffer}`; no speed points",
+                        launch + 1
+                    ),
+                    hints::OUT_OF_BOUNDS,
+                );
+            }
+            Some(Problem::Failed { launch, error }) => {
+                let fatal = matches!(error, BackendError::Fault(_) | BackendError::Timeout(_));
+                if fatal {
+                    self.worker = None;
+                }
+                let (msg, hint) = match error {
+                    BackendError::Timeout(_) => (
+                        format!(
+                            "timed launch {} did not finish within {:.1} s (the check's limit: its launch timeout, at most twice its {:.1} s budget); no speed points",
+                            launch + 1,
+                            spec.launch_deadline_ms as f64 / 1e3,
+                            spec.budget_ms as f64 / 1e3
+                        ),
+                        hints::DEADLOCK,
+                    ),
+                    other => (
+                        format!("timed launch {} failed: {other}", launch + 1),
+                        hints::FAULT,
+                    ),
                 };
-                (v, unit, what)
+                let mut c = Check::error(CheckKind::Performance, name, msg)
+                    .with_case(case.name.clone())
+                    .with_hint(hint);
+                c.points = Some(0.0);
+                return c;
             }
-            Err(e) => {
-                return Ok(Check::error(
-                    CheckKind::Performance,
-                    p.name.clone(),
-                    format!("could not measure the baseline: {e}"),
-                )
-                .with_case(case.name.clone()));
-            }
+            None => {}
+        }
+        if report.estimates.is_empty() {
+            return Check::error(
+                CheckKind::Performance,
+                name,
+                "the timed section returned no samples",
+            )
+            .with_case(case.name.clone());
+        }
+        let iv = Interval::of_median(&report.estimates);
+        let median_ms = stats::median(&report.student_ms);
+        let mut record = choice.record.clone();
+        if let Some(r) = record.as_mut().filter(|r| r.paired) {
+            r.median_ms = stats::median(&report.baseline_ms);
+        }
+        let lower = self.lower_bound_ms(case, inv, spec.cache, &report);
+        let noise = stats::noise(&report.estimates);
+        let mut timing = Measurement {
+            samples: report.student_ms.len(),
+            median_ms,
+            min_ms: stats::min(&report.student_ms),
+            noise,
+            noise_target: spec.max_noise,
+            target_met: noise <= spec.max_noise,
+            stop: report.stop.unwrap_or(crate::measure::StopReason::Budget),
+            budget_s: spec.budget_ms as f64 / 1e3,
+            cache: spec.cache,
+            probe_ms: report.probe_ms,
+            launches_verified: report.verified,
+            samples_ms: report.student_ms.clone(),
+            baseline: record,
+            ratio: Some(iv),
+            near_edge: None,
+            clocks,
+            lower_bound_ms: lower,
         };
-        let bar = rubric::perf_bar(p);
-        let points = score::tier_points(measured, bar, &p.tiers, p.points);
-        let status = if measured >= bar {
-            Status::Pass
-        } else {
-            Status::Fail
-        };
-        let mut c = Check::new(
-            CheckKind::Performance,
-            p.name.clone(),
-            status,
-            format!("{measured:.2}{} {what} (needs {bar}{}); kernel median {student_ms:.4} ms over {reps} runs (spread {:.1} %)", unit_suffix(unit), unit_suffix(unit), spread * 100.0),
-        )
-        .with_case(case.name.clone())
-        .with_measure(measured, Some(bar), unit);
-        c.points = Some(points);
+        let unit = choice.unit;
+        let suffix = unit_suffix(unit);
+        if let Some(bound) = lower.filter(|b| median_ms < 0.95 * b) {
+            let mut c = fail(
+                format!(
+                    "impossible time: median {median_ms:.4} ms, but this GPU needs at least {bound:.4} ms to move this case's data or do its arithmetic at peak; not scored"
+                ),
+                hints::IMPOSSIBLE,
+            )
+            .with_measure(iv.estimate, Some(bar), unit);
+            c.timing = Some(Box::new(timing));
+            return c;
+        }
+        let d = decide::decide(&iv, bar, &p.tiers, p.points);
+        timing.near_edge = d.near_edge;
+        let mut msg = format!(
+            "{:.2}{suffix} {} (needs {bar}{suffix}; 95 % interval {:.2}–{:.2}{suffix}); kernel median {median_ms:.4} ms over {} timed launches on fresh inputs, each checked ({}, noise ±{:.2} %)",
+            iv.estimate,
+            choice.what,
+            iv.lo,
+            iv.hi,
+            timing.samples,
+            timing.stop.describe(),
+            100.0 * noise.min(9.99),
+        );
+        if let Some(edge) = d.near_edge {
+            msg.push_str(&if d.favoured {
+                format!("; near the {edge}{suffix} edge, within measurement noise: decided in your favour")
+            } else {
+                format!("; near the {edge}{suffix} edge")
+            });
+        }
+        if let Some(c) = timing.clocks.as_ref().filter(|c| c.throttled) {
+            msg.push_str(&format!(
+                "; the GPU was throttled during the measurement ({}): the time may be overstated",
+                c.describe()
+            ));
+        }
+        let status = if d.passed { Status::Pass } else { Status::Fail };
+        let mut c = Check::new(CheckKind::Performance, name, status, msg)
+            .with_case(case.name.clone())
+            .with_measure(iv.estimate, Some(bar), unit);
+        c.points = Some(d.points);
         if status == Status::Fail {
             c.hint = Some(hints::SLOW.to_string());
         }
-        Ok(c)
+        c.timing = Some(Box::new(timing));
+        c
     }
+
+    /// The roofline's floor for this case: compulsory bytes at peak bandwidth (unless a warm
+    /// cache may hold them) and the case's `flops` at peak arithmetic throughput, in ms.
+    fn lower_bound_ms(
+        &self,
+        case: &Case,
+        inv: &Invocation,
+        cache: CacheMode,
+        report: &TimingReport,
+    ) -> Option<f64> {
+        let f = &report.facts;
+        let bytes: usize = inv
+            .buffers
+            .iter()
+            .map(|b| match b.dir {
+                Direction::InOut => 2 * b.data.len(),
+                _ => b.data.len(),
+            })
+            .sum();
+        let mut bound: f64 = 0.0;
+        if f.peak_gbs > 0.0 && !(cache == CacheMode::Warm && bytes <= f.l2_bytes) {
+            bound = bound.max(bytes as f64 / (f.peak_gbs * 1e9) * 1e3);
+        }
+        if let (Some(e), true) = (&case.flops, f.peak_fp32_gflops > 0.0) {
+            let flops = rubric::expr::Expression::parse(&e.source(), rubric::expr::Kind::Real)
+                .and_then(|x| x.eval_f64(&case_vars(case)))
+                .unwrap_or(0.0);
+            // Tensor cores run far above the FP32 peak: allow for them where the kernel uses them.
+            let peak = f.peak_fp32_gflops * if self.tensor_ops { 16.0 } else { 1.0 };
+            bound = bound.max(flops / (peak * 1e9) * 1e3);
+        }
+        // Below a few microseconds launch overhead and timer resolution dominate.
+        (bound >= 0.005).then_some(bound)
+    }
+}
+
+/// How each buffer is regenerated and checked in the timed section.
+fn plan_buffers(
+    inv: &Invocation,
+    contract: &Contract,
+    m: &crate::rubric::schema::Milestone,
+    vars: &rubric::expr::Vars,
+) -> Result<Vec<PlanBuffer>, String> {
+    let tol_vars = inv.tolerance_vars(vars);
+    let ev = |e: &crate::rubric::schema::Expr| {
+        rubric::expr::Expression::parse(&e.source(), rubric::expr::Kind::Real)
+            .and_then(|x| x.eval_f64(vars))
+    };
+    inv.buffers
+        .iter()
+        .map(|b| {
+            let param = contract.params.iter().find(|p| p.name == b.name);
+            let draw = match (param.and_then(|p| p.generator.as_ref()), b.dir) {
+                (Some(g), Direction::In | Direction::InOut) => {
+                    let (kind, a, bb, values) = match g {
+                        Gen::Uniform([lo, hi]) => (0, ev(lo)?, ev(hi)?, vec![]),
+                        Gen::Normal([mu, sd]) => (1, ev(mu)?, ev(sd)?, vec![]),
+                        Gen::Int([lo, hi]) => (2, ev(lo)?.ceil(), ev(hi)?.ceil(), vec![]),
+                        Gen::Constant(c) => (3, ev(c)?, 0.0, vec![]),
+                        Gen::Values(v) => (4, 0.0, 0.0, v.clone()),
+                    };
+                    let specials = param.and_then(|p| p.specials.as_ref());
+                    Some(GenPlan {
+                        kind,
+                        a,
+                        b: bb,
+                        values,
+                        specials: specials.map(|s| s.values.clone()).unwrap_or_default(),
+                        special_fraction: specials.map_or(0.0, |s| s.fraction),
+                    })
+                }
+                _ => None,
+            };
+            let compare = if b.is_output() {
+                let t = b
+                    .tolerance
+                    .as_ref()
+                    .or(m.correctness.tolerance.as_ref())
+                    .or(Some(&contract.tolerance));
+                let r = Resolved::from(t, b.elem, &tol_vars)?;
+                Some(ComparePlan {
+                    abs: r.abs,
+                    rel: r.rel,
+                    ulp: r.ulp.map_or(-1, |u| u.min(i64::MAX as u64) as i64),
+                    exact: r.exact,
+                })
+            } else {
+                None
+            };
+            Ok(PlanBuffer {
+                name: b.name.clone(),
+                spec: b.spec(),
+                elem: elem_code(b.elem),
+                draw,
+                compare,
+                symbol: b.symbol.then(|| b.name.clone()),
+            })
+        })
+        .collect()
 }
 
 pub(super) fn unit_suffix(unit: &str) -> &str {

@@ -9,7 +9,7 @@ use crate::inputs::{self, Invocation};
 use crate::result::{CompileSummary, Status};
 use crate::rubric::{self, LoadedRubric, case_vars};
 use crate::submission::{self};
-use crate::worker::protocol::{Request, Response, Timing};
+use crate::worker::protocol::{Request, Response};
 use crate::worker::{Role, Worker};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,8 +20,12 @@ pub struct Reference {
     pub(super) worker: Option<Worker>,
     /// Expected allocations by (kernel, case, trial).
     pub(super) outputs: HashMap<(String, String, u32), Vec<Vec<u8>>>,
-    /// Baseline measurements by key (e.g. `cpu:reduction:n=2^24`).
-    pub(super) baselines: HashMap<String, Result<f64, String>>,
+    /// CPU baselines by `calibration::key`, found or measured once per run.
+    pub(super) baselines: HashMap<String, Result<crate::measure::calibration::Found, String>>,
+    /// The harness kernels' PTX, compiled on first use.
+    pub(super) harness: Option<Result<String, String>>,
+    /// The GPU's timing-lock key (cuda backend).
+    pub(super) gpu: Option<String>,
     pub(super) backend: BackendKind,
     pub(super) device: usize,
     pub(super) protected: Vec<std::path::PathBuf>,
@@ -78,6 +82,8 @@ impl Reference {
             worker: None,
             outputs: HashMap::new(),
             baselines: HashMap::new(),
+            harness: None,
+            gpu: opts.gpu.clone(),
             backend: opts.backend,
             device: opts.device,
             protected: opts.protected.clone(),
@@ -132,8 +138,9 @@ impl Reference {
         if let Some(v) = self.outputs.get(&key) {
             return Ok(v.clone());
         }
+        let gpu = self.gpu.clone();
         let w = self.worker()?;
-        match run_on(w, kernel, inv, dims, None, limit * 4) {
+        match run_on(w, kernel, inv, dims, limit * 4, gpu.as_deref()) {
             Ok(r) => {
                 self.outputs.insert(key, r.allocations.clone());
                 Ok(r.allocations)
@@ -148,45 +155,32 @@ impl Reference {
         }
     }
 
-    /// Median time of a reference kernel on an invocation.
-    pub(super) fn time(
-        &mut self,
-        kernel: &str,
-        inv: &Invocation,
-        dims: LaunchDims,
-        reps: u32,
-        limit: Duration,
-    ) -> Result<f64, String> {
-        let w = self.worker().map_err(|e| e.0)?;
-        match run_on(
-            w,
-            kernel,
-            inv,
-            dims,
-            Some(Timing { warmup: 3, reps }),
-            limit,
-        ) {
-            Ok(Ran { times: Some(t), .. }) => Ok(crate::measure::median(&t)),
-            Ok(_) => Err("the backend cannot time".into()),
-            Err(e) => {
-                self.worker = None;
-                Err(describe_run_error(&e))
-            }
+    /// cugrade's harness kernels (`measure/harness.cu`) compiled for this run's device, once.
+    pub(super) fn harness(&mut self, opts: &Options) -> Result<String, String> {
+        if let Some(h) = &self.harness {
+            return h.clone();
         }
-    }
-
-    pub(super) fn measure(&mut self, req: Request, timeout: Duration) -> Result<f64, String> {
-        let w = self.worker().map_err(|e| e.0)?;
-        match w.call(&req, &[], timeout) {
-            Ok((Response::Measured { value: Some(v), .. }, _)) if v.is_finite() && v > 0.0 => Ok(v),
-            Ok((Response::Measured { error: Some(e), .. }, _)) => Err(e),
-            Ok((Response::Measured { .. }, _)) => Err("not available on this backend".into()),
-            Ok((other, _)) => Err(format!("unexpected answer {}", variant(&other))),
-            Err(f) => {
-                self.worker = None;
-                Err(f.to_string())
-            }
-        }
+        let src = SourceFile {
+            name: "cugrade-harness.cu".into(),
+            text: crate::measure::session::HARNESS_SOURCE.into(),
+        };
+        let (modules, checks, summary) = compile_all(
+            std::slice::from_ref(&src),
+            &[],
+            &[],
+            opts,
+            Duration::from_secs(120),
+        );
+        let h = modules.into_iter().next().map(|(_, p)| p).ok_or_else(|| {
+            let why: Vec<String> = checks.iter().map(|c| c.message.clone()).collect();
+            format!(
+                "cugrade's timing kernels do not compile: {}\n{}",
+                why.join("; "),
+                summary.log
+            )
+        });
+        self.harness = Some(h.clone());
+        h
     }
 }
 

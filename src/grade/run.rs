@@ -4,7 +4,7 @@ use crate::backend::{BackendError, LaunchDims, LaunchReport};
 use crate::hints;
 use crate::inputs::Invocation;
 use crate::result::{Check, CheckKind};
-use crate::worker::protocol::{Request, Response, RunSpec, Timing};
+use crate::worker::protocol::{Request, Response, RunSpec};
 use crate::worker::{Worker, WorkerFailure};
 use std::time::Duration;
 
@@ -13,7 +13,6 @@ pub(super) struct Ran {
     /// Whole allocations (guards included), in buffer order.
     pub(super) allocations: Vec<Vec<u8>>,
     pub(super) report: LaunchReport,
-    pub(super) times: Option<Vec<f64>>,
 }
 
 pub(super) enum RunError {
@@ -26,8 +25,8 @@ pub(super) fn run_on(
     kernel: &str,
     inv: &Invocation,
     dims: LaunchDims,
-    timing: Option<Timing>,
     limit: Duration,
+    gpu_lock: Option<&str>,
 ) -> Result<Ran, RunError> {
     let specs = inv.specs();
     let spec = RunSpec {
@@ -36,7 +35,6 @@ pub(super) fn run_on(
         args: inv.args.clone(),
         buffers: specs.clone(),
         symbols: inv.symbols.clone(),
-        timing,
         deadline_ms: limit.as_millis() as u64,
     };
     let allocs = inv.allocations();
@@ -44,12 +42,13 @@ pub(super) fn run_on(
     let bytes: usize = allocs.iter().map(Vec::len).sum();
     // Transfers take time too: allow ~1 s per 200 MB each way on top of the kernel's limit.
     let slack = Duration::from_secs(5) + Duration::from_millis((bytes / 100_000) as u64);
+    // A correctness run shares the GPU with other correctness runs, never with a timed section.
+    let _shared = gpu_lock.and_then(|k| crate::measure::lock::shared(k).ok());
     match worker.call(&Request::Run(spec), &refs, limit + slack) {
         Ok((
             Response::Ran {
                 error: None,
                 report,
-                times_ms,
             },
             blobs,
         )) => {
@@ -60,18 +59,9 @@ pub(super) fn run_on(
                     "returned buffers do not match what was sent".into(),
                 )));
             }
-            if let Some(t) = &times_ms {
-                let want = timing.map_or(0, |t| t.reps as usize);
-                if t.len() != want || t.iter().any(|x| !x.is_finite() || *x < 0.0) {
-                    return Err(RunError::Worker(WorkerFailure::Protocol(
-                        "malformed timings".into(),
-                    )));
-                }
-            }
             Ok(Ran {
                 allocations: blobs,
                 report,
-                times: times_ms,
             })
         }
         Ok((
@@ -97,7 +87,7 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::Loaded { .. } => "Loaded",
         Response::KernelInfo(_) => "KernelInfo",
         Response::Ran { .. } => "Ran",
-        Response::Measured { .. } => "Measured",
+        Response::Timed(_) => "Timed",
         Response::Failed { .. } => "Failed",
     }
 }

@@ -139,7 +139,7 @@ pub fn on_emulator(
                 continue;
             }
         };
-        let report = match run_on(&mut w, &m.kernel, &inv, dims, None, limit) {
+        let report = match run_on(&mut w, &m.kernel, &inv, dims, limit, None) {
             Ok(r) => r.report,
             Err(RunError::Backend(_, report)) if !report.diagnostics.is_empty() => *report,
             Err(e) => {

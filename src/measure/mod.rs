@@ -6,11 +6,11 @@
 //! [`session`], and [`lock`] keeps timed sections on one GPU from overlapping. The protocol is
 //! described for users in docs/measurement.md.
 
-// pub mod calibration;
-// pub mod clocks;
+pub mod calibration;
+pub mod clocks;
 pub mod decide;
 pub mod lock;
-// pub mod session;
+pub mod session;
 pub mod stats;
 pub mod stopping;
 
@@ -83,7 +83,7 @@ pub struct Measurement {
     pub near_edge: Option<f64>,
     /// SM clocks and throttling around the measurement, where NVML could read them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clocks: Option<serde_json::Value>,
+    pub clocks: Option<clocks::ClockRecord>,
     /// The fastest time the device could possibly reach on this case (bytes / peak bandwidth,
     /// flops / peak), in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,5 +10,6 @@ pub mod findings;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod output;
 pub mod sanitize;
 pub mod terminal;

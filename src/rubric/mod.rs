@@ -234,6 +234,37 @@ fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
                     format!("duplicate case name `{}`", c.name),
                 ));
             }
+            let timing_keys = [
+                ("budget_s", c.budget_s.is_some()),
+                ("cache", c.cache.is_some()),
+                ("flops", c.flops.is_some()),
+            ];
+            if group == "correctness"
+                && let Some((key, _)) = timing_keys.iter().find(|(_, set)| *set)
+            {
+                return Err(r.error_at(
+                    &format!("cases.{group}[{i}].{key}"),
+                    format!("`{key}` applies to performance cases only: move it to a case under cases.performance"),
+                ));
+            }
+            if let Some(b) = c.budget_s
+                && !(b > 0.0 && b <= 600.0)
+            {
+                return Err(r.error_at(
+                    &format!("cases.{group}[{i}].budget_s"),
+                    "budget_s must be between 0 and 600 seconds (default 2)",
+                ));
+            }
+            if let Some(f) = &c.flops {
+                let vars: Vec<String> = c.vars.keys().cloned().collect();
+                parse_at(
+                    r,
+                    &format!("cases.{group}[{i}].flops"),
+                    f,
+                    Kind::Real,
+                    &vars,
+                )?;
+            }
         }
     }
     if r.rubric.cases.correctness.is_empty() {

@@ -280,7 +280,21 @@ pub struct Cases {
 pub struct Case {
     pub name: String,
     pub vars: BTreeMap<String, i64>,
+    /// Performance cases: the wall-clock ceiling of one performance check's measurement, in
+    /// seconds (default 2). A fast kernel meets the noise target well before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_s: Option<f64>,
+    /// Performance cases: `cold` (default: L2 flushed before every timed launch) or `warm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::measure::CacheMode>,
+    /// Performance cases: floating-point operations of one launch (an expression over the
+    /// case's variables, e.g. `2 * M * N * K`), for the roofline's lower bound on time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<Expr>,
 }
+
+/// Default time budget of a performance case, seconds.
+pub const DEFAULT_BUDGET_S: f64 = 2.0;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -184,11 +184,10 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
                 return no_backend();
             };
             match run(b, &spec, blobs) {
-                Ok((report, times, bufs)) => (
+                Ok((report, bufs)) => (
                     Response::Ran {
                         error: None,
                         report,
-                        times_ms: times,
                     },
                     bufs,
                     false,
@@ -200,7 +199,6 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
                         Response::Ran {
                             error: Some(e),
                             report,
-                            times_ms: None,
                         },
                         vec![],
                         fatal,
@@ -208,48 +206,36 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
                 }
             }
         }
-        Request::CopyBandwidth { bytes } => {
+        Request::Measure(spec) => {
             let Some(b) = backend else {
                 return no_backend();
             };
-            let r = b.free_all().and_then(|_| b.copy_bandwidth(bytes));
             let _ = b.free_all();
-            measured(r)
-        }
-        Request::Sgemm { m, n, k, reps } => {
-            let Some(b) = backend else {
-                return no_backend();
+            let Some(t) = b.timer() else {
+                return (
+                    Response::Failed {
+                        message: "this backend cannot time kernels".into(),
+                    },
+                    vec![],
+                    false,
+                );
             };
-            let r = b.free_all().and_then(|_| b.sgemm_ms(m, n, k, reps));
+            let report = crate::measure::session::run(t, &spec, &blobs);
+            // A fault or a timeout leaves the CUDA context unusable: end the worker.
+            let fatal = matches!(
+                &report.problem,
+                Some(crate::measure::session::Problem::Failed {
+                    error: BackendError::Fault(_) | BackendError::Timeout(_),
+                    ..
+                })
+            );
             let _ = b.free_all();
-            measured(r)
+            (Response::Timed(Box::new(report)), vec![], fatal)
         }
     }
 }
 
-fn measured(r: Result<Option<f64>, BackendError>) -> Served {
-    let fatal = matches!(r, Err(BackendError::Fault(_) | BackendError::Timeout(_)));
-    match r {
-        Ok(v) => (
-            Response::Measured {
-                value: v,
-                error: None,
-            },
-            vec![],
-            fatal,
-        ),
-        Err(e) => (
-            Response::Measured {
-                value: None,
-                error: Some(e.to_string()),
-            },
-            vec![],
-            fatal,
-        ),
-    }
-}
-
-type RunOk = (crate::backend::LaunchReport, Option<Vec<f64>>, Vec<Vec<u8>>);
+type RunOk = (crate::backend::LaunchReport, Vec<Vec<u8>>);
 type RunErr = Box<(BackendError, crate::backend::LaunchReport)>;
 
 fn run(b: &mut dyn Backend, spec: &RunSpec, blobs: Vec<Vec<u8>>) -> Result<RunOk, RunErr> {
@@ -301,6 +287,11 @@ fn run(b: &mut dyn Backend, spec: &RunSpec, blobs: Vec<Vec<u8>>) -> Result<RunOk
             Arg::Value(v) => *v,
         })
         .collect();
+    // Every launch starts from the module's own `__device__` values: no launch can keep state
+    // for a later one.
+    if let Some(t) = b.timer() {
+        t.restore_globals().map_err(plain)?;
+    }
     let deadline = Instant::now() + Duration::from_millis(spec.deadline_ms);
     let report = b
         .launch(&spec.kernel, spec.dims, &params, deadline)
@@ -321,16 +312,5 @@ fn run(b: &mut dyn Backend, spec: &RunSpec, blobs: Vec<Vec<u8>>) -> Result<RunOk
             out.push(whole);
         }
     }
-    let times = match spec.timing {
-        Some(t) => {
-            if t.warmup > 0 {
-                b.time(&spec.kernel, spec.dims, &params, t.warmup, deadline)
-                    .map_err(|e| Box::new((e, report.clone())))?;
-            }
-            b.time(&spec.kernel, spec.dims, &params, t.reps, deadline)
-                .map_err(|e| Box::new((e, report.clone())))?
-        }
-        None => None,
-    };
-    Ok((report, times, out))
+    Ok((report, out))
 }

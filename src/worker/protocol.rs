@@ -7,7 +7,8 @@
 //! The parent treats everything a worker sends as untrusted: [`read_frame`] bounds every size
 //! before allocating, and the parent checks each response's shape against its request.
 
-use crate::backend::{BackendError, BackendKind, KernelInfo, LaunchDims, LaunchReport, ParamValue};
+pub use crate::backend::{Arg, BufferSpec};
+use crate::backend::{BackendError, BackendKind, KernelInfo, LaunchDims, LaunchReport};
 use crate::compile::SourceFile;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -31,38 +32,11 @@ pub enum Request {
     Load,
     /// Answer: `KernelInfo`.
     KernelInfo { kernel: String },
-    /// Allocate, fill from the blobs, launch, optionally time, read back. Answer: `Ran`.
+    /// Allocate, fill from the blobs, launch, read back. Answer: `Ran`.
     Run(RunSpec),
-    /// Measure device-to-device copy bandwidth. Answer: `Measured` (GB/s).
-    CopyBandwidth { bytes: usize },
-    /// Time cuBLAS SGEMM. Answer: `Measured` (ms).
-    Sgemm {
-        m: usize,
-        n: usize,
-        k: usize,
-        reps: u32,
-    },
-}
-
-/// One kernel argument: a buffer (by index into `RunSpec::buffers`) or a value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Arg {
-    Buffer(usize),
-    Value(ParamValue),
-}
-
-/// A device allocation: `guard` bytes, `bytes` of payload, `guard` bytes. The kernel gets the
-/// address of the payload. The blob sent with the request holds the whole allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BufferSpec {
-    pub bytes: usize,
-    pub guard: usize,
-}
-
-impl BufferSpec {
-    pub fn total(&self) -> usize {
-        self.bytes + 2 * self.guard
-    }
+    /// The timed section of one performance check (`measure::session`). Blobs: reference PTX,
+    /// harness PTX, every buffer's initial allocation. Answer: `Timed`.
+    Measure(Box<crate::measure::session::MeasureSpec>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,16 +47,8 @@ pub struct RunSpec {
     pub buffers: Vec<BufferSpec>,
     /// Buffers set by symbol (`__constant__` data) instead of passed: (symbol, buffer index).
     pub symbols: Vec<(String, usize)>,
-    /// Time `reps` launches after `warmup` untimed ones, on the same buffers.
-    pub timing: Option<Timing>,
     /// Milliseconds the launch may take; the worker gives up cleanly after it.
     pub deadline_ms: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Timing {
-    pub warmup: u32,
-    pub reps: u32,
 }
 
 /// Worker to parent.
@@ -107,12 +73,9 @@ pub enum Response {
     Ran {
         error: Option<BackendError>,
         report: LaunchReport,
-        times_ms: Option<Vec<f64>>,
     },
-    Measured {
-        value: Option<f64>,
-        error: Option<String>,
-    },
+    /// What a `Measure` found.
+    Timed(Box<crate::measure::session::TimingReport>),
     /// The worker could not serve the request (e.g. the backend failed to start).
     Failed {
         message: String,

@@ -451,15 +451,4 @@ impl Backend for EmuBackend {
             metrics: Some(metrics),
         })
     }
-
-    fn time(
-        &mut self,
-        _k: &str,
-        _d: LaunchDims,
-        _p: &[ParamValue],
-        _r: u32,
-        _dl: Instant,
-    ) -> Result<Option<Vec<f64>>, BackendError> {
-        Ok(None)
-    }
 }

@@ -5,9 +5,17 @@
 //! packed from a contract, and launches that are waited for by polling an event against a
 //! deadline (CUDA has no per-launch timeout; the parent kills us if we overrun anyway).
 
-use super::{Backend, BackendError, BackendKind, KernelInfo, LaunchDims, LaunchReport, ParamValue};
+mod timer;
+
+pub use timer::pci_bus_id;
+
+use super::{
+    Backend, BackendError, BackendKind, KernelInfo, LaunchDims, LaunchReport, ParamValue, Slot,
+    Timer,
+};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
+use std::collections::HashMap;
 use std::ffi::{CString, c_void};
 use std::time::{Duration, Instant};
 
@@ -38,6 +46,16 @@ pub struct CudaBackend {
     module: Option<sys::CUmodule>,
     allocs: Vec<sys::CUdeviceptr>,
     cublas: Option<cudarc::cublas::sys::cublasHandle_t>,
+    /// Modules of the other slots (reference, harness) for timed sections.
+    slots: HashMap<Slot, sys::CUmodule>,
+    /// The student's `__device__` globals: (address, device copy of the value at load, bytes).
+    globals: Vec<(sys::CUdeviceptr, sys::CUdeviceptr, usize)>,
+    /// Scratch written to flush L2 (address, bytes), allocated on first use.
+    scratch: Option<(sys::CUdeviceptr, usize)>,
+    flushes: u32,
+    /// Timestamps of a timed section; `next_mark` of them are in use.
+    events: Vec<sys::CUevent>,
+    next_mark: usize,
 }
 
 /// Is the driver library loadable at all? (cudarc panics on first use otherwise.)
@@ -134,6 +152,9 @@ impl CudaBackend {
             PRINTF_FIFO_BYTES,
             "cuCtxSetLimit(printf fifo)",
         )?;
+        // No persisting-L2 carve-out: every kernel gets the whole cache, as the timing protocol
+        // assumes (a device may lack the feature; then there is nothing to reset).
+        let _ = cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
         let name = cu::device::get_name(dev).map_err(|e| classify(e, "cuDeviceGetName"))?;
         let cc = capability(dev).map_err(|e| classify(e, "cuDeviceGetAttribute"))?;
         Ok(CudaBackend {
@@ -143,6 +164,12 @@ impl CudaBackend {
             module: None,
             allocs: Vec::new(),
             cublas: None,
+            slots: HashMap::new(),
+            globals: Vec::new(),
+            scratch: None,
+            flushes: 0,
+            events: Vec::new(),
+            next_mark: 0,
         })
     }
 
@@ -163,7 +190,7 @@ impl CudaBackend {
     }
 
     /// Wait for `event` by polling, so a hung kernel cannot block us past `deadline`.
-    fn wait(&self, event: sys::CUevent, deadline: Instant) -> Result<(), BackendError> {
+    fn wait_event(&self, event: sys::CUevent, deadline: Instant) -> Result<(), BackendError> {
         let mut nap = Duration::from_micros(20);
         loop {
             // SAFETY: event is a live event recorded on the null stream.
@@ -228,6 +255,19 @@ impl CudaBackend {
 impl Drop for CudaBackend {
     fn drop(&mut self) {
         let _ = self.free_all();
+        self.drop_globals();
+        for e in self.events.drain(..) {
+            // SAFETY: events created by us, no longer used.
+            let _ = unsafe { cu::event::destroy(e) };
+        }
+        if let Some((p, _)) = self.scratch.take() {
+            // SAFETY: allocated by us.
+            let _ = unsafe { cu::free_sync(p) };
+        }
+        for (_, m) in self.slots.drain() {
+            // SAFETY: modules loaded by us.
+            let _ = unsafe { cu::module::unload(m) };
+        }
         if let Some(h) = self.cublas.take() {
             // SAFETY: handle created by us and not used after this.
             let _ = unsafe { cudarc::cublas::result::destroy_handle(h) };
@@ -249,15 +289,20 @@ impl Backend for CudaBackend {
     }
 
     fn load_module(&mut self, ptx: &str) -> Result<(), BackendError> {
+        // Globals of internal linkage become visible so that they can be found and reset
+        // between launches (linkage changes nothing else in a single-module program).
+        let (ptx, names) = super::ptx_globals(ptx);
         let image = CString::new(ptx)
             .map_err(|_| BackendError::Load("the PTX contains a NUL byte".into()))?;
         // SAFETY: image is a NUL-terminated PTX string that outlives the call.
         let module = unsafe { cu::module::load_data(image.as_ptr() as *const c_void) }
             .map_err(|e| classify(e, "cuModuleLoadData"))?;
+        self.drop_globals();
         if let Some(old) = self.module.replace(module) {
             // SAFETY: old module is ours and no longer referenced.
             let _ = unsafe { cu::module::unload(old) };
         }
+        self.snapshot_globals(module, &names)?;
         let _ = self.device;
         Ok(())
     }
@@ -353,158 +398,14 @@ impl Backend for CudaBackend {
         // SAFETY: done is a live event; null stream.
         unsafe { cu::event::record(done, std::ptr::null_mut()) }
             .map_err(|e| classify(e, "cuEventRecord"))?;
-        let r = self.wait(done, deadline);
+        let r = self.wait_event(done, deadline);
         // SAFETY: event no longer used.
         let _ = unsafe { cu::event::destroy(done) };
         r?;
         Ok(LaunchReport::default())
     }
 
-    fn time(
-        &mut self,
-        kernel: &str,
-        dims: LaunchDims,
-        params: &[ParamValue],
-        reps: u32,
-        deadline: Instant,
-    ) -> Result<Option<Vec<f64>>, BackendError> {
-        let f = self.function(kernel)?;
-        let mut events = Vec::with_capacity(reps as usize + 1);
-        for _ in 0..=reps {
-            events.push(self.event()?);
-        }
-        let result = (|| {
-            // SAFETY: events are live; null stream.
-            unsafe { cu::event::record(events[0], std::ptr::null_mut()) }
-                .map_err(|e| classify(e, "cuEventRecord"))?;
-            for i in 0..reps as usize {
-                self.launch_raw(f, dims, params)?;
-                // SAFETY: as above.
-                unsafe { cu::event::record(events[i + 1], std::ptr::null_mut()) }
-                    .map_err(|e| classify(e, "cuEventRecord"))?;
-            }
-            self.wait(events[reps as usize], deadline)?;
-            let mut times = Vec::with_capacity(reps as usize);
-            for w in events.windows(2) {
-                // SAFETY: both events completed.
-                let ms = unsafe { cu::event::elapsed(w[0], w[1]) }
-                    .map_err(|e| classify(e, "cuEventElapsedTime"))?;
-                times.push(ms as f64);
-            }
-            Ok(Some(times))
-        })();
-        for e in events {
-            // SAFETY: no longer used.
-            let _ = unsafe { cu::event::destroy(e) };
-        }
-        result
-    }
-
-    fn copy_bandwidth(&mut self, bytes: usize) -> Result<Option<f64>, BackendError> {
-        let src = self.alloc(bytes)?;
-        let dst = self.alloc(bytes)?;
-        let (start, end) = (self.event()?, self.event()?);
-        let mut times = Vec::new();
-        for rep in 0..12 {
-            // SAFETY: src and dst are our allocations of `bytes`; null stream.
-            unsafe {
-                cu::event::record(start, std::ptr::null_mut())
-                    .map_err(|e| classify(e, "cuEventRecord"))?;
-                let r = sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, std::ptr::null_mut());
-                if r != sys::cudaError_enum::CUDA_SUCCESS {
-                    return Err(classify(cu::DriverError(r), "cuMemcpyDtoD"));
-                }
-                cu::event::record(end, std::ptr::null_mut())
-                    .map_err(|e| classify(e, "cuEventRecord"))?;
-            }
-            self.wait(end, Instant::now() + Duration::from_secs(10))?;
-            // SAFETY: both recorded and complete.
-            let ms = unsafe { cu::event::elapsed(start, end) }
-                .map_err(|e| classify(e, "cuEventElapsedTime"))?;
-            if rep >= 2 {
-                times.push(ms as f64);
-            }
-        }
-        // SAFETY: no longer used.
-        unsafe {
-            let _ = cu::event::destroy(start);
-            let _ = cu::event::destroy(end);
-        }
-        let ms = crate::measure::median(&times);
-        Ok(Some(2.0 * bytes as f64 / (ms * 1e-3) / 1e9))
-    }
-
-    fn sgemm_ms(
-        &mut self,
-        m: usize,
-        n: usize,
-        k: usize,
-        reps: u32,
-    ) -> Result<Option<f64>, BackendError> {
-        use cudarc::cublas::{result as blas, sys as bsys};
-        // SAFETY: cublas may be absent; check before first use (cudarc panics otherwise).
-        if !unsafe { bsys::is_culib_present() } {
-            return Ok(None);
-        }
-        if self.cublas.is_none() {
-            self.cublas = Some(
-                blas::create_handle()
-                    .map_err(|e| BackendError::Other(format!("cublasCreate: {e:?}")))?,
-            );
-        }
-        let h = self.cublas.unwrap_or(std::ptr::null_mut());
-        let a = self.alloc(m * k * 4)?;
-        let b = self.alloc(k * n * 4)?;
-        let c = self.alloc(m * n * 4)?;
-        // Non-zero inputs: some hardware runs faster on zeros (docs/labs/matmul.md).
-        for (p, len) in [(a, m * k), (b, k * n)] {
-            let data: Vec<u8> = (0..len)
-                .flat_map(|i| (((i % 7) as f32 - 3.0) * 0.25).to_le_bytes())
-                .collect();
-            self.write(p, &data)?;
-        }
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let (start, end) = (self.event()?, self.event()?);
-        let mut times = Vec::new();
-        for rep in 0..reps + 2 {
-            // Row-major C = A B is column-major C^T = B^T A^T.
-            // SAFETY: a, b, c are allocations of the right sizes; handle is live.
-            unsafe {
-                cu::event::record(start, std::ptr::null_mut())
-                    .map_err(|e| classify(e, "cuEventRecord"))?;
-                blas::sgemm(
-                    h,
-                    bsys::cublasOperation_t::CUBLAS_OP_N,
-                    bsys::cublasOperation_t::CUBLAS_OP_N,
-                    n as i32,
-                    m as i32,
-                    k as i32,
-                    &alpha,
-                    b as *const f32,
-                    n as i32,
-                    a as *const f32,
-                    k as i32,
-                    &beta,
-                    c as *mut f32,
-                    n as i32,
-                )
-                .map_err(|e| BackendError::Other(format!("cublasSgemm: {e:?}")))?;
-                cu::event::record(end, std::ptr::null_mut())
-                    .map_err(|e| classify(e, "cuEventRecord"))?;
-            }
-            self.wait(end, Instant::now() + Duration::from_secs(30))?;
-            // SAFETY: complete events.
-            let ms = unsafe { cu::event::elapsed(start, end) }
-                .map_err(|e| classify(e, "cuEventElapsedTime"))?;
-            if rep >= 2 {
-                times.push(ms as f64);
-            }
-        }
-        // SAFETY: no longer used.
-        unsafe {
-            let _ = cu::event::destroy(start);
-            let _ = cu::event::destroy(end);
-        }
-        Ok(Some(crate::measure::median(&times)))
+    fn timer(&mut self) -> Option<&mut dyn Timer> {
+        Some(self)
     }
 }

@@ -1,0 +1,122 @@
+// cugrade's own device kernels for the timing protocol (docs/measurement.md): fresh inputs for
+// every timed launch (Philox4x32-10, seeded per launch and buffer), and the checks of every
+// timed launch's outputs against the reference's (tolerance as in src/check.rs) and of the
+// guard bytes around them. Compiled with NVRTC once per grading run; no headers needed.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+__device__ __forceinline__ uint4 philox(uint4 c, uint2 k) {
+    const u32 M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        u32 hi0 = __umulhi(M0, c.x), lo0 = M0 * c.x;
+        u32 hi1 = __umulhi(M1, c.z), lo1 = M1 * c.z;
+        c = make_uint4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+        k.x += W0;
+        k.y += W1;
+    }
+    return c;
+}
+
+// 53 random bits as a double in [0, 1).
+__device__ __forceinline__ double unit(u32 a, u32 b) {
+    return (double)((((u64)a << 32) | b) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// Element types, as src/measure/session.rs numbers them.
+enum { F32 = 0, F64 = 1, I32 = 2, U32 = 3, I64 = 4, U64 = 5 };
+
+__device__ __forceinline__ void store(void* out, u64 i, int elem, double x) {
+    switch (elem) {
+    case F32: ((float*)out)[i] = (float)x; break;
+    case F64: ((double*)out)[i] = x; break;
+    case I32: ((int*)out)[i] = (int)x; break;
+    case U32: ((unsigned*)out)[i] = (unsigned)x; break;
+    case I64: ((long long*)out)[i] = (long long)x; break;
+    default: ((u64*)out)[i] = (u64)x; break;
+    }
+}
+
+__device__ __forceinline__ double load(const void* p, u64 i, int elem) {
+    switch (elem) {
+    case F32: return (double)((const float*)p)[i];
+    case F64: return ((const double*)p)[i];
+    case I32: return (double)((const int*)p)[i];
+    case U32: return (double)((const unsigned*)p)[i];
+    case I64: return (double)((const long long*)p)[i];
+    default: return (double)((const u64*)p)[i];
+    }
+}
+
+// kind: 0 uniform [a, b), 1 normal (mean a, std b), 2 integer in [a, b), 3 constant a,
+// 4 `values` cycled. Then a `special_fraction` of elements become one of `specials`.
+extern "C" __global__ void cugrade_generate(void* out, u64 n, int elem, u64 seed, int kind,
+                                            double a, double b, const double* values,
+                                            int nvalues, double special_fraction,
+                                            const double* specials, int nspecials) {
+    uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        uint4 r = philox(make_uint4((u32)i, (u32)(i >> 32), 0u, 0u), key);
+        double u = unit(r.x, r.y), v = unit(r.z, r.w);
+        double x;
+        switch (kind) {
+        case 0: x = a + (b - a) * u; if (x >= b) x = a; break;
+        case 1: x = a + b * sqrt(-2.0 * log(1.0 - u)) * cospi(2.0 * v); break;
+        case 2: x = a + floor(u * (b - a)); if (x >= b) x = b - 1.0; break;
+        case 3: x = a; break;
+        default: x = nvalues > 0 ? values[i % (u64)nvalues] : 0.0; break;
+        }
+        if (nspecials > 0) {
+            uint4 s = philox(make_uint4((u32)i, (u32)(i >> 32), 1u, 0u), key);
+            if (unit(s.x, s.y) < special_fraction) x = specials[s.z % (u32)nspecials];
+        }
+        store(out, i, elem, x);
+    }
+}
+
+__device__ __forceinline__ long long ordered32(float x) {
+    int i = __float_as_int(x);
+    return (long long)(i < 0 ? (int)0x80000000 - i : i);
+}
+
+__device__ __forceinline__ double ulps(double e, double g, int elem) {
+    if (elem == F32) {
+        long long d = ordered32((float)e) - ordered32((float)g);
+        return (double)(d < 0 ? -d : d);
+    }
+    long long ie = __double_as_longlong(e), ig = __double_as_longlong(g);
+    // Ordered as in src/check.rs; the difference may exceed 2^63, so compare in doubles.
+    double oe = ie < 0 ? -9223372036854775808.0 - (double)ie : (double)ie;
+    double og = ig < 0 ? -9223372036854775808.0 - (double)ig : (double)ig;
+    return fabs(oe - og);
+}
+
+// result[0] += mismatches; result[1] = min(first mismatching index).
+extern "C" __global__ void cugrade_compare(const void* got, const void* expected, u64 n, int elem,
+                                           double abs_tol, double rel_tol, long long ulp,
+                                           int exact, u64* result) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        double g = load(got, i, elem), e = load(expected, i, elem);
+        bool ok;
+        if (isnan(e) || isnan(g)) ok = isnan(e) && isnan(g);
+        else if (e == g) ok = true;
+        else if (exact || isinf(e) || isinf(g)) ok = false;
+        else if (fabs(g - e) <= abs_tol + rel_tol * fabs(e)) ok = true;
+        else ok = ulp >= 0 && ulps(e, g, elem) <= (double)ulp;
+        if (!ok) {
+            atomicAdd(&result[0], 1ull);
+            atomicMin(&result[1], i);
+        }
+    }
+}
+
+// result[0] += bytes in [p, p + n) that are not the guard byte.
+extern "C" __global__ void cugrade_guard(const unsigned char* p, u64 n, unsigned char fill,
+                                         u64* result) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x)
+        if (p[i] != fill) atomicAdd(&result[0], 1ull);
+}
