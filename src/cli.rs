@@ -54,6 +54,9 @@ enum Command {
         /// Write Markdown feedback here.
         #[arg(long)]
         markdown: Option<PathBuf>,
+        /// Also profile the kernels: Nsight Compute on a GPU, the emulator's counters otherwise.
+        #[arg(long)]
+        profile: bool,
     },
     /// Grade every submission in a cohort directory.
     Grade {
@@ -121,7 +124,16 @@ pub fn main() -> i32 {
             json,
             junit,
             markdown,
-        } => check(&rubric, &submission, &common, json, junit, markdown),
+            profile,
+        } => check(
+            &rubric,
+            &submission,
+            &common,
+            json,
+            junit,
+            markdown,
+            profile,
+        ),
         Command::Grade {
             rubric,
             cohort,
@@ -181,6 +193,7 @@ fn check(
     json: Option<PathBuf>,
     junit: Option<PathBuf>,
     markdown: Option<PathBuf>,
+    profile: bool,
 ) -> Result<i32, CliError> {
     let rubric = rubric::load(rubric_path)?;
     let sub = submission::load(sub_path).map_err(|e| match e {
@@ -207,6 +220,15 @@ fn check(
         sub_path.parent()
     };
     print_result(&result, common.format, dir);
+    if profile {
+        let text = crate::profile::section(&result, rubric_path, sub_path);
+        // stdout holds exactly result.json under --format json.
+        if common.format == Format::Json {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
     Ok(if result.all_passed() {
         exit::OK
     } else {

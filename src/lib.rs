@@ -20,6 +20,7 @@ pub mod exit;
 pub mod grade;
 pub mod hints;
 pub mod inputs;
+pub mod profile;
 pub mod measure;
 pub mod report;
 pub mod result;
