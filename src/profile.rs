@@ -29,7 +29,10 @@ pub const NCU_METRICS: &[&str] = &[
 const STALLS: &[(&str, &str)] = &[
     ("long_scoreboard", "waiting for global memory"),
     ("barrier", "waiting at __syncthreads()"),
-    ("short_scoreboard", "waiting for shared memory or special math"),
+    (
+        "short_scoreboard",
+        "waiting for shared memory or special math",
+    ),
     ("mio_throttle", "shared-memory instruction queue full"),
     ("math_pipe_throttle", "arithmetic units busy"),
 ];
@@ -51,7 +54,7 @@ pub fn parse_ncu_csv(text: &str) -> Result<Vec<NcuRow>, String> {
         .ok_or("no CSV header (\"ID\",...) in the ncu output")?;
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
-        .from_reader(text[start..].as_bytes());
+        .from_reader(&text.as_bytes()[start..]);
     let headers = reader.headers().map_err(|e| e.to_string())?.clone();
     let col = |name: &str| {
         headers
@@ -75,7 +78,12 @@ pub fn parse_ncu_csv(text: &str) -> Result<Vec<NcuRow>, String> {
             continue;
         };
         // Demangled names carry their parameter list: `vector_add(const float *, ...)`.
-        let kernel = kernel.split('(').next().unwrap_or(kernel).trim().to_string();
+        let kernel = kernel
+            .split('(')
+            .next()
+            .unwrap_or(kernel)
+            .trim()
+            .to_string();
         rows.push(NcuRow {
             kernel,
             metric: metric.to_string(),
@@ -146,16 +154,15 @@ pub fn from_ncu(rows: &[NcuRow], kernel: &str) -> Vec<Explained> {
     let mut stalls: Vec<(f64, &str)> = STALLS
         .iter()
         .filter_map(|(key, what)| {
-            let m = NCU_METRICS.iter().find(|m| m.contains(&format!("stalled_{key}_")))?;
+            let m = NCU_METRICS
+                .iter()
+                .find(|m| m.contains(&format!("stalled_{key}_")))?;
             get(m).map(|v| (v, *what))
         })
         .collect();
     stalls.sort_by(|a, b| b.0.total_cmp(&a.0));
     if let Some((top, what)) = stalls.first() {
-        let list: Vec<String> = stalls
-            .iter()
-            .map(|(v, w)| format!("{w} {v:.1}"))
-            .collect();
+        let list: Vec<String> = stalls.iter().map(|(v, w)| format!("{w} {v:.1}")).collect();
         out.push(Explained {
             name: "warp_stalls",
             value: list.join(", "),

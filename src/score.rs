@@ -114,7 +114,11 @@ mod tests {
         assert!(r.provisional, "correct but unmeasured is provisional");
         let r = finish(&milestone(), 15.0, vec![right, perf_pass()]);
         assert!(!r.provisional);
-        let r = finish(&milestone(), 15.0, vec![Check::fail(CheckKind::Correctness, "c", "wrong"), skipped]);
+        let r = finish(
+            &milestone(),
+            15.0,
+            vec![Check::fail(CheckKind::Correctness, "c", "wrong"), skipped],
+        );
         assert!(!r.provisional, "a wrong kernel's zero is final");
     }
 

@@ -80,7 +80,9 @@ fn a_divergent_barrier_fails_synccheck() {
     assert!(
         checks.iter().any(|c| c.status == Status::Fail
             && c.cause.as_deref() == Some("synccheck")
-            && c.location.as_deref().is_some_and(|l| l.starts_with("reduce.cu:"))),
+            && c.location
+                .as_deref()
+                .is_some_and(|l| l.starts_with("reduce.cu:"))),
         "{checks:#?}"
     );
 }
@@ -97,5 +99,9 @@ fn a_correct_kernel_passes_and_the_tool_is_named() {
         "{}",
         checks[0].message
     );
-    assert!(checks[0].message.contains("n1, n31"), "{}", checks[0].message);
+    assert!(
+        checks[0].message.contains("n1, n31"),
+        "{}",
+        checks[0].message
+    );
 }

@@ -130,13 +130,7 @@ fn is_poison(bytes: &[u8], elem: ScalarType) -> bool {
 /// Classify a wrong output. `initial` is the payload the buffer was sent with (`buf.data`),
 /// `expected` the reference's payload, `got` the student's. Call it only for a buffer that
 /// has at least one wrong element; on one that is right it answers `Values { wrong: 0 }`.
-pub fn classify(
-    buf: &Buffer,
-    initial: &[u8],
-    expected: &[u8],
-    got: &[u8],
-    tol: Resolved,
-) -> Wrong {
+pub fn classify(buf: &Buffer, initial: &[u8], expected: &[u8], got: &[u8], tol: Resolved) -> Wrong {
     let elem = buf.elem;
     let w = elem.size();
     let e = decode(expected, elem);
@@ -194,10 +188,7 @@ pub fn classify(
 
     // Off by a constant: the first wrong element's difference explains every element.
     let by = g[bad[0]] - e[bad[0]];
-    if by.is_finite()
-        && by != 0.0
-        && (0..n).all(|i| tol.accepts(e[i] + by, g[i], elem))
-    {
+    if by.is_finite() && by != 0.0 && (0..n).all(|i| tol.accepts(e[i] + by, g[i], elem)) {
         return Wrong::Offset { by };
     }
 
@@ -229,7 +220,11 @@ fn transposed(shape: &[usize], e: &[f64], g: &[f64], tol: Resolved, elem: Scalar
         return false;
     }
     let (r, c) = (shape[shape.len() - 2], shape[shape.len() - 1]);
-    if r < 2 || c < 2 || r.checked_mul(c).is_none_or(|rc| rc == 0 || e.len() % rc != 0) {
+    if r < 2
+        || c < 2
+        || r.checked_mul(c)
+            .is_none_or(|rc| rc == 0 || !e.len().is_multiple_of(rc))
+    {
         return false;
     }
     let plane = r * c;
@@ -363,7 +358,11 @@ mod tests {
                 nan: true
             }
         );
-        assert!(w.describe("out", 8).contains("NaN"), "{}", w.describe("out", 8));
+        assert!(
+            w.describe("out", 8).contains("NaN"),
+            "{}",
+            w.describe("out", 8)
+        );
         assert!(w.describe("out", 8).contains("out[3]"));
         g[3] = f64::INFINITY;
         g[5] = 1.0;
@@ -387,7 +386,11 @@ mod tests {
         let g: Vec<f64> = e.iter().map(|x| x + 3.0).collect();
         let w = class(&e, &g, None);
         assert_eq!(w, Wrong::Offset { by: 3.0 });
-        assert!(w.describe("c", 10).contains("3 more"), "{}", w.describe("c", 10));
+        assert!(
+            w.describe("c", 10).contains("3 more"),
+            "{}",
+            w.describe("c", 10)
+        );
         // One element: every wrong value is "off by a constant", so nothing is claimed.
         assert_eq!(class(&[1.0], &[4.0], None), Wrong::Values { wrong: 1 });
     }
@@ -453,7 +456,10 @@ mod tests {
         g[7] = -3.5;
         let w = class(&e, &g, None);
         assert_eq!(w, Wrong::Values { wrong: 2 });
-        assert_eq!(w.describe("c", 10), "`c` has wrong values: 2 of 10 elements");
+        assert_eq!(
+            w.describe("c", 10),
+            "`c` has wrong values: 2 of 10 elements"
+        );
     }
 
     #[test]
@@ -482,8 +488,14 @@ mod tests {
     fn short_or_odd_buffers_do_not_panic() {
         let b = buf(4, Some(vec![0, 4]));
         let e = encode(&[1.0, 2.0, 3.0, 4.0], ScalarType::F32);
-        assert_eq!(classify(&b, &b.data, &e, &[1, 2, 3], tol()), Wrong::Values { wrong: 0 });
-        assert_eq!(classify(&b, &[], &e, &e[..8], tol()), Wrong::Values { wrong: 0 });
+        assert_eq!(
+            classify(&b, &b.data, &e, &[1, 2, 3], tol()),
+            Wrong::Values { wrong: 0 }
+        );
+        assert_eq!(
+            classify(&b, &[], &e, &e[..8], tol()),
+            Wrong::Values { wrong: 0 }
+        );
         let g = encode(&[4.0, 3.0, 2.0, 1.0], ScalarType::F32);
         assert_eq!(classify(&b, &b.data, &e, &g, tol()), Wrong::Permuted);
     }

@@ -488,7 +488,10 @@ pub(super) fn source_line(
     let f = files
         .iter()
         .find(|f| f.name == file || f.name.rsplit('/').next() == Some(file))?;
-    let text = f.text.lines().nth(usize::try_from(line).ok()?.checked_sub(1)?)?;
+    let text = f
+        .text
+        .lines()
+        .nth(usize::try_from(line).ok()?.checked_sub(1)?)?;
     // A line is quoted, not a file: cap what a minified source could put on one line.
     let text: String = text.chars().take(400).collect();
     Some(crate::result::SourceLine {

@@ -5,8 +5,8 @@
 //! The check says which tool was used. docs/sanitizers.md has the table of what runs where.
 
 use super::correctness::sanitizer_check;
-use super::run::{describe_run_error, run_on};
 use super::run::{RunError, variant};
+use super::run::{describe_run_error, run_on};
 use super::worker_options;
 use crate::backend::{BackendKind, LaunchDims};
 use crate::inputs;
@@ -71,12 +71,7 @@ pub fn on_emulator(
             "no correctness case is small enough to run on the PTX emulator",
         )];
     }
-    let mut w = match Worker::spawn(&worker_options(
-        protected,
-        Role::Run,
-        BackendKind::Emu,
-        0,
-    )) {
+    let mut w = match Worker::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0)) {
         Ok(w) => w,
         Err(e) => {
             return vec![Check::skipped(
@@ -128,11 +123,7 @@ pub fn on_emulator(
             // The GPU run already reported a bad launch.
             Err(_) => continue,
         };
-        let inv = match inputs::generate(
-            contract,
-            &vars,
-            inputs::trial_seed(seed, &case.name, 0),
-        ) {
+        let inv = match inputs::generate(contract, &vars, inputs::trial_seed(seed, &case.name, 0)) {
             Ok(i) => i,
             Err(e) => {
                 skipped.push(format!("{}: {e}", case.name));
@@ -146,12 +137,7 @@ pub fn on_emulator(
                 // A timeout or fault here is the emulator's (the GPU ran this case): say so,
                 // and carry on in a fresh worker if this one is gone.
                 skipped.push(format!("{}: {}", case.name, describe_run_error(&e)));
-                match Worker::spawn(&worker_options(
-                    protected,
-                    Role::Run,
-                    BackendKind::Emu,
-                    0,
-                )) {
+                match Worker::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0)) {
                     Ok(fresh) => {
                         w = fresh;
                         if !matches!(
@@ -168,7 +154,12 @@ pub fn on_emulator(
         };
         ran.push(&case.name);
         for d in &report.diagnostics {
-            let key = (d.tool.clone(), d.file.clone(), d.line, d.instruction.clone());
+            let key = (
+                d.tool.clone(),
+                d.file.clone(),
+                d.line,
+                d.instruction.clone(),
+            );
             if seen.insert(key) {
                 let mut c = sanitizer_check(d, &case.name);
                 c.message = format!("{} (on the PTX emulator, after the GPU run)", c.message);

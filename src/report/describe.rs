@@ -187,7 +187,10 @@ mod tests {
 
     #[test]
     fn provisional_scores_say_so() {
-        assert_eq!(provisional_score(20.0, 35.0, true), "20 / 35, speed not measured");
+        assert_eq!(
+            provisional_score(20.0, 35.0, true),
+            "20 / 35, speed not measured"
+        );
         assert_eq!(provisional_score(20.0, 35.0, false), "20 / 35");
     }
 

@@ -79,7 +79,15 @@ fn base_name(c: &Check) -> &str {
 }
 
 /// The identity of a problem: checks with equal keys are one finding.
-fn key(c: &Check) -> (crate::result::CheckKind, Status, &str, Option<&str>, Option<&str>) {
+fn key(
+    c: &Check,
+) -> (
+    crate::result::CheckKind,
+    Status,
+    &str,
+    Option<&str>,
+    Option<&str>,
+) {
     (
         c.kind,
         c.status,
@@ -278,7 +286,10 @@ mod tests {
             "cases n1, n31, n255 and 5 more"
         );
         let four = group(&checks[..4]);
-        assert_eq!(four[0].where_cases().unwrap(), "cases n1, n31, n255 and n256");
+        assert_eq!(
+            four[0].where_cases().unwrap(),
+            "cases n1, n31, n255 and n256"
+        );
     }
 
     #[test]
@@ -297,7 +308,10 @@ mod tests {
             Some("add a barrier"),
             false,
         );
-        assert!(text.starts_with("FAIL: reduce_shared › racecheck: hazard"), "{text}");
+        assert!(
+            text.starts_with("FAIL: reduce_shared › racecheck: hazard"),
+            "{text}"
+        );
         assert!(text.contains("--> reduce.cu:17"), "{text}");
         assert!(
             text.contains("17 |         partial[tid] += partial[tid + s];"),
@@ -321,6 +335,9 @@ mod tests {
         });
         let checks = [c];
         let text = diagnostic(&group(&checks)[0], "t\u{1b}[31m", &[], None, false);
-        assert!(!text.contains('\u{1b}') && !text.contains("pwned"), "{text:?}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains("pwned"),
+            "{text:?}"
+        );
     }
 }

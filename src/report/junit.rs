@@ -184,7 +184,13 @@ fn explanation(f: &Finding) -> String {
     }
     if c.snippet.is_some() {
         s.push_str("\n\n");
-        s.push_str(&findings::diagnostic(f, &findings::display_name(f), &[], None, false));
+        s.push_str(&findings::diagnostic(
+            f,
+            &findings::display_name(f),
+            &[],
+            None,
+            false,
+        ));
     }
     if let Some(d) = &c.details {
         s.push_str("\n\n");

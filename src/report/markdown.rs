@@ -139,7 +139,11 @@ fn check<'a>(out: &mut String, f: &Finding<'a>, hints_said: &mut Vec<&'a str>) {
         Status::Skipped => "Skipped",
         Status::Pass => "Passed",
     };
-    let _ = writeln!(out, "**{label}:** {}\n", inline(&findings::display_message(f)));
+    let _ = writeln!(
+        out,
+        "**{label}:** {}\n",
+        inline(&findings::display_message(f))
+    );
     if c.snippet.is_some() {
         // The student's line, underlined, as a compiler would show it.
         let title = findings::display_name(f);
@@ -193,10 +197,17 @@ fn passed_names(m: &MilestoneResult) -> Vec<String> {
     let mut names: Vec<(String, usize)> = Vec::new();
     for c in m.checks.iter().filter(|c| c.status == Status::Pass) {
         let base = match c.case.as_deref() {
-            Some(case) => c.name.strip_suffix(case).map_or(c.name.as_str(), str::trim_end),
+            Some(case) => c
+                .name
+                .strip_suffix(case)
+                .map_or(c.name.as_str(), str::trim_end),
             None => c.name.as_str(),
         };
-        let base = if base.is_empty() { c.name.as_str() } else { base };
+        let base = if base.is_empty() {
+            c.name.as_str()
+        } else {
+            base
+        };
         match names.iter_mut().find(|(n, _)| n == base) {
             Some((_, k)) => *k += 1,
             None => names.push((base.to_string(), 1)),

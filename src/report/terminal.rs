@@ -6,8 +6,8 @@
 //! the CI runner reading it.
 
 use super::describe::{self, status_word};
-use super::sanitize::{one_line, plain_text};
 use super::findings::{self, Finding};
+use super::sanitize::{one_line, plain_text};
 use crate::result::{CheckKind, GradeResult, MilestoneResult, Status};
 use owo_colors::{OwoColorize, Style};
 use std::fmt::Write as _;
@@ -129,7 +129,16 @@ pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
             out.push('\n');
             first = false;
         }
-        finding(&mut out, m, f, &also, &mut hints_said, verbose, color, &paint);
+        finding(
+            &mut out,
+            m,
+            f,
+            &also,
+            &mut hints_said,
+            verbose,
+            color,
+            &paint,
+        );
     }
 
     let _ = writeln!(
@@ -174,7 +183,10 @@ fn finding<'a>(
         notes.push(format!("the same in milestone{s} {}", also.join(", ")));
     }
     if verbose && f.all.len() > 1 {
-        notes.push(format!("{} occurrences (result.json lists each)", f.all.len()));
+        notes.push(format!(
+            "{} occurrences (result.json lists each)",
+            f.all.len()
+        ));
     }
     if let Some(meas) = describe::measurement(c) {
         notes.push(format!("measured {meas}"));
