@@ -453,7 +453,7 @@ mod tests {
         let e = ramp(10);
         let mut g = e.clone();
         g[2] = 100.0;
-        g[7] = -3.5;
+        g[7] = -30.5;
         let w = class(&e, &g, None);
         assert_eq!(w, Wrong::Values { wrong: 2 });
         assert_eq!(

@@ -265,7 +265,10 @@ pub fn github_in(r: &GradeResult, dir: &str) -> String {
     let dir = dir.trim_end_matches('/');
     let mut out = String::new();
     for m in &r.milestones {
-        for c in m.checks.iter().filter(|c| describe::is_problem(c)) {
+        // One annotation per finding, not per case.
+        let grouped = findings::group(&m.checks);
+        for f in grouped.iter().filter(|f| describe::is_problem(f.check)) {
+            let c = f.check;
             let mut props = Vec::new();
             if let Some(l) = &c.location {
                 let l = one_line(l);
@@ -283,9 +286,12 @@ pub fn github_in(r: &GradeResult, dir: &str) -> String {
                     props.push(format!("col={col}"));
                 }
             }
-            let title = format!("{} › {}", one_line(&m.id), one_line(&c.name));
+            let title = format!("{} › {}", one_line(&m.id), one_line(&f.name()));
             props.push(format!("title={}", escape_property(&title)));
             let mut message = one_line(&c.message);
+            if let Some(w) = f.where_cases().filter(|_| f.all.len() > 1) {
+                message.push_str(&format!("\n{w}"));
+            }
             if let Some(meas) = describe::measurement(c) {
                 message.push_str(&format!("\nmeasured {meas}"));
             }
