@@ -89,6 +89,12 @@ enum Command {
         #[arg(long)]
         schema_only: bool,
     },
+    /// Measure each rubric's CPU baselines on this machine and pin them for the course in
+    /// `<rubric>.calibration.json` beside the rubric (grading then uses them everywhere).
+    Calibrate {
+        /// Rubric files (YAML) whose CPU baselines to measure.
+        rubrics: Vec<PathBuf>,
+    },
     /// Say what this machine offers: driver, GPUs, NVRTC, sandbox layers, and what is missing.
     Doctor,
     #[command(name = "__worker", hide = true)]
@@ -112,6 +118,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Worker { config } => return crate::worker::child::main(&config),
         Command::Doctor => Ok(crate::doctor::run()),
+        Command::Calibrate { rubrics } => crate::calibrate::run(&rubrics),
         Command::Validate {
             rubrics,
             backend,

@@ -96,6 +96,9 @@ pub fn run(
     };
     let mut base = resolve(req, devices[0], true)?;
     base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
+    // CPU baselines measured for this cohort live beside its outputs: every student, shard and
+    // `--resume` of the cohort is compared with the same value (unless the rubric pins one).
+    base.baseline_cache = Some(out.join("cpu-baselines.json"));
     let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
     drop(reference);
 
@@ -117,6 +120,7 @@ pub fn run(
                             o.device = device;
                             o.device_name = name;
                             o.arch = arch;
+                            o.gpu = crate::backend::cuda::pci_bus_id(device).ok();
                         }
                         Err(e) => {
                             *fatal.lock().unwrap_or_else(|p| p.into_inner()) =

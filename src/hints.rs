@@ -58,3 +58,5 @@ pub const SMALL_ONLY: &str = "Right for small inputs only: what changes when n g
 pub const TIMED_WRONG: &str = "Every timed launch runs on fresh inputs and its output is checked against the reference. A kernel must compute the whole answer on every launch: no state kept between launches (a __device__ counter or cache), no answer replayed from an earlier launch, no work skipped once the first launches are done.";
 
 pub const IMPOSSIBLE: &str = "The measured time is below what this GPU's memory bandwidth or arithmetic peak allows for this case: the kernel cannot have done the work it was asked for. If you believe this is wrong, show the course staff your kernel.";
+
+pub const TIMED_TOO_SLOW: &str = "One launch of the performance case took longer than the check allows (its launch timeout, at most twice its time budget): a kernel that is far too slow for this size (one thread doing all the work, printf from every thread) or one that never finishes.";

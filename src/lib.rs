@@ -10,6 +10,7 @@
 
 pub mod backend;
 pub mod baseline;
+pub mod calibrate;
 pub mod check;
 pub mod cli;
 pub mod cohort;

@@ -192,3 +192,54 @@ fn lab_examples_on_the_gpu() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The measurement protocol's anti-cheat rules and budgets (docs/measurement.md): timing cheats
+/// get no speed points and a message that names them; an honest kernel that uses a __device__
+/// counter correctly keeps its points; a printf-from-every-thread kernel and a kernel about a
+/// thousand times too slow finish their performance checks within twice the budget.
+#[test]
+fn timing_cheats_and_slow_kernels() {
+    if !enabled() {
+        return;
+    }
+    use cugrade::result::Status;
+    let rubric = root().join("rubrics/reduction.yaml");
+    let fixtures = root().join("tests/fixtures/timing");
+    let perf = |r: &cugrade::result::GradeResult, milestone: &str| {
+        r.milestones
+            .iter()
+            .find(|m| m.id == milestone)
+            .and_then(|m| m.checks.iter().find(|c| c.kind.as_str() == "performance"))
+            .cloned()
+            .expect("a performance check")
+    };
+    for cheat in ["counter_skip", "replay"] {
+        let (_, r, err) = grade(&rubric, &fixtures.join(cheat));
+        let c = perf(&r, "reduce_shuffle");
+        assert_eq!(c.status, Status::Fail, "{cheat}: {c:?}\n{err}");
+        assert_eq!(c.points, Some(0.0), "{cheat}");
+        assert!(
+            c.message.contains("state it kept from an earlier launch"),
+            "{cheat}: {}",
+            c.message
+        );
+    }
+    let (_, r, err) = grade(&rubric, &fixtures.join("honest"));
+    let c = perf(&r, "reduce_shuffle");
+    assert_eq!(c.status, Status::Pass, "{c:?}\n{err}");
+    let t = c.timing.expect("timing record");
+    assert!(
+        t.launches_verified as usize > t.samples && t.samples >= 10,
+        "{t:?}"
+    );
+    for slow in ["printf_flood", "slow_serial"] {
+        let (_, r, _) = grade(&rubric, &fixtures.join(slow));
+        let c = perf(&r, "reduce_shuffle");
+        assert_eq!(c.points.unwrap_or(0.0), 0.0, "{slow}: {c:?}");
+        let seconds = c.seconds.unwrap_or(f64::INFINITY);
+        assert!(
+            seconds <= 2.0 * 2.0 + 2.0,
+            "{slow}: the check took {seconds} s"
+        );
+    }
+}

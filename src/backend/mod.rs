@@ -104,6 +104,9 @@ pub struct KernelInfo {
     pub max_threads_per_block: u32,
     pub static_shared_bytes: u32,
     pub registers: u32,
+    /// Local memory per thread (register spills and local arrays), where the backend knows it.
+    #[serde(default)]
+    pub local_bytes: u32,
 }
 
 /// A problem the emulator saw while running a kernel (memcheck, racecheck, ...).

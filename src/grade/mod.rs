@@ -17,6 +17,7 @@ mod compiling;
 mod correctness;
 mod performance;
 mod reference;
+mod resources;
 mod run;
 pub mod sanitizer;
 
@@ -112,6 +113,7 @@ pub fn grade(
             worker: None,
             sandbox: &mut run.sandbox,
             tensor_ops: false,
+            compiled: &summary.kernels,
         };
         let result = ctx.grade(&modules, &compile_checks);
         match result {
@@ -147,6 +149,8 @@ struct MilestoneRun<'a> {
     sandbox: &'a mut Vec<String>,
     /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
     tensor_ops: bool,
+    /// `ptxas -v` facts of the submission's kernels (spills).
+    compiled: &'a [crate::result::KernelResources],
 }
 
 impl MilestoneRun<'_> {
@@ -310,6 +314,20 @@ impl MilestoneRun<'_> {
             ),
         ));
         self.worker = Some(worker);
+        // Resources at the launch the speed is measured with (else the first case's).
+        let resource_case = m
+            .performance
+            .first()
+            .and_then(|p| self.rubric.performance_case(&p.case))
+            .or_else(|| self.rubric.cases_for(m).into_iter().next())
+            .cloned();
+        if let Some(dims) =
+            resource_case.and_then(|c| self.dims_for(&c, info.max_threads_per_block).ok())
+        {
+            let compiled = self.compiled.iter().find(|k| k.name == m.kernel);
+            self.checks
+                .push(resources::check(&m.kernel, &info, compiled, dims));
+        }
 
         let budget = Duration::from_secs_f64(self.rubric.rubric.timeouts.milestone_s);
         let mut metrics_by_case: HashMap<String, Metrics> = HashMap::new();
@@ -379,7 +397,10 @@ impl MilestoneRun<'_> {
                 )
                 .with_case(p.case.clone())
             } else {
-                self.performance(p, info.max_threads_per_block)?
+                let t0 = Instant::now();
+                let mut c = self.performance(p, info.max_threads_per_block)?;
+                c.seconds = Some(t0.elapsed().as_secs_f64());
+                c
             };
             self.checks.push(c);
         }

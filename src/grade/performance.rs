@@ -88,7 +88,20 @@ impl MilestoneRun<'_> {
             launch_deadline_ms: (launch_s.min(2.0 * budget) * 1e3) as u64,
             seed: inputs::trial_seed(self.opts.seed, &format!("timed {}", case.name), 0),
         };
-        let allocs = inv.allocations();
+        // Buffers drawn on the device travel empty: only outputs' initial contents (and inputs
+        // without a generator) cross the pipe.
+        let allocs: Vec<Vec<u8>> = inv
+            .buffers
+            .iter()
+            .zip(&spec.buffers)
+            .map(|(b, p)| {
+                if p.draw.is_some() {
+                    Vec::new()
+                } else {
+                    b.allocation()
+                }
+            })
+            .collect();
         let mut blobs: Vec<&[u8]> = vec![self.reference.ptx.as_bytes(), harness.as_bytes()];
         blobs.extend(allocs.iter().map(Vec::as_slice));
         let bytes: usize = allocs.iter().map(Vec::len).sum();
@@ -173,12 +186,27 @@ impl MilestoneRun<'_> {
                 index,
                 got,
                 expected,
+                chained,
             }) => {
+                let why = if *chained {
+                    "; it ran right after earlier launches without a reset of the kernel's __device__ variables, and the ones before it were right: the kernel's results depend on state it kept from an earlier launch (a launch counter or a saved answer)"
+                } else {
+                    ""
+                };
+                if *launch == 0 {
+                    return fail(
+                        format!(
+                            "wrong results on the performance case {}: {mismatches} element(s) of `{buffer}` differ from the reference, the first at index {index} (got {got}, expected {expected}); a kernel right only on the small correctness cases earns no speed points",
+                            case.name
+                        ),
+                        hints::WRONG_RESULTS,
+                    );
+                }
                 return fail(
                     format!(
-                        "timed launch {} of {} gave wrong results on fresh inputs: {mismatches} element(s) of `{buffer}` differ from the reference, the first at index {index} (got {got}, expected {expected}); no speed points",
+                        "timing cheat or flaky kernel: timed launch {} gave wrong results on fresh inputs after {} right ones: {mismatches} element(s) of `{buffer}` differ from the reference, the first at index {index} (got {got}, expected {expected}){why}; no speed points",
                         launch + 1,
-                        report.verified + 1
+                        report.verified
                     ),
                     hints::TIMED_WRONG,
                 );
@@ -209,7 +237,7 @@ impl MilestoneRun<'_> {
                             spec.launch_deadline_ms as f64 / 1e3,
                             spec.budget_ms as f64 / 1e3
                         ),
-                        hints::DEADLOCK,
+                        hints::TIMED_TOO_SLOW,
                     ),
                     other => (
                         format!("timed launch {} failed: {other}", launch + 1),

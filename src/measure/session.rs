@@ -13,6 +13,10 @@
 //!    reference's on the device, guard bytes included: one wrong launch ends the check and
 //!    names the launch.
 //!
+//! The probe and the seven launches after it run without resetting the `__device__` variables
+//! in between (after one reset at the start), so a kernel whose results depend on what an
+//! earlier launch left behind fails there; every later launch starts from the reset values.
+//!
 //! The first iteration is the probe: its time sizes the rest through the stopping rule, so a
 //! slow kernel gets fewer samples and never more than its budget. Expected outputs exist on
 //! the device only after the student's launch of that iteration has finished, and the inputs
@@ -134,6 +138,9 @@ pub enum Problem {
         index: u64,
         got: f64,
         expected: f64,
+        /// The launch ran without a reset of `__device__` variables since the probe: the
+        /// results depend on state the kernel kept from an earlier launch.
+        chained: bool,
     },
     /// Launch `launch` wrote outside its output.
     StrayWrite {
@@ -162,6 +169,9 @@ pub struct TimingReport {
     pub facts: DeviceFacts,
     pub seconds: f64,
 }
+
+/// Launches after the probe that run without resetting the student's `__device__` variables.
+pub const CHAINED: u64 = 7;
 
 /// Per-launch seed of buffer `b` at iteration `i` (SplitMix64 of the mix).
 fn seed_for(seed: u64, i: u64, b: usize) -> u64 {
@@ -345,7 +355,8 @@ fn read_f64(bytes: &[u8], elem: u32) -> f64 {
 }
 
 /// Run the timed section. `blobs`: the reference PTX, the harness PTX, then every buffer's
-/// initial allocation (guards included) in `spec.buffers` order. Device failures end up in
+/// initial allocation (guards included) in `spec.buffers` order; empty for a buffer drawn on the
+/// device. Device failures end up in
 /// `problem`; an `Err` is a failure of the set-up itself.
 pub fn run(t: &mut dyn Timer, spec: &MeasureSpec, blobs: &[Vec<u8>]) -> TimingReport {
     let started = Instant::now();
@@ -395,14 +406,20 @@ fn measure(
     let mut reference = Vec::new();
     let mut tables = Vec::new();
     for (b, blob) in spec.buffers.iter().zip(&blobs[2..]) {
-        if blob.len() != b.spec.total() {
+        // A buffer drawn on the device needs no initial contents from the host (an empty blob).
+        let drawn_empty = b.draw.is_some() && blob.is_empty();
+        if blob.len() != b.spec.total() && !drawn_empty {
             return Err(BackendError::Other(
                 "measure: a buffer blob has the wrong size".into(),
             ));
         }
-        let p = t.alloc(b.spec.total())?;
-        t.upload(p, blob)?;
-        pristine.push(p);
+        if drawn_empty {
+            pristine.push(0);
+        } else {
+            let p = t.alloc(b.spec.total())?;
+            t.upload(p, blob)?;
+            pristine.push(p);
+        }
         reference.push(if b.compare.is_some() {
             Some(t.alloc(b.spec.total())?)
         } else {
@@ -470,8 +487,14 @@ fn measure(
         let set = (i as usize) % d.sets.len();
         d.t.clear_marks();
         // 1-2: fresh inputs, poisoned outputs, reset globals, then the student's launch alone.
+        // The first launches after the probe run without the reset: a kernel whose results
+        // depend on state kept from an earlier launch (a launch counter, a saved answer) is
+        // caught there by the verification; afterwards the reset keeps any such state from
+        // helping.
         d.prepare(set, i, false)?;
-        d.t.restore_globals()?;
+        if i == 0 || i > CHAINED {
+            d.t.restore_globals()?;
+        }
         let student_params = d.params(Slot::Student, set)?;
         if cold {
             d.t.flush_l2()?;
@@ -533,7 +556,7 @@ fn measure(
             Some((a, b)) => Some(d.t.elapsed_ms(a, b)?),
             None => None,
         };
-        if let Some(p) = check_results(&mut d, &res, set, i as u32)? {
+        if let Some(p) = check_results(&mut d, &res, set, i as u32, (1..=CHAINED).contains(&i))? {
             report.problem = Some(p);
             return Ok(());
         }
@@ -576,6 +599,7 @@ fn check_results(
     res: &[u8],
     set: usize,
     launch: u32,
+    chained: bool,
 ) -> Result<Option<Problem>, BackendError> {
     let word = |k: usize| {
         u64::from_le_bytes(<[u8; 8]>::try_from(&res[8 * k..8 * k + 8]).unwrap_or_default())
@@ -609,6 +633,7 @@ fn check_results(
                 index: first,
                 got: read_f64(&got, pb.elem),
                 expected: read_f64(&exp, pb.elem),
+                chained,
             }));
         }
     }

@@ -229,7 +229,11 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
                     ..
                 })
             );
-            let _ = b.free_all();
+            // After a fault or a timeout the kernel may still be running: freeing memory would
+            // wait for it. The worker ends instead, and the parent kills it.
+            if !fatal {
+                let _ = b.free_all();
+            }
             (Response::Timed(Box::new(report)), vec![], fatal)
         }
     }

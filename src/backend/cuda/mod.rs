@@ -331,6 +331,7 @@ impl Backend for CudaBackend {
             max_threads_per_block: attr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
             static_shared_bytes: attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32,
             registers: attr(CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
+            local_bytes: attr(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32,
         })
     }
 

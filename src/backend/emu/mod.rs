@@ -204,6 +204,7 @@ impl Backend for EmuBackend {
             max_threads_per_block: 1024,
             static_shared_bytes: k.static_shared,
             registers: k.regs,
+            local_bytes: 0,
         })
     }
 
