@@ -1,19 +1,21 @@
-//! The command line: parse, pick a backend, dispatch. The work lives in the other modules.
+//! The command line: parse and dispatch. The work lives in the other modules.
 
-use crate::errors::{CliError, Fatal};
+use crate::errors::CliError;
 use crate::exit;
-use crate::grade::{self, Reference};
-use crate::report::output::{Format, print_result, write_outputs};
-use crate::setup::{BackendChoice, Requested, protected_dirs, resolve};
-use crate::{rubric, submission};
-use clap::{Parser, Subcommand};
-use std::path::{Path, PathBuf};
+use crate::report::output::{Format, Verbosity};
+use crate::setup::{BackendChoice, Requested};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "cugrade",
     version,
-    about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA kernels"
+    about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA kernels",
+    long_about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA \
+                  kernels against a YAML rubric, on the GPU or on cugrade's PTX emulator.\n\n\
+                  Students: `cugrade init LAB` writes a starter, `cugrade check` grades it.",
+    max_term_width = 80
 )]
 struct Cli {
     #[command(subcommand)]
@@ -22,56 +24,80 @@ struct Cli {
 
 #[derive(clap::Args, Debug, Clone)]
 struct Common {
-    /// Where kernels run.
+    /// Where kernels run: a GPU (cuda), the PTX emulator (emu), or cuda when usable (auto).
     #[arg(long, value_enum, default_value = "auto")]
     backend: BackendChoice,
     /// Seed for input generation; the default draws a fresh one and records it.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     seed: Option<u64>,
-    /// What the terminal gets.
+    /// What the terminal gets: a summary (human), the summary plus GitHub Actions
+    /// annotations (github), or result.json (json).
     #[arg(long, value_enum, default_value = "human")]
     format: Format,
     /// GPU ordinals to use (first one for `check`), e.g. `0,1`.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     gpus: Vec<usize>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Rubric file (YAML). Without it, the rubric that the submission's cugrade.yaml names
+    /// (`rubric: LAB` for a lab built into cugrade, or a file next to cugrade.yaml).
+    #[arg(long, value_name = "FILE")]
+    pub rubric: Option<PathBuf>,
+    /// The submission: a .cu or .ptx file, or a folder of them.
+    #[arg(default_value = ".", value_name = "SUBMISSION")]
+    pub submission: PathBuf,
+    /// Write result.json here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write JUnit XML here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write Markdown feedback here.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Grade again each time a source file of the submission changes (Ctrl-C stops).
+    #[arg(long)]
+    pub watch: bool,
+    /// Print only the total line (GitHub annotations and JSON are unaffected).
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Also print what was chosen (rubric, backend, seed) and every check, passing ones too.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Also profile the kernels: Nsight Compute on a GPU, the emulator's counters otherwise.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Grade one submission (a .cu or .ptx file, or a directory) and print a summary.
+    /// Grade one submission (a .cu or .ptx file, or a folder) and print a summary.
     Check {
-        #[arg(long)]
-        rubric: PathBuf,
-        submission: PathBuf,
+        #[command(flatten)]
+        args: CheckArgs,
         #[command(flatten)]
         common: Common,
-        /// Write result.json here.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Write JUnit XML here.
-        #[arg(long)]
-        junit: Option<PathBuf>,
-        /// Write Markdown feedback here.
-        #[arg(long)]
-        markdown: Option<PathBuf>,
-        /// Also profile the kernels: Nsight Compute on a GPU, the emulator's counters otherwise.
-        #[arg(long)]
-        profile: bool,
     },
-    /// Grade every submission in a cohort directory.
+    /// Grade every submission in a cohort folder.
     Grade {
-        #[arg(long)]
+        /// Rubric file (YAML).
+        #[arg(long, value_name = "FILE")]
         rubric: PathBuf,
+        /// Folder of submissions: each subfolder, .cu/.ptx file or .zip/.tar.gz archive is one
+        /// student.
         cohort: PathBuf,
-        #[arg(long)]
+        /// Folder for the results (created if missing).
+        #[arg(long, value_name = "DIR")]
         out: PathBuf,
         #[command(flatten)]
         common: Common,
         /// Submissions graded at once (default 1; each still runs in its own workers).
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_name = "N")]
         jobs: usize,
         /// Grade only shard K of N (1-based), e.g. `2/4`, to spread a cohort over machines.
-        #[arg(long)]
+        #[arg(long, value_name = "K/N")]
         shard: Option<String>,
         /// Skip students whose result.json exists for the same submission and rubric.
         #[arg(long, conflicts_with = "regrade")]
@@ -82,7 +108,10 @@ enum Command {
     },
     /// Check rubric files, and that each rubric's reference kernels pass their own rubric.
     Validate {
+        /// Rubric files (YAML).
+        #[arg(value_name = "RUBRIC")]
         rubrics: Vec<PathBuf>,
+        /// Where the reference kernels run (see `check --backend`).
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendChoice,
         /// Only check the files' schema and expressions (no kernels run).
@@ -97,8 +126,40 @@ enum Command {
     },
     /// Say what this machine offers: driver, GPUs, NVRTC, sandbox layers, and what is missing.
     Doctor,
+    /// Write a student starter for a lab: stub kernels, cugrade.yaml and a README.
+    Init {
+        /// The lab (`cugrade init --list` lists them).
+        #[arg(value_name = "LAB", required_unless_present = "list",
+              value_parser = clap::builder::PossibleValuesParser::new(crate::labs::LABS.iter().map(|l| l.name)))]
+        lab: Option<String>,
+        /// Folder for the starter [default: ./LAB]; it may hold other files (a fresh clone),
+        /// but not the starter's kernels or cugrade.yaml.
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// List the labs built into this cugrade and exit.
+        #[arg(long)]
+        list: bool,
+    },
+    /// Print a shell completion script, e.g. `cugrade completions bash > ~/.local/share/bash-completion/completions/cugrade`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `cugrade man | man -l -`.
+    Man {
+        /// Write cugrade.1 and one page per subcommand (cugrade-check.1, ...) into this folder
+        /// instead.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     #[command(name = "__worker", hide = true)]
     Worker { config: String },
+}
+
+/// The clap definition, for completions, the man page and tests.
+pub fn command() -> clap::Command {
+    Cli::command()
 }
 
 /// Parse the command line and run it; returns the exit code.
@@ -124,23 +185,37 @@ pub fn main() -> i32 {
             backend,
             schema_only,
         } => crate::validate::run(&rubrics, backend, schema_only),
-        Command::Check {
-            rubric,
-            submission,
-            common,
-            json,
-            junit,
-            markdown,
-            profile,
-        } => check(
-            &rubric,
-            &submission,
-            &common,
-            json,
-            junit,
-            markdown,
-            profile,
-        ),
+        Command::Check { args, common } => {
+            let verbosity = if args.quiet {
+                Verbosity::Quiet
+            } else if args.verbose {
+                Verbosity::Verbose
+            } else {
+                Verbosity::Normal
+            };
+            let opts = crate::student::CheckOptions {
+                rubric: args.rubric,
+                submission: args.submission,
+                json: args.json,
+                junit: args.junit,
+                markdown: args.markdown,
+                format: common.format,
+                verbosity,
+                requested: common_options(&common),
+                profile: args.profile,
+            };
+            if args.watch {
+                crate::student::watch(&opts)
+            } else {
+                crate::student::check(&opts)
+            }
+        }
+        Command::Init { lab, dir, list } => crate::student::init(lab.as_deref(), dir, list),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut command(), "cugrade", &mut std::io::stdout());
+            Ok(exit::OK)
+        }
+        Command::Man { out } => man(out),
         Command::Grade {
             rubric,
             cohort,
@@ -172,6 +247,23 @@ pub fn main() -> i32 {
     }
 }
 
+fn man(out: Option<PathBuf>) -> Result<i32, CliError> {
+    let cmd = command();
+    let fatal = |e: std::io::Error| CliError::Fatal(crate::errors::Fatal::new(e.to_string()));
+    match out {
+        None => {
+            clap_mangen::Man::new(cmd)
+                .render(&mut std::io::stdout())
+                .map_err(fatal)?;
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).map_err(fatal)?;
+            clap_mangen::generate_to(cmd, &dir).map_err(fatal)?;
+        }
+    }
+    Ok(exit::OK)
+}
+
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     let bad = || format!("--shard takes K/N with 1 <= K <= N, got `{s}`");
     let (k, n) = s.split_once('/').ok_or_else(bad)?;
@@ -193,52 +285,30 @@ fn common_options(c: &Common) -> Requested {
     }
 }
 
-fn check(
-    rubric_path: &Path,
-    sub_path: &Path,
-    common: &Common,
-    json: Option<PathBuf>,
-    junit: Option<PathBuf>,
-    markdown: Option<PathBuf>,
-    profile: bool,
-) -> Result<i32, CliError> {
-    let rubric = rubric::load(rubric_path)?;
-    let sub = submission::load(sub_path).map_err(|e| match e {
-        submission::SubmissionError::Manifest(c) => CliError::Config(c),
-        submission::SubmissionError::Other(m) => CliError::Usage(m),
-    })?;
-    submission::check_against(&sub, &rubric)?;
-    let device = common.gpus.first().copied().unwrap_or(0);
-    let mut opts = resolve(&common_options(common), device, true)?;
-    opts.protected = protected_dirs(&[rubric_path, sub_path]);
-    let mut reference =
-        Reference::compile(&rubric, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
-    let result = grade::grade(&rubric, &sub, &opts, &mut reference)
-        .map_err(|e| Fatal::new(e.0.to_string()))?;
-    write_outputs(
-        &result,
-        json.as_deref(),
-        junit.as_deref(),
-        markdown.as_deref(),
-    )?;
-    let dir = if sub_path.is_dir() {
-        Some(sub_path)
-    } else {
-        sub_path.parent()
-    };
-    print_result(&result, common.format, dir);
-    if profile {
-        let text = crate::profile::section(&result, rubric_path, sub_path);
-        // stdout holds exactly result.json under --format json.
-        if common.format == Format::Json {
-            eprint!("{text}");
-        } else {
-            print!("{text}");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every argument and option of every subcommand says what it is for.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let builtin = matches!(a.get_id().as_str(), "help" | "version");
+                if !builtin && a.get_help().is_none() && !cmd.is_hide_set() {
+                    missing.push(format!("{path} {}", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                if sub.get_about().is_none() && sub.get_name() != "help" {
+                    missing.push(format!("{path} {}", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
         }
+        let mut missing = Vec::new();
+        walk(&command(), "cugrade", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+        command().debug_assert();
     }
-    Ok(if result.all_passed() {
-        exit::OK
-    } else {
-        exit::FAILED
-    })
 }

@@ -35,6 +35,9 @@ pub fn run() -> i32 {
     } else {
         lines.push((false, "NVRTC: libnvrtc.so.13 not found; fix: `python3 -m pip install --target ~/.cache/cugrade-nvrtc nvidia-cuda-nvrtc==13.0.88` and set LD_LIBRARY_PATH=~/.cache/cugrade-nvrtc/nvidia/cu13/lib".into()));
     }
+    // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions.
+    lines.push(crate::compile::toolchain::describe_headers());
+    lines.push(crate::compile::toolchain::describe_numba());
     // cuBLAS (only for matmul thresholds against cuBLAS).
     // SAFETY: only tries to dlopen libcublas.
     if unsafe { cudarc::cublas::sys::is_culib_present() } {

@@ -328,6 +328,60 @@ pub fn check_limits(d: &LaunchDims, max_threads: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// The invocation with Numba's calling convention: each buffer (symbols included: Numba has
+/// no `__constant__` symbols to set, so they are passed) becomes its array descriptor.
+pub fn numba_invocation(
+    inv: &Invocation,
+    contract: &Contract,
+    sig: &crate::compile::numba::Signature,
+) -> Result<Invocation, String> {
+    let mut args = vec![];
+    let mut values = inv.args.iter().filter(|a| matches!(a, Arg::Value(_)));
+    let mut buffer = 0usize;
+    for (p, &ndim) in contract.params.iter().zip(&sig.ndims) {
+        match crate::rubric::ParamType::parse(&p.ty) {
+            Some(crate::rubric::ParamType::Buffer(t)) => {
+                let b = inv
+                    .buffers
+                    .get(buffer)
+                    .ok_or_else(|| format!("no buffer for `{}`", p.name))?;
+                let item = t.size() as i64;
+                let shape: Vec<i64> = match (&b.shape, ndim) {
+                    (_, 1) => vec![b.len as i64],
+                    (Some(s), n) if s.len() == n => s.iter().map(|&x| x as i64).collect(),
+                    _ => return Err(format!("`{}` has no {ndim}-D shape", p.name)),
+                };
+                let mut strides = vec![item; shape.len()];
+                for i in (0..shape.len().saturating_sub(1)).rev() {
+                    strides[i] = strides[i + 1] * shape[i + 1];
+                }
+                use crate::backend::ParamValue::I64;
+                args.push(Arg::Value(I64(0))); // meminfo: no NRT on the device
+                args.push(Arg::Value(I64(0))); // parent: no Python object
+                args.push(Arg::Value(I64(b.len as i64)));
+                args.push(Arg::Value(I64(item)));
+                args.push(Arg::Buffer(buffer));
+                args.extend(shape.into_iter().map(|x| Arg::Value(I64(x))));
+                args.extend(strides.into_iter().map(|x| Arg::Value(I64(x))));
+                buffer += 1;
+            }
+            Some(crate::rubric::ParamType::Scalar(_)) => {
+                args.push(
+                    values
+                        .next()
+                        .cloned()
+                        .ok_or_else(|| format!("no value for `{}`", p.name))?,
+                );
+            }
+            None => return Err(format!("bad type `{}`", p.ty)),
+        }
+    }
+    let mut out = inv.clone();
+    out.args = args;
+    out.symbols.clear();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,5 +454,46 @@ launch: { block: [256], grid: ["ceil_div(n, 256)"] }
             grid: vec![Expr::Int(1)],
             shared_bytes: None,
         };
+    }
+
+    const NUMBA_MATMUL: &str = "params:
+  - {name: A, type: \"f32*\", dir: in, len: \"M * K\", shape: [M, K]}
+  - {name: C, type: \"f32*\", dir: out, len: \"M * K\"}
+  - {name: M, type: i32, value: M}
+  - {name: K, type: u64, value: K}
+launch: {block: [16], grid: [1]}
+";
+
+    #[test]
+    fn descriptors_carry_shape_and_strides() {
+        let c: Contract = serde_yaml::from_str(NUMBA_MATMUL).unwrap();
+        let mut vars = crate::rubric::expr::Vars::new();
+        vars.insert("M".into(), 3.0);
+        vars.insert("K".into(), 5.0);
+        let inv = crate::inputs::generate(&c, &vars, 1).unwrap();
+        let sig =
+            &crate::compile::numba::signatures(&c, crate::rubric::schema::ArrayStyle::Auto)[1];
+        let n = numba_invocation(&inv, &c, sig).unwrap();
+        use crate::backend::ParamValue::I64;
+        let v = |x| Arg::Value(I64(x));
+        assert_eq!(
+            n.args[..9],
+            [
+                v(0),
+                v(0),
+                v(15),
+                v(4),
+                Arg::Buffer(0),
+                v(3),
+                v(5),
+                v(20),
+                v(4)
+            ]
+        );
+        assert_eq!(
+            n.args[9..16],
+            [v(0), v(0), v(15), v(4), Arg::Buffer(1), v(15), v(4)]
+        );
+        assert_eq!(n.args.len(), 18);
     }
 }

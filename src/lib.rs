@@ -6,7 +6,9 @@
 //! compares outputs, `measure` times, `score` turns checks into points; `report` writes
 //! JSON, JUnit, Markdown and the terminal summary. `grade` drives one submission, `cohort`
 //! many; `doctor` and `validate` are the other commands; `setup` turns what the user asked
-//! for into grading options; `cli` only parses and dispatches.
+//! for into grading options; `student` is `check` (one submission, as a student runs it) and
+//! `init` (a lab's starter, from the `labs` built into the binary); `cli` only parses and
+//! dispatches.
 
 pub mod backend;
 pub mod baseline;
@@ -21,6 +23,7 @@ pub mod exit;
 pub mod grade;
 pub mod hints;
 pub mod inputs;
+pub mod labs;
 pub mod measure;
 pub mod profile;
 pub mod report;
@@ -29,6 +32,7 @@ pub mod rubric;
 pub mod sandbox;
 pub mod score;
 pub mod setup;
+pub mod student;
 pub mod submission;
 pub mod validate;
 pub mod worker;

@@ -1,5 +1,5 @@
-//! What a student handed in: a `.cu`/`.ptx` file, or a directory of them with an optional
-//! `cugrade.yaml` manifest (docs/submissions.md). Archives (`.zip`, `.tar.gz`) are unpacked
+//! What a student handed in: a `.cu`/`.ptx`/`.py` file, or a directory of them with an optional
+//! `cugrade.yaml` manifest (docs/submissions.md). `.py` files hold Numba `@cuda.jit` kernels. Archives (`.zip`, `.tar.gz`) are unpacked
 //! into a temp dir with size limits first, so a zip bomb is a message, not a full disk.
 
 use crate::compile::SourceFile;
@@ -24,6 +24,10 @@ pub const MAX_TOTAL_BYTES: u64 = 8 << 20;
 pub struct Manifest {
     #[serde(default)]
     pub student: Option<String>,
+    /// The rubric to grade against when `check` gets no `--rubric`: a rubric file relative to
+    /// this manifest's folder, or the name of a lab built into cugrade (`crate::labs`).
+    #[serde(default)]
+    pub rubric: Option<String>,
     /// Launch overrides by kernel name.
     #[serde(default)]
     pub launch: BTreeMap<String, LaunchOverride>,
@@ -51,6 +55,8 @@ pub struct Submission {
     pub ptx: Vec<SourceFile>,
     /// Headers available to `#include "name"` (by submission-relative path).
     pub headers: Vec<SourceFile>,
+    /// Python files with Numba `@cuda.jit` kernels (and the modules they import).
+    pub python: Vec<SourceFile>,
     pub manifest: Manifest,
     pub manifest_path: Option<PathBuf>,
     pub sha256: String,
@@ -95,6 +101,7 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
         sources: vec![],
         ptx: vec![],
         headers: vec![],
+        python: vec![],
         manifest: Manifest::default(),
         manifest_path: None,
         sha256: String::new(),
@@ -140,6 +147,7 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
             "cu" => sub.sources.push(file),
             "ptx" => sub.ptx.push(file),
             "h" | "cuh" | "hpp" | "inc" => sub.headers.push(file),
+            "py" => sub.python.push(file),
             _ if rel == "cugrade.yaml" => {
                 sub.manifest = parse_manifest(full, &file.text)?;
                 sub.manifest_path = Some(full.clone());
@@ -160,9 +168,9 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or(sub.student);
     }
-    if sub.sources.is_empty() && sub.ptx.is_empty() {
+    if sub.sources.is_empty() && sub.ptx.is_empty() && sub.python.is_empty() {
         return Err(SubmissionError::Other(format!(
-            "no `.cu` or `.ptx` file in `{}`",
+            "no `.cu`, `.ptx` or `.py` file in `{}`",
             path.display()
         )));
     }
@@ -212,7 +220,7 @@ fn collect(
                 .into_owned();
             let keep = matches!(
                 extension(&rel).as_str(),
-                "cu" | "ptx" | "h" | "cuh" | "hpp" | "inc"
+                "cu" | "ptx" | "h" | "cuh" | "hpp" | "inc" | "py"
             ) || rel == "cugrade.yaml";
             if keep {
                 if out.len() >= MAX_FILES {
@@ -374,7 +382,25 @@ pub fn launch_for(
     l
 }
 
-/// The submissions of a cohort directory: each subdirectory, `.cu`/`.ptx` file or archive.
+/// The languages a submission is written in (for the rubric's `languages`).
+impl Submission {
+    pub fn languages(&self) -> Vec<crate::rubric::schema::Language> {
+        use crate::rubric::schema::Language;
+        let mut v = vec![];
+        if !self.sources.is_empty() {
+            v.push(Language::Cuda);
+        }
+        if !self.ptx.is_empty() {
+            v.push(Language::Ptx);
+        }
+        if !self.python.is_empty() {
+            v.push(Language::Numba);
+        }
+        v
+    }
+}
+
+/// The submissions of a cohort directory: each subdirectory, `.cu`/`.ptx`/`.py` file or archive.
 pub fn cohort_entries(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut out = vec![];
     for e in std::fs::read_dir(dir)
@@ -390,6 +416,7 @@ pub fn cohort_entries(dir: &Path) -> Result<Vec<PathBuf>, String> {
         if p.is_dir()
             || lower.ends_with(".cu")
             || lower.ends_with(".ptx")
+            || lower.ends_with(".py")
             || lower.ends_with(".zip")
             || lower.ends_with(".tar.gz")
             || lower.ends_with(".tgz")
@@ -548,13 +575,33 @@ mod tests {
     }
 
     #[test]
+    fn python_files_are_numba_sources() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("lab")).unwrap();
+        std::fs::write(d.path().join("lab/reduce.py"), "from numba import cuda\n").unwrap();
+        std::fs::write(d.path().join("notes.txt"), "ignored").unwrap();
+        let sub = load(d.path()).unwrap();
+        assert_eq!(sub.python.len(), 1);
+        assert_eq!(sub.python[0].name, "lab/reduce.py");
+        assert!(sub.sources.is_empty() && sub.ptx.is_empty());
+        assert_eq!(
+            sub.languages(),
+            vec![crate::rubric::schema::Language::Numba]
+        );
+        let single = load(&d.path().join("lab/reduce.py")).unwrap();
+        assert_eq!(single.python[0].name, "reduce.py");
+        let cohort = cohort_entries(&d.path().join("lab")).unwrap();
+        assert_eq!(cohort.len(), 1);
+    }
+
+    #[test]
     fn empty_directory_is_a_clear_error() {
         let d = tempfile::tempdir().unwrap();
         assert!(
             load(d.path())
                 .unwrap_err()
                 .to_string()
-                .contains("no `.cu` or `.ptx` file")
+                .contains("no `.cu`, `.ptx` or `.py` file")
         );
     }
 

@@ -1,7 +1,7 @@
 //! Helpers shared by the `labs_*` tests (included with `#[path]`; no tests of its own).
 //!
 //! Layout they rely on: `rubrics/<lab>.yaml`, the reference it names, and
-//! `submissions-example/<lab>/<example>/` holding `.cu` files, an optional `cugrade.yaml`
+//! `submissions-example/<lab>/<example>/` holding `.cu` (or Numba `.py`) files, an optional `cugrade.yaml`
 //! and an `expected.yaml` that says what the grader should decide.
 
 #![allow(dead_code)]
@@ -102,6 +102,13 @@ pub struct Example {
 }
 
 impl Example {
+    /// A Numba submission (`.py` files) rather than CUDA C++.
+    pub fn is_numba(&self) -> bool {
+        std::fs::read_dir(&self.dir)
+            .unwrap()
+            .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "py"))
+    }
+
     pub fn name(&self) -> String {
         format!(
             "{}/{}",

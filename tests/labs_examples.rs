@@ -79,6 +79,8 @@ fn examples_get_their_expected_verdicts_on_the_emulator() {
                 if c["status"] == "fail" || c["status"] == "error" {
                     hints.push_str(c["hint"].as_str().unwrap_or(""));
                     hints.push_str(c["message"].as_str().unwrap_or(""));
+                    // Where: `reduce.py:21` for a finding on a Numba kernel's line.
+                    hints.push_str(c["location"].as_str().unwrap_or(""));
                 }
             }
         }

@@ -31,14 +31,13 @@ pub(super) fn compile_all(
         return (modules, checks, summary);
     }
     let mut worker: Option<Worker> = None;
+    // CUDA's own headers, read-only in the worker's sandbox.
+    let include_dirs = crate::compile::toolchain::cuda_include_dirs();
     for src in sources {
         if worker.is_none() {
-            match Worker::spawn(&worker_options(
-                &opts.protected,
-                Role::Compile,
-                opts.backend,
-                opts.device,
-            )) {
+            let mut wo = worker_options(&opts.protected, Role::Compile, opts.backend, opts.device);
+            wo.extra_read = include_dirs.clone();
+            match Worker::spawn(&wo) {
                 Ok(w) => worker = Some(w),
                 Err(e) => {
                     summary.ok = false;
@@ -57,6 +56,7 @@ pub(super) fn compile_all(
             main: src.clone(),
             headers: headers.to_vec(),
             arch: opts.arch.clone(),
+            include_dirs: include_dirs.clone(),
         };
         let mut check = match w.call(&req, &[], timeout) {
             Ok((Response::Compiled { ok, log }, blobs)) => {

@@ -59,10 +59,11 @@ impl MilestoneRun<'_> {
             let Some(worker) = self.worker.as_mut() else {
                 break;
             };
+            let student_inv = student_invocation(&self.numba, &inv, contract)?;
             let ran = run_on(
                 worker,
                 &self.m.kernel,
-                &inv,
+                &student_inv,
                 dims,
                 limit,
                 self.opts.gpu.as_deref(),
@@ -353,10 +354,11 @@ impl MilestoneRun<'_> {
                 &case_vars(&case),
                 inputs::trial_seed(self.opts.seed, &case.name, 0),
             )?;
+            let student_inv = student_invocation(&self.numba, &inv, contract).map_err(|e| e.0)?;
             match run_on(
                 &mut w,
                 &self.m.kernel,
-                &inv,
+                &student_inv,
                 dims,
                 Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),
                 None,

@@ -10,11 +10,13 @@
 //! worker and what its failures mean), `reference` (the trusted reference worker and
 //! `validate`), `correctness` (cases, trials, comparisons, sanitizer and metric findings),
 //! `performance` (speed checks through the `measure` stage) and `baselines` (what a speed is
-//! compared with: CPU, reference, cuBLAS, copy bandwidth).
+//! compared with: CPU, reference, cuBLAS, copy bandwidth). `numba` compiles `.py` kernels and
+//! carries their calling convention to the launches.
 
 mod baselines;
 mod compiling;
 mod correctness;
+mod numba;
 mod performance;
 mod reference;
 mod resources;
@@ -33,7 +35,7 @@ use crate::compile::{self};
 use crate::hints;
 use crate::inputs::{self};
 use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, RunInfo, Status};
-use crate::rubric::schema::{Case, Milestone};
+use crate::rubric::schema::{Case, Language, Milestone};
 use crate::rubric::{self, LoadedRubric, case_vars};
 use crate::score;
 use crate::submission::{self, Submission};
@@ -85,13 +87,32 @@ pub fn grade(
 ) -> Result<GradeResult, Infrastructure> {
     let rb = &rubric.rubric;
     let timeouts = &rb.timeouts;
-    let (modules, compile_checks, summary) = compile_all(
-        &sub.sources,
+    // Languages the rubric does not accept are not compiled; each gets a failing check.
+    let refused = numba::refused_languages(rubric, sub);
+    let refused_langs: Vec<Language> = refused.iter().map(|(l, _)| *l).collect();
+    let accepts = |l| !refused_langs.contains(&l);
+    let none: &[crate::compile::SourceFile] = &[];
+    let (modules, mut compile_checks, summary) = compile_all(
+        if accepts(Language::Cuda) {
+            &sub.sources
+        } else {
+            none
+        },
         &sub.headers,
-        &sub.ptx,
+        if accepts(Language::Ptx) {
+            &sub.ptx
+        } else {
+            none
+        },
         opts,
         Duration::from_secs_f64(timeouts.compile_s),
     );
+    compile_checks.extend(refused.into_iter().map(|(_, c)| c));
+    let numba_kernels = if accepts(Language::Numba) {
+        numba::compile(rubric, sub, opts)
+    } else {
+        numba::NumbaKernels::new()
+    };
     let mut milestones = Vec::new();
     let mut run = RunInfo {
         device: opts.device_name.clone(),
@@ -112,10 +133,17 @@ pub fn grade(
             checks: vec![],
             worker: None,
             sandbox: &mut run.sandbox,
+            numba: None,
+            numba_source: false,
             tensor_ops: false,
             compiled: &summary.kernels,
         };
-        let result = ctx.grade(&modules, &compile_checks);
+        let result = ctx.grade(&modules, &compile_checks, &numba_kernels);
+        if ctx.numba_source {
+            for c in &mut ctx.checks {
+                numba::speak_numba(c, sub);
+            }
+        }
         match result {
             Ok(()) => milestones.push(score::finish(m, max, ctx.checks)),
             Err(e) => return Err(e),
@@ -147,6 +175,10 @@ struct MilestoneRun<'a> {
     checks: Vec<Check>,
     worker: Option<Worker>,
     sandbox: &'a mut Vec<String>,
+    /// The signature of a Numba kernel: launches use Numba's calling convention.
+    numba: Option<crate::compile::numba::Signature>,
+    /// The kernel is (or should have been) a Numba kernel: hints speak Numba.
+    numba_source: bool,
     /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
     tensor_ops: bool,
     /// `ptxas -v` facts of the submission's kernels (spills).
@@ -158,13 +190,48 @@ impl MilestoneRun<'_> {
         &mut self,
         modules: &[(String, String)],
         compile_checks: &[Check],
+        numba_kernels: &numba::NumbaKernels,
     ) -> Result<(), Infrastructure> {
         let m = self.m;
         let started = Instant::now();
-        // The module that defines the kernel.
-        let module = modules
+        // The module that defines the kernel: CUDA C++ or PTX first, then Numba.
+        let mut module = modules
             .iter()
-            .find(|(_, ptx)| compile::ptx_entries(ptx).iter().any(|e| e == &m.kernel));
+            .find(|(_, ptx)| compile::ptx_entries(ptx).iter().any(|e| e == &m.kernel))
+            .map(|(f, p)| (f.as_str(), p.as_str()));
+        let mut numba_check = None;
+        if module.is_none() {
+            use numba::NumbaKernelState as S;
+            match numba_kernels.get(&m.kernel) {
+                Some(S::Compiled {
+                    file,
+                    ptx,
+                    signature,
+                    check,
+                }) => {
+                    module = Some((file.as_str(), ptx.as_str()));
+                    self.numba = Some(signature.clone());
+                    self.numba_source = true;
+                    numba_check = Some(check.clone());
+                }
+                Some(S::Failed(c)) if modules.is_empty() => {
+                    self.numba_source = true;
+                    self.checks.push(c.clone());
+                    self.checks.push(Check::skipped(
+                        CheckKind::Correctness,
+                        "correctness",
+                        "not run: the kernel does not compile",
+                    ));
+                    return Ok(());
+                }
+                Some(S::Missing(c)) if modules.is_empty() && compile_checks.is_empty() => {
+                    self.numba_source = true;
+                    self.checks.push(c.clone());
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         let Some((file, ptx)) = module else {
             let failed: Vec<&Check> = compile_checks
                 .iter()
@@ -193,6 +260,7 @@ impl MilestoneRun<'_> {
         if let Some(c) = compile_checks
             .iter()
             .find(|c| c.name == format!("compile {file}"))
+            .or(numba_check.as_ref())
         {
             self.checks.push(c.clone());
         }
@@ -274,17 +342,28 @@ impl MilestoneRun<'_> {
                 return Ok(());
             }
         };
-        let expected_params = contract.params.iter().filter(|p| !p.symbol).count();
-        let expected_sizes: Vec<usize> = contract
-            .params
-            .iter()
-            .filter(|p| !p.symbol)
-            .map(|p| match rubric::ParamType::parse(&p.ty) {
-                Some(rubric::ParamType::Buffer(_)) => 8,
-                Some(rubric::ParamType::Scalar(t)) => t.size(),
-                None => 0,
-            })
-            .collect();
+        let numba_sizes = self
+            .numba
+            .as_ref()
+            .map(|sig| crate::compile::numba::param_sizes(sig, contract));
+        let expected_params = numba_sizes.as_ref().map_or_else(
+            || contract.params.iter().filter(|p| !p.symbol).count(),
+            Vec::len,
+        );
+        let expected_sizes: Vec<usize> = if let Some(s) = numba_sizes {
+            s
+        } else {
+            contract
+                .params
+                .iter()
+                .filter(|p| !p.symbol)
+                .map(|p| match rubric::ParamType::parse(&p.ty) {
+                    Some(rubric::ParamType::Buffer(_)) => 8,
+                    Some(rubric::ParamType::Scalar(t)) => t.size(),
+                    None => 0,
+                })
+                .collect()
+        };
         if info.param_count != expected_params
             || (info.param_sizes.len() == expected_sizes.len()
                 && info.param_sizes != expected_sizes)

@@ -71,6 +71,10 @@ impl MilestoneRun<'_> {
             dims,
             buffers,
             args: inv.args.clone(),
+            student_args: match student_invocation(&self.numba, &inv, &contract)? {
+                std::borrow::Cow::Owned(numba) => Some(numba.args),
+                std::borrow::Cow::Borrowed(_) => None,
+            },
             verify: RefCall {
                 kernel: self.reference_kernel().to_string(),
                 dims: ref_dims,

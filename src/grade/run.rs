@@ -85,10 +85,26 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::Ready { .. } => "Ready",
         Response::Compiled { .. } => "Compiled",
         Response::Loaded { .. } => "Loaded",
+        Response::NumbaCompiled(_) => "NumbaCompiled",
         Response::KernelInfo(_) => "KernelInfo",
         Response::Ran { .. } => "Ran",
         Response::Timed(_) => "Timed",
         Response::Failed { .. } => "Failed",
+    }
+}
+
+/// The student's view of an invocation: as is for CUDA C++ and PTX, Numba's array
+/// descriptors for a Numba kernel.
+pub(super) fn student_invocation<'i>(
+    numba: &Option<crate::compile::numba::Signature>,
+    inv: &'i Invocation,
+    contract: &crate::rubric::schema::Contract,
+) -> Result<std::borrow::Cow<'i, Invocation>, super::Infrastructure> {
+    match numba {
+        None => Ok(std::borrow::Cow::Borrowed(inv)),
+        Some(sig) => crate::inputs::numba_invocation(inv, contract, sig)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| super::Infrastructure(format!("Numba arguments: {e}"))),
     }
 }
 

@@ -110,6 +110,10 @@ pub struct MeasureSpec {
     pub dims: LaunchDims,
     pub buffers: Vec<PlanBuffer>,
     pub args: Vec<Arg>,
+    /// The student's kernel's own arguments where its calling convention differs from the
+    /// reference's (Numba: array descriptors; symbols are passed, not set).
+    #[serde(default)]
+    pub student_args: Option<Vec<Arg>>,
     /// The reference kernel whose outputs every timed launch is checked against.
     pub verify: RefCall,
     pub baseline: BaselinePlan,
@@ -270,7 +274,14 @@ impl Device<'_> {
             };
             base + pb.spec.guard as u64
         };
+        let own_args = match (&self.spec.student_args, slot) {
+            (Some(a), Slot::Student) => Some(a.clone()),
+            _ => None,
+        };
         for b in 0..self.spec.buffers.len() {
+            if own_args.is_some() {
+                break;
+            }
             if let Some(sym) = self.spec.buffers[b].symbol.clone() {
                 let (ptr, size) = self.t.global(slot, &sym)?;
                 let bytes = self.spec.buffers[b].spec.bytes.min(size);
@@ -278,9 +289,9 @@ impl Device<'_> {
                 self.t.copy(ptr, from, bytes)?;
             }
         }
-        Ok(self
-            .spec
-            .args
+        Ok(own_args
+            .as_ref()
+            .unwrap_or(&self.spec.args)
             .iter()
             .map(|a| match a {
                 Arg::Buffer(b) => ParamValue::Ptr(addr(self, *b)),

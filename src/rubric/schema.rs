@@ -54,6 +54,42 @@ pub struct Rubric {
     pub contracts: BTreeMap<String, Contract>,
     pub cases: Cases,
     pub milestones: Vec<Milestone>,
+    /// Languages a submission may be written in; all of them when absent.
+    #[serde(default)]
+    pub languages: Option<Vec<Language>>,
+    /// How Numba kernels take buffers that declare a `shape` (docs/rubric.md).
+    #[serde(default)]
+    pub numba_arrays: ArrayStyle,
+}
+
+/// A submission language: CUDA C++ (`.cu`), hand-written PTX (`.ptx`), Numba (`.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Language {
+    Cuda,
+    Ptx,
+    Numba,
+}
+
+impl Language {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::Cuda => "cuda",
+            Language::Ptx => "ptx",
+            Language::Numba => "numba",
+        }
+    }
+}
+
+/// Numba array parameters for buffers with a `shape`: `auto` tries flat 1-D arrays
+/// (`x[i * K + k]`) and then N-D ones (`x[i, k]`); `flat` and `shaped` allow one only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArrayStyle {
+    #[default]
+    Auto,
+    Flat,
+    Shaped,
 }
 
 fn yes() -> bool {

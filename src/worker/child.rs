@@ -141,8 +141,13 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
             main,
             headers,
             arch,
+            include_dirs,
         } => {
-            let c = crate::compile::compile(&main, &headers, &crate::compile::options(&arch));
+            let c = crate::compile::compile(
+                &main,
+                &headers,
+                &crate::compile::options(&arch, &include_dirs),
+            );
             let ptx = if c.ok {
                 vec![c.ptx.into_bytes()]
             } else {
@@ -156,6 +161,23 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
                 ptx,
                 false,
             )
+        }
+        Request::CompileNumba {
+            files,
+            kernels,
+            arch,
+            toolchain,
+        } => {
+            let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+            let r = crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp);
+            let ptx: Vec<Vec<u8>> = match &r {
+                Ok(outcomes) => outcomes
+                    .iter()
+                    .filter_map(|o| o.ptx.clone().map(String::into_bytes))
+                    .collect(),
+                Err(_) => vec![],
+            };
+            (Response::NumbaCompiled(r), ptx, false)
         }
         Request::Load => {
             let Some(b) = backend else {

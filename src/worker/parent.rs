@@ -107,6 +107,8 @@ pub struct WorkerOptions {
     /// Directories the worker must never see even if a library root contains them: the
     /// rubric's folder, the cohort, the output dir.
     pub protected: Vec<std::path::PathBuf>,
+    /// More paths the worker may read: CUDA's headers, the Numba toolchain.
+    pub extra_read: Vec<std::path::PathBuf>,
 }
 
 impl WorkerOptions {
@@ -121,6 +123,7 @@ impl WorkerOptions {
             data_limit_bytes: 8 << 30,
             cpu_seconds: 900,
             protected: Vec::new(),
+            extra_read: Vec::new(),
         }
     }
 }
@@ -140,6 +143,7 @@ impl Worker {
         policy.data_bytes = opts.data_limit_bytes;
         policy.cpu_seconds = opts.cpu_seconds;
         policy.protected = opts.protected.clone();
+        policy.extra_read = opts.extra_read.clone();
         let config = WorkerConfig {
             role: opts.role,
             backend: opts.backend,

@@ -27,6 +27,17 @@ pub enum Request {
         main: SourceFile,
         headers: Vec<SourceFile>,
         arch: String,
+        /// CUDA's own header directories (`-I`), readable in the worker's sandbox.
+        #[serde(default)]
+        include_dirs: Vec<std::path::PathBuf>,
+    },
+    /// Compile Numba kernels from `files` (`.py`) with the toolchain's Python. Answer:
+    /// `NumbaCompiled` + one PTX blob per kernel that compiled, in order.
+    CompileNumba {
+        files: Vec<SourceFile>,
+        kernels: Vec<crate::compile::numba::NumbaKernel>,
+        arch: String,
+        toolchain: crate::compile::toolchain::NumbaToolchain,
     },
     /// Load the PTX in blob 0 on the worker's backend. Answer: `Loaded`.
     Load,
@@ -68,6 +79,8 @@ pub enum Response {
     Loaded {
         error: Option<BackendError>,
     },
+    /// Per requested kernel; `Err` when the toolchain itself failed (not the student).
+    NumbaCompiled(Result<Vec<crate::compile::numba::Outcome>, String>),
     KernelInfo(Result<KernelInfo, BackendError>),
     /// Blobs: every buffer, whole allocation, in `RunSpec::buffers` order (absent on error).
     Ran {

@@ -7,6 +7,13 @@
 //!
 //! `--ptxas-options=-v` makes NVRTC assemble for the target too, which puts register, shared
 //! memory and spill counts in the log without a GPU; `resources` reads them back.
+//!
+//! CUDA's own headers (`<cooperative_groups.h>`, `<cuda_fp16.h>`, CCCL) come from NVIDIA's
+//! wheels ([`toolchain`]), passed as `-I` directories the sandbox lets the worker read. Numba
+//! submissions (`.py`) compile in the same kind of worker through [`numba`].
+
+pub mod numba;
+pub mod toolchain;
 
 use crate::result::KernelResources;
 use cudarc::nvrtc::{result as nv, sys};
@@ -29,15 +36,22 @@ pub struct Compiled {
     pub ptx: String,
 }
 
-/// Options for a submission: the target, line info for feedback, resource usage in the log.
-pub fn options(arch: &str) -> Vec<String> {
-    vec![
+/// Options for a submission: the target, line info for feedback, resource usage in the log,
+/// and CUDA's header directories (NVIDIA's headers only: never `/usr/include`).
+pub fn options(arch: &str, include_dirs: &[std::path::PathBuf]) -> Vec<String> {
+    let mut o = vec![
         format!("--gpu-architecture={arch}"),
         "-lineinfo".into(),
         "--ptxas-options=-v".into(),
         "--std=c++17".into(),
         "-default-device".into(),
-    ]
+    ];
+    o.extend(
+        include_dirs
+            .iter()
+            .map(|d| format!("--include-path={}", d.display())),
+    );
+    o
 }
 
 /// Compile `main` with `headers` available to `#include "name"`.
@@ -270,7 +284,7 @@ ptxas info    : Used 8 registers, 368 bytes cmem[0]";
             name: "common.cuh".into(),
             text: "#define TWO 2.0f\n".into(),
         };
-        let c = compile(&main, &[hdr], &options("sm_90"));
+        let c = compile(&main, &[hdr], &options("sm_90", &[]));
         assert!(c.ok, "{}", c.log);
         assert_eq!(ptx_entries(&c.ptx), vec!["k"]);
         assert_eq!(resources(&c.log)[0].name, "k");
@@ -278,7 +292,7 @@ ptxas info    : Used 8 registers, 368 bytes cmem[0]";
             name: "bad.cu".into(),
             text: "\n\nextern \"C\" __global__ void k() { undefined_thing; }\n".into(),
         };
-        let c = compile(&bad, &[], &options("sm_90"));
+        let c = compile(&bad, &[], &options("sm_90", &[]));
         assert!(!c.ok);
         assert_eq!(
             first_location(&c.log).as_deref(),

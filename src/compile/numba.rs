@@ -1,0 +1,343 @@
+//! Numba submissions: `@cuda.jit` kernels in `.py` files, compiled to PTX by numba-cuda inside
+//! the sandboxed compile worker, then launched with Numba's calling convention.
+//!
+//! Numba's PTX differs from NVRTC's in three ways, each handled here:
+//! - the entry name is mangled (`_ZN6reduce12reduce_naiveB2v1...`): [`rename_entry`] gives it
+//!   the Python name, so everything downstream finds the kernel as for CUDA C++;
+//! - each array argument is a descriptor of `5 + 2 * ndim` parameters (meminfo, parent,
+//!   nitems, itemsize, data, shape..., strides...): `inputs::numba_invocation` builds them
+//!   from the contract's buffers, for the emulator and the GPU alike;
+//! - `.loc` lines point into the `.py` file (compiled with `lineinfo`), so findings name
+//!   `reduce.py:LINE` like they name `reduce.cu:LINE`.
+//!
+//! The signature comes from the contract: `f32*` is `float32[::1]`, `i32` is `int32`, and a
+//! buffer with a `shape` of 2 or 3 entries may be an N-D C-contiguous array instead
+//! ([`ArrayStyle`]). Importing student Python runs student code: [`compile`] runs only in the
+//! worker, whose sandbox the interpreter inherits.
+
+use super::SourceFile;
+use super::toolchain::NumbaToolchain;
+use crate::rubric::ParamType;
+use crate::rubric::schema::ArrayStyle;
+use crate::rubric::schema::{Contract, ScalarType};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const DRIVER: &str = include_str!("numba_driver.py");
+
+/// One kernel to compile, with the signatures to try in order (see [`signatures`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NumbaKernel {
+    pub name: String,
+    pub signatures: Vec<Signature>,
+    /// The contract's parameter names, for a clear message when the counts differ.
+    #[serde(default)]
+    pub params: Vec<String>,
+}
+
+/// A Numba signature (`(float32[::1], int32)`) and each array parameter's dimensions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Signature {
+    pub text: String,
+    /// Per contract parameter: 0 for a scalar, the array's dimensions otherwise.
+    pub ndims: Vec<usize>,
+}
+
+/// What the driver reported for one kernel.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub kernel: String,
+    pub ok: bool,
+    /// No `@cuda.jit` function of that name (and no import error to blame).
+    pub missing: bool,
+    /// Submission-relative `.py` file and line the finding is about.
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub message: String,
+    pub details: String,
+    /// Index into the kernel's signatures of the one that compiled (or failed).
+    pub signature: usize,
+    #[serde(default, skip_serializing)]
+    pub ptx: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    results: Vec<RawOutcome>,
+    #[serde(default)]
+    toolchain_error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawOutcome {
+    kernel: String,
+    ok: bool,
+    missing: bool,
+    file: Option<String>,
+    line: Option<u32>,
+    message: String,
+    details: String,
+    signature: usize,
+    #[serde(default)]
+    ptx: Option<String>,
+}
+
+fn numba_type(t: ScalarType) -> &'static str {
+    match t {
+        ScalarType::I32 => "int32",
+        ScalarType::U32 => "uint32",
+        ScalarType::I64 => "int64",
+        ScalarType::U64 => "uint64",
+        ScalarType::F32 => "float32",
+        ScalarType::F64 => "float64",
+    }
+}
+
+/// The signatures to try for a contract. Flat 1-D arrays first (what a CUDA C++ port looks
+/// like), then, where buffers declare a `shape`, N-D arrays (`A[row, k]`), unless the rubric
+/// fixes the style.
+pub fn signatures(contract: &Contract, style: ArrayStyle) -> Vec<Signature> {
+    let build = |shaped: bool| {
+        let mut parts = vec![];
+        let mut ndims = vec![];
+        for p in &contract.params {
+            match ParamType::parse(&p.ty) {
+                Some(ParamType::Buffer(t)) => {
+                    let n = match &p.shape {
+                        Some(s) if shaped && (2..=3).contains(&s.len()) => s.len(),
+                        _ => 1,
+                    };
+                    let dims = std::iter::repeat_n(":", n - 1)
+                        .chain(["::1"])
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    parts.push(format!("{}[{dims}]", numba_type(t)));
+                    ndims.push(n);
+                }
+                Some(ParamType::Scalar(t)) => {
+                    parts.push(numba_type(t).to_string());
+                    ndims.push(0);
+                }
+                None => {}
+            }
+        }
+        let trailing = if parts.len() == 1 { "," } else { "" };
+        Signature {
+            text: format!("({}{trailing})", parts.join(", ")),
+            ndims,
+        }
+    };
+    let has_shape = contract
+        .params
+        .iter()
+        .any(|p| p.shape.as_ref().is_some_and(|s| (2..=3).contains(&s.len())));
+    match style {
+        ArrayStyle::Flat => vec![build(false)],
+        ArrayStyle::Shaped if has_shape => vec![build(true)],
+        ArrayStyle::Auto if has_shape => vec![build(false), build(true)],
+        _ => vec![build(false)],
+    }
+}
+
+/// Parameter sizes Numba's entry takes for a signature: 8 bytes per descriptor field.
+pub fn param_sizes(sig: &Signature, contract: &Contract) -> Vec<usize> {
+    let mut out = vec![];
+    for (p, &n) in contract.params.iter().zip(&sig.ndims) {
+        match ParamType::parse(&p.ty) {
+            Some(ParamType::Buffer(_)) => out.extend(std::iter::repeat_n(8, 5 + 2 * n)),
+            Some(ParamType::Scalar(t)) => out.push(t.size()),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Give the module's (single) mangled entry the kernel's Python name, and name the `.py` file
+/// in `.file` by its submission-relative path.
+pub fn rename_entry(ptx: &str, name: &str, file: &str) -> String {
+    let entry = regex::Regex::new(r"\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)").expect("static regex");
+    let mut out = match entry.captures(ptx) {
+        Some(c) if &c[1] != name => {
+            let mangled =
+                regex::Regex::new(&format!(r"\b{}([A-Za-z0-9_$]*)", regex::escape(&c[1])))
+                    .expect("escaped regex");
+            mangled
+                .replace_all(ptx, |m: &regex::Captures| format!("{name}{}", &m[1]))
+                .into_owned()
+        }
+        _ => ptx.to_string(),
+    };
+    let dotfile = regex::Regex::new(r#"(?m)^(\s*\.file\s+\d+\s+)"[^"]*""#).expect("static regex");
+    out = dotfile
+        .replace_all(&out, |c: &regex::Captures| format!("{}\"{file}\"", &c[1]))
+        .into_owned();
+    out
+}
+
+/// `sm_90` → (9, 0); `sm_100` → (10, 0); `sm_89` → (8, 9).
+fn compute_capability(arch: &str) -> (u32, u32) {
+    let digits: String = arch.chars().filter(char::is_ascii_digit).collect();
+    match digits.len() {
+        2.. => {
+            let (major, minor) = digits.split_at(digits.len() - 1);
+            (major.parse().unwrap_or(9), minor.parse().unwrap_or(0))
+        }
+        _ => (9, 0),
+    }
+}
+
+/// In the worker: write the sources, run the driver with the toolchain's interpreter, read
+/// its answer. `Err` is a toolchain failure (not the student's), with what Python printed.
+pub fn compile(
+    tool: &NumbaToolchain,
+    files: &[SourceFile],
+    kernels: &[NumbaKernel],
+    arch: &str,
+    temp: &Path,
+) -> Result<Vec<Outcome>, String> {
+    let src = temp.join("numba-src");
+    let io = |e: std::io::Error| format!("cannot prepare the Numba compile: {e}");
+    std::fs::create_dir_all(&src).map_err(io)?;
+    for f in files {
+        let rel = Path::new(&f.name);
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(format!("`{}` is not a relative path", f.name));
+        }
+        let path = src.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        std::fs::write(&path, &f.text).map_err(io)?;
+    }
+    let driver = temp.join("cugrade_numba_driver.py");
+    std::fs::write(&driver, DRIVER).map_err(io)?;
+    let request = serde_json::json!({
+        "src": src,
+        "site": tool.site,
+        "files": files.iter().map(|f| &f.name).collect::<Vec<_>>(),
+        "cc": compute_capability(arch),
+        "kernels": kernels.iter().map(|k| serde_json::json!({
+            "name": k.name,
+            "signatures": k.signatures.iter().map(|s| &s.text).collect::<Vec<_>>(),
+            "params": k.params,
+        })).collect::<Vec<_>>(),
+    });
+    let req_path = temp.join("numba-request.json");
+    std::fs::write(&req_path, request.to_string()).map_err(io)?;
+    let answer_path = temp.join("numba-answer.json");
+    let log_path = temp.join("numba-output.txt");
+    let log = std::fs::File::create(&log_path).map_err(io)?;
+    let status = Command::new(&tool.python)
+        .args(["-I", "-B"])
+        .arg(&driver)
+        .arg(&req_path)
+        .arg(&answer_path)
+        .env_clear()
+        .env("HOME", temp)
+        .env("TMPDIR", temp)
+        .env("PATH", "/usr/bin:/bin")
+        .env("LD_LIBRARY_PATH", &tool.lib_dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NUMBA_CACHE_DIR", temp.join("numba-cache"))
+        .env("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+        .current_dir(temp)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(io)?)
+        .stderr(log)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", tool.python.display()))?;
+    let printed = read_capped(&log_path, 16 * 1024);
+    let text = match std::fs::read(&answer_path) {
+        Ok(b) if b.len() <= 64 << 20 => String::from_utf8_lossy(&b).into_owned(),
+        Ok(_) => return Err("the Numba driver's answer is too large".into()),
+        Err(_) => {
+            return Err(format!(
+                "Python exited ({status}) without an answer:\n{printed}"
+            ));
+        }
+    };
+    let answer: Answer = serde_json::from_str(&text)
+        .map_err(|e| format!("malformed answer from the Numba driver: {e}\n{printed}"))?;
+    if let Some(e) = answer.toolchain_error {
+        return Err(format!("Numba does not load: {e}\n{printed}"));
+    }
+    Ok(answer
+        .results
+        .into_iter()
+        .map(|r| Outcome {
+            kernel: r.kernel,
+            ok: r.ok && r.ptx.is_some(),
+            missing: r.missing,
+            file: r.file,
+            line: r.line,
+            message: r.message,
+            details: r.details,
+            signature: r.signature,
+            ptx: r.ptx,
+        })
+        .collect())
+}
+
+fn read_capped(path: &Path, cap: usize) -> String {
+    let b = std::fs::read(path).unwrap_or_default();
+    let s = String::from_utf8_lossy(&b[..b.len().min(cap)]).into_owned();
+    if b.len() > cap {
+        format!("{s}\n[output truncated: {} bytes]", b.len())
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract(yaml: &str) -> Contract {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    const MATMUL: &str = "params:
+  - {name: A, type: \"f32*\", dir: in, len: \"M * K\", shape: [M, K]}
+  - {name: C, type: \"f32*\", dir: out, len: \"M * K\"}
+  - {name: M, type: i32, value: M}
+  - {name: K, type: u64, value: K}
+launch: {block: [16], grid: [1]}
+";
+
+    #[test]
+    fn signatures_follow_the_contract() {
+        let c = contract(MATMUL);
+        let s = signatures(&c, ArrayStyle::Auto);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].text, "(float32[::1], float32[::1], int32, uint64)");
+        assert_eq!(s[1].text, "(float32[:, ::1], float32[::1], int32, uint64)");
+        assert_eq!(s[1].ndims, vec![2, 1, 0, 0]);
+        assert_eq!(signatures(&c, ArrayStyle::Flat).len(), 1);
+        assert_eq!(
+            signatures(&c, ArrayStyle::Shaped)[0].ndims,
+            vec![2, 1, 0, 0]
+        );
+        assert_eq!(
+            param_sizes(&s[1], &c),
+            [vec![8; 9], vec![8; 7], vec![4, 8]].concat()
+        );
+    }
+
+    #[test]
+    fn entry_takes_the_python_name() {
+        let ptx = ".common .global .align 8 .u64 _ZN08NumbaEnv1k6vecaddB2v1E5Arr;\n.visible .entry _ZN1k6vecaddB2v1E5Arr(\n.param .u64 _ZN1k6vecaddB2v1E5Arr_param_0\n)\n{\nld.param.u64 %rd1, [_ZN1k6vecaddB2v1E5Arr_param_0];\n}\n.file 1 \"/tmp/cugrade-worker-x/numba-src/labs/k.py\"\n";
+        let out = rename_entry(ptx, "vector_add", "labs/k.py");
+        assert_eq!(super::super::ptx_entries(&out), vec!["vector_add"]);
+        assert!(out.contains("[vector_add_param_0]"));
+        assert!(out.contains("_ZN08NumbaEnv1k6vecaddB2v1E5Arr;"), "{out}");
+        assert!(out.contains(".file 1 \"labs/k.py\""));
+        assert_eq!(compute_capability("sm_90"), (9, 0));
+        assert_eq!(compute_capability("sm_100"), (10, 0));
+        assert_eq!(compute_capability("sm_89"), (8, 9));
+    }
+}

@@ -1,0 +1,339 @@
+//! Numba submissions in the pipeline: compile each kernel the rubric asks for in one sandboxed
+//! compile worker (student Python runs there only), turn the driver's answers into compile
+//! checks that point at `file.py:LINE`, and carry each kernel's signature to the launches,
+//! which use Numba's calling convention (`inputs::numba_invocation`).
+
+use super::Options;
+use crate::compile::numba::{self, NumbaKernel, Signature};
+use crate::compile::toolchain;
+use crate::result::{Check, CheckKind};
+use crate::rubric::LoadedRubric;
+use crate::rubric::schema::Language;
+use crate::submission::Submission;
+use crate::worker::protocol::{Request, Response};
+use crate::worker::{Role, Worker, WorkerFailure, WorkerOptions};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A Numba kernel after compilation.
+#[derive(Debug, Clone)]
+pub enum NumbaKernelState {
+    /// PTX with the entry renamed to the Python name, and the signature it was compiled with.
+    Compiled {
+        file: String,
+        ptx: String,
+        signature: Signature,
+        check: Check,
+    },
+    /// A compile finding (import error, typing error, toolchain failure).
+    Failed(Check),
+    /// No `@cuda.jit` function of that name.
+    Missing(Check),
+}
+
+/// Every Numba kernel of the submission, by kernel name.
+pub type NumbaKernels = HashMap<String, NumbaKernelState>;
+
+const NUMBA_COMPILE_HINT: &str = "The kernel does not compile with Numba: read the first error and the line it names. Numba compiles a subset of Python: no lists, dicts or print of objects in kernels; every variable keeps one type; arrays come in as arguments or cuda.shared.array/cuda.local.array with constant shapes.";
+
+/// Compile every kernel of the rubric that the submission's `.py` files may define.
+pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> NumbaKernels {
+    let mut out = NumbaKernels::new();
+    if sub.python.is_empty() {
+        return out;
+    }
+    let rb = &rubric.rubric;
+    let mut kernels: Vec<NumbaKernel> = vec![];
+    for m in &rb.milestones {
+        if kernels.iter().any(|k| k.name == m.kernel) {
+            continue;
+        }
+        kernels.push(NumbaKernel {
+            name: m.kernel.clone(),
+            signatures: numba::signatures(rubric.contract(&m.contract), rb.numba_arrays),
+            params: rubric
+                .contract(&m.contract)
+                .params
+                .iter()
+                .map(|p| p.name.clone())
+                .collect(),
+        });
+    }
+    let all_fail = |out: &mut NumbaKernels, check: Check| {
+        for k in &kernels {
+            out.insert(k.name.clone(), NumbaKernelState::Failed(check.clone()));
+        }
+    };
+    let started = Instant::now();
+    let tool = match toolchain::ensure_numba() {
+        Ok(t) => t,
+        Err(e) => {
+            all_fail(
+                &mut out,
+                Check::error(CheckKind::Compile, "compile numba", e)
+                    .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
+            );
+            return out;
+        }
+    };
+    let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
+    wo.protected = opts.protected.clone();
+    wo.extra_read = tool.read_dirs.clone();
+    let mut worker = match Worker::spawn(&wo) {
+        Ok(w) => w,
+        Err(e) => {
+            all_fail(
+                &mut out,
+                Check::error(
+                    CheckKind::Compile,
+                    "compile numba",
+                    format!("could not start the compile worker: {e}"),
+                ),
+            );
+            return out;
+        }
+    };
+    // Importing Numba takes a few seconds before the first kernel; each kernel then gets the
+    // rubric's compile time.
+    let per_kernel = Duration::from_secs_f64(rb.timeouts.compile_s);
+    let timeout = Duration::from_secs(30) + per_kernel * kernels.len() as u32;
+    let req = Request::CompileNumba {
+        files: sub.python.clone(),
+        kernels: kernels.clone(),
+        arch: opts.arch.clone(),
+        toolchain: tool,
+    };
+    let answer = worker.call(&req, &[], timeout);
+    let seconds = started.elapsed().as_secs_f64();
+    let outcomes = match answer {
+        Ok((Response::NumbaCompiled(Ok(o)), blobs)) => {
+            let ok = o.iter().filter(|x| x.ok).count();
+            if o.len() != kernels.len() || blobs.len() != ok {
+                all_fail(
+                    &mut out,
+                    Check::error(
+                        CheckKind::Compile,
+                        "compile numba",
+                        "the compile worker's answer does not match the request",
+                    ),
+                );
+                return out;
+            }
+            let mut blobs = blobs.into_iter();
+            o.into_iter()
+                .map(|mut x| {
+                    if x.ok {
+                        x.ptx = blobs
+                            .next()
+                            .map(|b| String::from_utf8_lossy(&b).into_owned());
+                    }
+                    x
+                })
+                .collect::<Vec<_>>()
+        }
+        Ok((Response::NumbaCompiled(Err(e)), _)) => {
+            all_fail(
+                &mut out,
+                Check::error(
+                    CheckKind::Compile,
+                    "compile numba",
+                    "the Numba toolchain failed",
+                )
+                .with_details(e)
+                .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
+            );
+            return out;
+        }
+        Ok((other, _)) => {
+            all_fail(
+                &mut out,
+                Check::error(
+                    CheckKind::Compile,
+                    "compile numba",
+                    format!(
+                        "unexpected answer from the compile worker: {}",
+                        super::variant(&other)
+                    ),
+                ),
+            );
+            return out;
+        }
+        Err(WorkerFailure::Timeout(d)) => {
+            all_fail(
+                &mut out,
+                Check::fail(
+                    CheckKind::Compile,
+                    "compile numba",
+                    format!(
+                        "importing and compiling the Python files did not finish within {:.0} s",
+                        d.as_secs_f64()
+                    ),
+                )
+                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches)."),
+            );
+            return out;
+        }
+        Err(f) => {
+            let printed = worker.output().text();
+            all_fail(
+                &mut out,
+                Check::fail(
+                    CheckKind::Compile,
+                    "compile numba",
+                    format!("Python crashed while importing the submission: {f}"),
+                )
+                .with_details(printed)
+                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions."),
+            );
+            return out;
+        }
+    };
+    for (o, k) in outcomes.into_iter().zip(&kernels) {
+        let location = match (&o.file, o.line) {
+            (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+            (Some(f), None) => Some(f.clone()),
+            _ => None,
+        };
+        let name = format!(
+            "compile {} ({})",
+            o.file.clone().unwrap_or_else(|| "numba".into()),
+            k.name
+        );
+        let state = if o.ok {
+            let file = o.file.clone().unwrap_or_default();
+            let signature = k.signatures.get(o.signature).cloned();
+            match (o.ptx, signature) {
+                (Some(ptx), Some(signature)) => NumbaKernelState::Compiled {
+                    ptx: numba::rename_entry(&ptx, &k.name, &file),
+                    check: Check::pass(
+                        CheckKind::Compile,
+                        name,
+                        format!("`{}` {} for {}", k.name, o.message, opts.arch),
+                    )
+                    .with_location(location),
+                    file,
+                    signature,
+                },
+                _ => NumbaKernelState::Failed(Check::error(
+                    CheckKind::Compile,
+                    name,
+                    "the compile worker's answer is incomplete",
+                )),
+            }
+        } else if o.missing {
+            NumbaKernelState::Missing(
+                Check::fail(CheckKind::Kernel, format!("kernel {}", k.name), o.message)
+                    .with_location(location)
+                    .with_hint(format!(
+                        "Define the kernel with the contract's name: `@cuda.jit` above `def {}(...)`, taking the contract's parameters in order.",
+                        k.name
+                    )),
+            )
+        } else {
+            let mut c = Check::fail(CheckKind::Compile, name, o.message)
+                .with_location(location)
+                .with_hint(NUMBA_COMPILE_HINT);
+            if !o.details.is_empty() {
+                c = c.with_details(o.details);
+            }
+            NumbaKernelState::Failed(c)
+        };
+        out.insert(k.name.clone(), state);
+    }
+    for s in out.values_mut() {
+        if let NumbaKernelState::Compiled { check, .. } | NumbaKernelState::Failed(check) = s {
+            check.seconds = Some(seconds);
+        }
+    }
+    out
+}
+
+/// Languages of the submission the rubric does not accept: one failing check each.
+pub fn refused_languages(rubric: &LoadedRubric, sub: &Submission) -> Vec<(Language, Check)> {
+    let Some(accepted) = &rubric.rubric.languages else {
+        return vec![];
+    };
+    let names: Vec<&str> = accepted.iter().map(|l| l.as_str()).collect();
+    sub.languages()
+        .into_iter()
+        .filter(|l| !accepted.contains(l))
+        .map(|l| {
+            (
+                l,
+                Check::fail(
+                    CheckKind::Compile,
+                    format!("language {}", l.as_str()),
+                    format!(
+                        "this assignment does not accept {} submissions (it accepts: {})",
+                        l.as_str(),
+                        names.join(", ")
+                    ),
+                )
+                .with_hint("Hand in the kernels in one of the languages the assignment accepts."),
+            )
+        })
+        .collect()
+}
+
+/// A check on a Numba kernel: hints and sanitizer messages in Numba's terms, and the Python
+/// line a location names shown with it.
+pub fn speak_numba(check: &mut Check, sub: &Submission) {
+    check.hint = check.hint.as_deref().map(translate_hint);
+    if check.kind == CheckKind::Sanitizer {
+        check.message = translate_hint(&check.message);
+    }
+    let Some((file, line)) = check
+        .location
+        .as_deref()
+        .and_then(|l| l.rsplit_once(':'))
+        .and_then(|(f, l)| Some((f, l.parse::<usize>().ok()?)))
+    else {
+        return;
+    };
+    let text = sub
+        .python
+        .iter()
+        .find(|f| f.name == file || f.name.ends_with(&format!("/{file}")))
+        .and_then(|f| f.text.lines().nth(line.checked_sub(1)?));
+    if let Some(text) = text {
+        let shown = format!("{file}:{line} │ {}", text.trim_end());
+        check.details = Some(match check.details.take() {
+            Some(d) if !d.is_empty() => format!("{shown}\n{d}"),
+            _ => shown,
+        });
+    }
+}
+
+/// The course's hints speak CUDA C++; for a Numba kernel, say it in Numba.
+pub fn translate_hint(hint: &str) -> String {
+    const PAIRS: &[(&str, &str)] = &[
+        ("__syncthreads()", "cuda.syncthreads()"),
+        ("__syncthreads", "cuda.syncthreads"),
+        ("atomicAdd", "cuda.atomic.add"),
+        ("__shfl_down_sync", "cuda.shfl_down_sync"),
+        ("__shfl_xor_sync", "cuda.shfl_xor_sync"),
+        ("`if (i < n)`", "`if i < n:`"),
+        ("if (i < n)", "if i < n:"),
+        ("__shared__", "cuda.shared.array"),
+    ];
+    let mut s = hint.to_string();
+    for (c, py) in PAIRS {
+        s = s.replace(c, py);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hints;
+
+    #[test]
+    fn hints_speak_numba() {
+        assert_eq!(
+            translate_hint(hints::RACE),
+            "Threads read shared memory another thread writes without a cuda.syncthreads() between the write and the read."
+        );
+        assert!(translate_hint(hints::WRONG_RESULTS).contains("`if i < n:`"));
+    }
+}

@@ -1,0 +1,173 @@
+//! The course's labs, built into the binary: each lab's rubric, reference kernels and lab
+//! document. `cugrade init LAB` writes a starter from them, and a submission's `cugrade.yaml`
+//! may name a lab (`rubric: reduction`) so that `cugrade check` works from any directory,
+//! without a checkout of this repository.
+
+use std::path::{Path, PathBuf};
+
+/// One built-in lab.
+#[derive(Debug, Clone, Copy)]
+pub struct Lab {
+    pub name: &'static str,
+    /// `rubrics/NAME.yaml`.
+    pub rubric: &'static str,
+    /// `reference-kernels/NAME.cu`, which the rubric names as `../reference-kernels/NAME.cu`.
+    pub reference: &'static str,
+    /// `docs/labs/NAME.md`.
+    pub doc: &'static str,
+}
+
+macro_rules! lab {
+    ($name:literal) => {
+        Lab {
+            name: $name,
+            rubric: include_str!(concat!("../rubrics/", $name, ".yaml")),
+            reference: include_str!(concat!("../reference-kernels/", $name, ".cu")),
+            doc: include_str!(concat!("../docs/labs/", $name, ".md")),
+        }
+    };
+}
+
+/// Every lab shipped with this version of cugrade.
+pub const LABS: &[Lab] = &[
+    lab!("vector-add"),
+    lab!("reduction"),
+    lab!("matmul"),
+    lab!("transpose"),
+    lab!("softmax"),
+    lab!("convolution"),
+    lab!("activations"),
+    lab!("embedding"),
+    lab!("fused-gemm"),
+    lab!("attention"),
+];
+
+pub fn find(name: &str) -> Option<&'static Lab> {
+    LABS.iter().find(|l| l.name == name)
+}
+
+/// The lab names, for messages: `vector-add, reduction, ...`.
+pub fn names() -> String {
+    LABS.iter().map(|l| l.name).collect::<Vec<_>>().join(", ")
+}
+
+/// A built-in lab's rubric and reference written to a temporary folder (laid out as in the
+/// repository, so the rubric's relative `reference:` path resolves), for `rubric::load`.
+pub struct Materialized {
+    _dir: tempfile::TempDir,
+    pub rubric_path: PathBuf,
+}
+
+impl Lab {
+    pub fn materialize(&self) -> std::io::Result<Materialized> {
+        let dir = tempfile::Builder::new().prefix("cugrade-lab-").tempdir()?;
+        let write = |rel: &str, text: &str| -> std::io::Result<PathBuf> {
+            let p = dir.path().join(rel);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&p, text)?;
+            Ok(p)
+        };
+        write(
+            &format!("reference-kernels/{}.cu", self.name),
+            self.reference,
+        )?;
+        let rubric_path = write(&format!("rubrics/{}.yaml", self.name), self.rubric)?;
+        Ok(Materialized {
+            _dir: dir,
+            rubric_path,
+        })
+    }
+
+    /// The prose of the lab document's "What you write" section (code blocks left out: the
+    /// starter has the signatures as code).
+    pub fn what_you_write(&self) -> String {
+        let mut out = Vec::new();
+        let mut inside = false;
+        let mut code = false;
+        for line in self.doc.lines() {
+            if line.starts_with("## ") {
+                inside = line.trim_start_matches("## ").trim() == "What you write";
+                continue;
+            }
+            if !inside {
+                continue;
+            }
+            if line.trim_start().starts_with("```") {
+                code = !code;
+                continue;
+            }
+            if !code {
+                out.push(line.trim_end());
+            }
+        }
+        let text = out.join("\n");
+        text.trim().to_string()
+    }
+
+    /// The lab document's first heading, e.g. "Lab: parallel reduction (`rubrics/reduction.yaml`)".
+    pub fn heading(&self) -> &'static str {
+        self.doc
+            .lines()
+            .find_map(|l| l.strip_prefix("# "))
+            .unwrap_or(self.name)
+    }
+}
+
+/// Where a manifest's `rubric:` value points: a rubric file (relative to the manifest's
+/// folder) when one exists there, else a built-in lab of that name.
+pub enum RubricSource {
+    File(PathBuf),
+    Lab(&'static Lab),
+}
+
+pub fn resolve_manifest_rubric(value: &str, manifest_dir: &Path) -> Result<RubricSource, String> {
+    let candidate = manifest_dir.join(value);
+    if candidate.is_file() {
+        return Ok(RubricSource::File(candidate));
+    }
+    if let Some(lab) = find(value) {
+        return Ok(RubricSource::Lab(lab));
+    }
+    Err(format!(
+        "`rubric: {value}` is neither a rubric file next to cugrade.yaml nor a lab built into cugrade ({})",
+        names()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_lab_loads_and_has_its_section() {
+        for lab in LABS {
+            let m = lab.materialize().unwrap();
+            let r =
+                crate::rubric::load(&m.rubric_path).unwrap_or_else(|e| panic!("{}: {e}", lab.name));
+            assert_eq!(r.rubric.assignment, lab.name, "assignment name = lab name");
+            assert!(
+                !lab.what_you_write().is_empty(),
+                "{} has a `What you write` section",
+                lab.name
+            );
+        }
+    }
+
+    #[test]
+    fn manifest_rubric_prefers_a_file_then_a_lab() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("mine.yaml"), "x").unwrap();
+        assert!(matches!(
+            resolve_manifest_rubric("mine.yaml", d.path()),
+            Ok(RubricSource::File(_))
+        ));
+        assert!(matches!(
+            resolve_manifest_rubric("reduction", d.path()),
+            Ok(RubricSource::Lab(l)) if l.name == "reduction"
+        ));
+        let e = resolve_manifest_rubric("nope", d.path()).err().unwrap();
+        assert!(e.contains("vector-add, reduction"), "{e}");
+    }
+}

@@ -1,0 +1,247 @@
+//! What a student runs: `cugrade check` on one submission (the rubric from `--rubric` or
+//! from the submission's `cugrade.yaml`, empty kernels reported as "not implemented yet",
+//! `--watch` to grade again on every save) and `cugrade init` for a lab's starter.
+
+pub mod starter;
+mod watch;
+
+use crate::errors::{CliError, ConfigError, Fatal};
+use crate::exit;
+use crate::grade::{self, Reference};
+use crate::labs::{self, RubricSource};
+use crate::report::output::{Format, Verbosity, print_result_at, write_outputs};
+use crate::rubric::{self, LoadedRubric};
+use crate::setup::{Requested, protected_dirs, resolve};
+use crate::submission::{self, Submission};
+use std::path::{Path, PathBuf};
+
+/// What `cugrade check` was asked to do.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    pub rubric: Option<PathBuf>,
+    pub submission: PathBuf,
+    pub json: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    pub markdown: Option<PathBuf>,
+    pub format: Format,
+    pub verbosity: Verbosity,
+    pub requested: Requested,
+    /// `--profile`: print the kernels' explained profile after the summary.
+    pub profile: bool,
+}
+
+/// The rubric to grade against, and the temp folder of a built-in lab, kept while grading.
+struct Rubric {
+    loaded: LoadedRubric,
+    path: PathBuf,
+    _lab: Option<labs::Materialized>,
+}
+
+fn load_submission(path: &Path) -> Result<Submission, CliError> {
+    // `cugrade check` in a starter names `.`: the student is the folder's real name.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    submission::load(&real).map_err(|e| match e {
+        submission::SubmissionError::Manifest(c) => CliError::Config(c),
+        submission::SubmissionError::Other(m) => CliError::Usage(m),
+    })
+}
+
+/// `--rubric FILE`, else what `cugrade.yaml` names.
+fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubric, CliError> {
+    if let Some(p) = given {
+        return Ok(Rubric {
+            loaded: rubric::load(p)?,
+            path: p.to_path_buf(),
+            _lab: None,
+        });
+    }
+    let Some(manifest) = &sub.manifest_path else {
+        return Err(CliError::Usage(format!(
+            "no --rubric given and `{}` has no cugrade.yaml naming one.\n\
+             fix: pass --rubric FILE, or add `rubric: LAB` to cugrade.yaml (labs: {})",
+            sub.root.display(),
+            labs::names()
+        )));
+    };
+    let Some(value) = &sub.manifest.rubric else {
+        return Err(CliError::Usage(format!(
+            "no --rubric given and `{}` names no rubric.\n\
+             fix: pass --rubric FILE, or add `rubric: LAB` to it (labs: {})",
+            manifest.display(),
+            labs::names()
+        )));
+    };
+    let dir = manifest.parent().unwrap_or(Path::new("."));
+    match labs::resolve_manifest_rubric(value, dir) {
+        Ok(RubricSource::File(p)) => Ok(Rubric {
+            loaded: rubric::load(&p)?,
+            path: p,
+            _lab: None,
+        }),
+        Ok(RubricSource::Lab(lab)) => {
+            let m = lab
+                .materialize()
+                .map_err(|e| Fatal::new(format!("cannot unpack the built-in lab: {e}")))?;
+            Ok(Rubric {
+                loaded: rubric::load(&m.rubric_path)?,
+                path: m.rubric_path.clone(),
+                _lab: Some(m),
+            })
+        }
+        Err(msg) => {
+            let text = std::fs::read_to_string(manifest).unwrap_or_default();
+            let pos = rubric::locate::Locations::of(&text).value("rubric");
+            Err(CliError::Config(ConfigError::new(
+                manifest, pos, msg, &text,
+            )))
+        }
+    }
+}
+
+/// Grade one submission once and print the result; returns the exit code.
+pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
+    // A malformed rubric given on the command line is reported before the submission is read.
+    let early = o.rubric.as_deref().map(rubric::load).transpose()?;
+    let sub = load_submission(&o.submission)?;
+    let rubric = match early {
+        Some(loaded) => Rubric {
+            loaded,
+            path: o.rubric.clone().unwrap_or_default(),
+            _lab: None,
+        },
+        None => find_rubric(None, &sub)?,
+    };
+    let r = &rubric.loaded;
+    submission::check_against(&sub, r)?;
+    let device = o.requested.gpus.first().copied().unwrap_or(0);
+    let stubs = starter::stubs(&sub, r);
+    let untouched = r
+        .rubric
+        .milestones
+        .iter()
+        .all(|m| stubs.contains_key(&m.kernel));
+    let mut opts = resolve(&o.requested, device, !untouched)?;
+    if o.verbosity == Verbosity::Verbose {
+        eprintln!(
+            "rubric: {} ({}); submission: {} ({} file{}); backend: {} ({}); seed: {}",
+            rubric.path.display(),
+            r.rubric.assignment,
+            o.submission.display(),
+            sub.sources.len() + sub.ptx.len() + sub.headers.len(),
+            if sub.sources.len() + sub.ptx.len() + sub.headers.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            opts.backend.as_str(),
+            opts.device_name,
+            opts.seed
+        );
+    }
+    let result = if untouched {
+        starter::untouched(r, &sub, &stubs, &opts)
+    } else {
+        opts.protected = protected_dirs(&[rubric.path.as_path(), o.submission.as_path()]);
+        let mut reference =
+            Reference::compile(r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
+        let mut result = grade::grade(r, &sub, &opts, &mut reference)
+            .map_err(|e| Fatal::new(e.0.to_string()))?;
+        starter::mark(&mut result, &stubs);
+        result
+    };
+    write_outputs(
+        &result,
+        o.json.as_deref(),
+        o.junit.as_deref(),
+        o.markdown.as_deref(),
+    )?;
+    let dir = if o.submission.is_dir() {
+        Some(o.submission.as_path())
+    } else {
+        o.submission.parent()
+    };
+    print_result_at(&result, o.format, dir, o.verbosity);
+    if o.profile {
+        let text = crate::profile::section(&result, &rubric.path, &o.submission);
+        // stdout holds exactly result.json under --format json.
+        if o.format == Format::Json {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
+    Ok(if result.all_passed() {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
+}
+
+/// `check --watch`: grade, then grade again after every change to a source file of the
+/// submission, until interrupted. A bad rubric or submission is reported and waited out.
+pub fn watch(o: &CheckOptions) -> Result<i32, CliError> {
+    let folder = if o.submission.is_dir() {
+        o.submission.clone()
+    } else {
+        o.submission
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    };
+    let extra: Vec<PathBuf> = o.rubric.iter().cloned().collect();
+    watch::run(&folder, &extra, || match check(o) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            e.exit_code()
+        }
+    })
+}
+
+/// `cugrade init LAB [DIR]` and `cugrade init --list`.
+pub fn init(lab: Option<&str>, dir: Option<PathBuf>, list: bool) -> Result<i32, CliError> {
+    if list {
+        for l in labs::LABS {
+            println!("{:<12} {}", l.name, l.heading().replace('`', ""));
+        }
+        return Ok(exit::OK);
+    }
+    let name = lab.unwrap_or_default();
+    let lab = labs::find(name).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown lab `{name}`; the labs are: {}",
+            labs::names()
+        ))
+    })?;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(lab.name));
+    let files = starter::init(lab, &dir).map_err(CliError::Usage)?;
+    println!(
+        "wrote a starter for the {} lab in {}:",
+        lab.name,
+        dir.display()
+    );
+    for f in &files {
+        println!("  {f}");
+    }
+    if dir == Path::new(".") {
+        println!("next: cugrade check");
+    } else {
+        println!(
+            "next: cd {} && cugrade check",
+            shell_word(&dir.to_string_lossy())
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// Quote a path for the `next:` line when it needs it.
+fn shell_word(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}

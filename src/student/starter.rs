@@ -1,0 +1,475 @@
+//! Student starters: `cugrade init LAB [DIR]` writes stub kernels with the contract's
+//! signatures, a `cugrade.yaml` naming the lab and a short README; and `cugrade check` tells a
+//! kernel whose body is still empty ("not implemented yet") from a wrong one, so an untouched
+//! starter gets one friendly line per milestone instead of a wall of mismatches.
+
+use crate::labs::Lab;
+use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
+use crate::rubric::schema::{Contract, Direction, Expr, ScalarType};
+use crate::rubric::{self, LoadedRubric, ParamType};
+use crate::submission::Submission;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The check name every "not implemented yet" milestone carries.
+pub const NOT_IMPLEMENTED: &str = "implemented";
+
+/// Write a starter for `lab` into `dir` (created if missing; a folder that already has files,
+/// such as a fresh clone of the student's repository, is fine as long as none of the starter's
+/// files is there). Returns the files written, relative to `dir`.
+pub fn init(lab: &Lab, dir: &Path) -> Result<Vec<String>, String> {
+    let m = lab
+        .materialize()
+        .map_err(|e| format!("cannot unpack the lab: {e}"))?;
+    let r = rubric::load(&m.rubric_path).map_err(|e| e.to_string())?;
+    let source_name = format!("{}.cu", lab.name);
+    let files = [
+        (source_name.clone(), kernel_source(lab, &r)),
+        ("cugrade.yaml".to_string(), manifest(lab)),
+        ("README.md".to_string(), readme(&r, &source_name)),
+        ("lab.md".to_string(), lab.doc.to_string()),
+        (".gitignore".to_string(), "cugrade-out/\n".to_string()),
+    ];
+    // A README or .gitignore the folder already has is kept; the kernels and cugrade.yaml
+    // must not overwrite anything.
+    let optional = |n: &str| n == "README.md" || n == ".gitignore";
+    if let Some((name, _)) = files
+        .iter()
+        .find(|(n, _)| !optional(n) && dir.join(n).exists())
+    {
+        return Err(format!(
+            "`{}` already exists; nothing was written (use another folder: cugrade init {} DIR)",
+            dir.join(name).display(),
+            lab.name
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    for (name, text) in &files {
+        let p = dir.join(name);
+        if optional(name) && p.exists() {
+            continue;
+        }
+        std::fs::write(&p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
+        written.push(name.clone());
+    }
+    Ok(written)
+}
+
+fn c_type(t: ScalarType) -> &'static str {
+    match t {
+        ScalarType::I32 => "int",
+        ScalarType::U32 => "unsigned int",
+        ScalarType::I64 => "long long",
+        ScalarType::U64 => "unsigned long long",
+        ScalarType::F32 => "float",
+        ScalarType::F64 => "double",
+    }
+}
+
+/// `extern "C" __global__ void NAME(const float* in, float* out, int n)`.
+pub fn signature(kernel: &str, contract: &Contract) -> String {
+    let params: Vec<String> = contract
+        .params
+        .iter()
+        .filter(|p| !p.symbol)
+        .map(|p| match ParamType::parse(&p.ty) {
+            Some(ParamType::Buffer(t)) if p.dir == Direction::In => {
+                format!("const {}* {}", c_type(t), p.name)
+            }
+            Some(ParamType::Buffer(t)) => format!("{}* {}", c_type(t), p.name),
+            Some(ParamType::Scalar(t)) => format!("{} {}", c_type(t), p.name),
+            None => format!("/* {} */ {}", p.ty, p.name),
+        })
+        .collect();
+    format!(
+        "extern \"C\" __global__ void {kernel}({})",
+        params.join(", ")
+    )
+}
+
+/// `__constant__` globals the grader fills by name (`symbol: true` parameters).
+fn symbols(r: &LoadedRubric, kernels: &[(&str, &str)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (_, contract) in kernels {
+        for p in r.contract(contract).params.iter().filter(|p| p.symbol) {
+            let elem = match ParamType::parse(&p.ty) {
+                Some(ParamType::Buffer(t) | ParamType::Scalar(t)) => c_type(t),
+                None => "float",
+            };
+            let len = match &p.len {
+                Some(Expr::Int(n)) => n.to_string(),
+                Some(e) => format!("/* {} */ 1", e.source()),
+                None => "1".into(),
+            };
+            let line = format!(
+                "__constant__ {elem} {}[{len}];   // set by the grader before each launch",
+                p.name
+            );
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
+}
+
+/// Comment lines for a block of prose, wrapped to fit 80 columns; paragraphs are kept apart
+/// by an empty comment line.
+fn comment(text: &str, prefix: &str) -> String {
+    let mut paragraphs = Vec::new();
+    for para in text.split("\n\n") {
+        let mut lines: Vec<String> = Vec::new();
+        let mut line = String::new();
+        for w in para.split_whitespace() {
+            if !line.is_empty() && prefix.len() + line.len() + 1 + w.len() > 80 {
+                lines.push(std::mem::take(&mut line));
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(w);
+        }
+        if !line.is_empty() {
+            lines.push(line);
+        }
+        if !lines.is_empty() {
+            paragraphs.push(
+                lines
+                    .iter()
+                    .map(|l| format!("{prefix}{l}\n"))
+                    .collect::<String>(),
+            );
+        }
+    }
+    paragraphs.join(&format!("{}\n", prefix.trim_end()))
+}
+
+/// A signature that fits 80 columns: on one line, or one parameter per line.
+fn wrapped_signature(kernel: &str, contract: &Contract) -> String {
+    let one = signature(kernel, contract);
+    if one.len() <= 80 {
+        return one;
+    }
+    let (head, params) = one.split_once('(').unwrap_or((&one, ""));
+    let list: Vec<String> = params.split(", ").map(|p| format!("    {p}")).collect();
+    format!("{head}(\n{}", list.join(",\n"))
+}
+
+/// The milestones' kernels in milestone order, each once, with their contract names.
+fn kernels(r: &LoadedRubric) -> Vec<(&str, &str)> {
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for m in &r.rubric.milestones {
+        if !seen.iter().any(|(k, _)| *k == m.kernel) {
+            seen.push((&m.kernel, &m.contract));
+        }
+    }
+    seen
+}
+
+fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "// {}", lab.heading().replace('`', ""));
+    let _ = writeln!(s, "//");
+    s.push_str(&comment(&lab.what_you_write(), "// "));
+    let _ = writeln!(s, "//");
+    let _ = writeln!(
+        s,
+        "// Grade it with `cugrade check` in this folder. A kernel whose body is still"
+    );
+    let _ = writeln!(s, "// empty is reported as not implemented yet.\n");
+    let ks = kernels(r);
+    let syms = symbols(r, &ks);
+    if !syms.is_empty() {
+        for l in &syms {
+            let _ = writeln!(s, "{l}");
+        }
+        s.push('\n');
+    }
+    for (kernel, contract) in &ks {
+        for m in r.rubric.milestones.iter().filter(|m| m.kernel == *kernel) {
+            let title = if m.title.is_empty() { &m.id } else { &m.title };
+            s.push_str(&comment(
+                &format!("Milestone `{}`: {}", m.id, title.replace('`', "")),
+                "// ",
+            ));
+        }
+        let _ = writeln!(s, "{}", wrapped_signature(kernel, r.contract(contract)));
+        let _ = writeln!(s, "{{\n    // TODO: your code here.\n}}\n");
+    }
+    s
+}
+
+fn manifest(lab: &Lab) -> String {
+    format!(
+        "# cugrade reads this file. `rubric:` names the lab built into cugrade (or a rubric\n\
+         # file next to this one); `cugrade check` in this folder grades against it.\n\
+         rubric: {}\n",
+        lab.name
+    )
+}
+
+fn readme(r: &LoadedRubric, source: &str) -> String {
+    let mut s = format!(
+        "# {}\n\nWrite the kernels in `{source}`, then grade them from this folder:\n\n\
+         ```sh\ncugrade check\n```\n\n\
+         No GPU? cugrade then runs your kernels on its PTX emulator: correctness is graded,\n\
+         speed is not measured. `cugrade check --watch` grades again each time you save.\n\n\
+         | milestone | kernel | points |\n| --- | --- | --- |\n",
+        r.rubric.title.replace('\n', " ")
+    );
+    for m in &r.rubric.milestones {
+        let _ = writeln!(
+            s,
+            "| `{}` | `{}` | {} |",
+            m.id,
+            m.kernel,
+            rubric::milestone_max(m)
+        );
+    }
+    let _ = writeln!(s, "\nThe lab's full description is in `lab.md`.");
+    s
+}
+
+/// Source text with comments and string/char literals blanked out (same length, newlines
+/// kept), so that positions still map to lines.
+fn blank_comments(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    while i < b.len() {
+        match (b[i], b.get(i + 1)) {
+            (b'/', Some(b'/')) => {
+                let end = b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(b.len(), |p| i + p);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            (b'/', Some(b'*')) => {
+                let end = src[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            (q @ (b'"' | b'\''), _) => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != q && b[j] != b'\n' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                let end = (j + 1).min(b.len());
+                blank(&mut out, i + 1, end.saturating_sub(1).max(i + 1));
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Index just past the bracket that closes the one at `open`.
+fn matching(text: &[u8], open: usize, (l, r): (u8, u8)) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, &c) in text.iter().enumerate().skip(open) {
+        if c == l {
+            depth += 1;
+        } else if c == r {
+            depth = depth.checked_sub(1)?;
+            if depth == 0 {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
+}
+
+/// Where `kernel` is defined in `src` and whether its body is empty (comments aside).
+fn definitions(src: &str, kernel: &str) -> Vec<(usize, bool)> {
+    let clean = blank_comments(src);
+    let b = clean.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(p) = clean[from..].find(kernel).map(|p| from + p) {
+        from = p + kernel.len();
+        let before_ok = p == 0 || !(b[p - 1].is_ascii_alphanumeric() || b[p - 1] == b'_');
+        let rest = clean[from..].trim_start();
+        if !before_ok || !rest.starts_with('(') {
+            continue;
+        }
+        let open = b.len() - rest.len();
+        let Some(close) = matching(b, open, (b'(', b')')) else {
+            continue;
+        };
+        let after = clean[close..].trim_start();
+        if !after.starts_with('{') {
+            continue;
+        }
+        let brace = b.len() - after.len();
+        let Some(end) = matching(b, brace, (b'{', b'}')) else {
+            continue;
+        };
+        let empty = clean[brace + 1..end - 1].trim().is_empty();
+        let line = clean[..p].matches('\n').count() + 1;
+        out.push((line, empty));
+    }
+    out
+}
+
+/// Kernels of the rubric whose every definition in the submission has an empty body, with
+/// the `file:line` of the (first) definition. PTX is never taken for a stub.
+pub fn stubs(sub: &Submission, r: &LoadedRubric) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for m in &r.rubric.milestones {
+        let mut defs = Vec::new();
+        for f in sub.sources.iter().chain(&sub.headers) {
+            for (line, empty) in definitions(&f.text, &m.kernel) {
+                defs.push((format!("{}:{line}", f.name), empty));
+            }
+        }
+        if !defs.is_empty() && defs.iter().all(|(_, e)| *e) {
+            out.insert(m.kernel.clone(), defs[0].0.clone());
+        }
+    }
+    out
+}
+
+fn not_implemented(kernel: &str, at: &str) -> Check {
+    Check::fail(
+        CheckKind::Kernel,
+        NOT_IMPLEMENTED,
+        format!("not implemented yet (`{kernel}` has an empty body)"),
+    )
+    .with_location(Some(at.to_string()))
+}
+
+/// Replace the checks of milestones whose kernel is a stub by one "not implemented yet".
+pub fn mark(r: &mut GradeResult, stubs: &BTreeMap<String, String>) {
+    for m in &mut r.milestones {
+        if let Some(at) = stubs.get(&m.kernel) {
+            m.checks = vec![not_implemented(&m.kernel, at)];
+            m.status = Status::Fail;
+            m.score = 0.0;
+        }
+    }
+    r.score = r.milestones.iter().map(|m| m.score).sum();
+}
+
+/// The result of a submission none of whose milestones is implemented: nothing is compiled
+/// or run.
+pub fn untouched(
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    stubs: &BTreeMap<String, String>,
+    opts: &crate::grade::Options,
+) -> GradeResult {
+    let milestones = rubric
+        .rubric
+        .milestones
+        .iter()
+        .map(|m| MilestoneResult {
+            id: m.id.clone(),
+            title: if m.title.is_empty() {
+                m.id.clone()
+            } else {
+                m.title.clone()
+            },
+            status: Status::Fail,
+            score: 0.0,
+            max_score: rubric::milestone_max(m),
+            provisional: false,
+            checks: vec![not_implemented(
+                &m.kernel,
+                stubs.get(&m.kernel).map_or("", String::as_str),
+            )],
+            kernel: m.kernel.clone(),
+        })
+        .collect();
+    GradeResult {
+        assignment: rubric.rubric.assignment.clone(),
+        student: sub.student.clone(),
+        backend: opts.backend.as_str().to_string(),
+        seed: opts.seed,
+        score: 0.0,
+        max_score: rubric.max_score(),
+        milestones,
+        submission_sha256: sub.sha256.clone(),
+        compile: None,
+        run: crate::result::RunInfo {
+            device: opts.device_name.clone(),
+            arch: opts.arch.clone(),
+            timed: false,
+            cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Default::default()
+        },
+        notes: vec![
+            "nothing implemented yet: fill in a kernel and run `cugrade check` again".into(),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_bodies_are_stubs_and_comments_do_not_count() {
+        let src = "// reduce_naive(x) { y }\n\
+                   extern \"C\" __global__ void reduce_naive(const float* in, float* out, int n)\n\
+                   {\n    // TODO: your code here. }\n    /* { } */\n}\n\
+                   extern \"C\" __global__ void reduce_shared(const float* in, float* out, int n) {\n\
+                   \x20   if (n) { out[0] = \"}\"[0]; }\n}\n\
+                   __device__ void reduce_shuffle(int);\n";
+        assert_eq!(definitions(src, "reduce_naive"), vec![(2, true)]);
+        assert_eq!(definitions(src, "reduce_shared"), vec![(7, false)]);
+        assert_eq!(definitions(src, "reduce_shuffle"), vec![]);
+        assert_eq!(definitions(src, "naive"), vec![]);
+    }
+
+    #[test]
+    fn every_lab_starter_compiles_to_stubs_with_the_contract_signatures() {
+        for lab in crate::labs::LABS {
+            let d = tempfile::tempdir().unwrap();
+            let dir = d.path().join("s");
+            let files = init(lab, &dir).unwrap();
+            assert!(files.contains(&"cugrade.yaml".to_string()));
+            let sub = crate::submission::load(&dir).unwrap();
+            assert_eq!(sub.manifest.rubric.as_deref(), Some(lab.name));
+            let m = lab.materialize().unwrap();
+            let r = rubric::load(&m.rubric_path).unwrap();
+            let stubs = stubs(&sub, &r);
+            for ms in &r.rubric.milestones {
+                assert!(
+                    stubs.contains_key(&ms.kernel),
+                    "{}: {}",
+                    lab.name,
+                    ms.kernel
+                );
+            }
+            for f in &sub.sources {
+                for line in f.text.lines() {
+                    assert!(line.chars().count() <= 80, "{}: {line}", lab.name);
+                }
+            }
+            assert!(init(lab, &dir).unwrap_err().contains("already exists"));
+        }
+    }
+
+    #[test]
+    fn reduction_signature_matches_the_lab_document() {
+        let lab = crate::labs::find("reduction").unwrap();
+        let m = lab.materialize().unwrap();
+        let r = rubric::load(&m.rubric_path).unwrap();
+        assert_eq!(
+            signature("reduce_naive", r.contract("reduce")),
+            "extern \"C\" __global__ void reduce_naive(const float* in, float* out, int n)"
+        );
+    }
+}

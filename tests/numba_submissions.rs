@@ -1,0 +1,366 @@
+//! Numba submissions end to end through the binary (`cugrade check --backend emu`): the styles
+//! a course's exercises are written in, student Python confined by the sandbox while it is
+//! imported, findings at the Python line, and a rubric's `languages`.
+//!
+//! Numba comes from cugrade's cache (`ci/with-nvrtc` installs it; cugrade would install it on
+//! first use). Without NVRTC the tests skip with a message, like the other lab tests.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn ready() -> bool {
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("SKIPPED: libnvrtc.so.13 not found; run through ci/with-nvrtc");
+        return false;
+    }
+    if let Err(e) = cugrade::compile::toolchain::numba() {
+        panic!("{e}\n(ci/with-nvrtc installs Numba into cugrade's cache)");
+    }
+    true
+}
+
+/// A rubric like `rubrics/NAME.yaml`, with the reference by absolute path and `extra` appended.
+fn rubric(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(root().join(format!("rubrics/{name}.yaml"))).unwrap();
+    let reference = root().join("reference-kernels");
+    let text = text.replace("../reference-kernels", &reference.to_string_lossy());
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, format!("{text}\n{extra}\n")).unwrap();
+    path
+}
+
+/// Grade `files` (name, text) as one submission; the result.json.
+fn grade(rubric: &Path, files: &[(&str, &str)]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("student");
+    for (name, text) in files {
+        let p = sub.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let json = dir.path().join("result.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_cugrade"))
+        .args(["check", "--backend", "emu", "--seed", "3", "--rubric"])
+        .arg(rubric)
+        .arg(&sub)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| {
+        panic!(
+            "no result.json: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    serde_json::from_str(&text).unwrap()
+}
+
+fn milestone<'a>(r: &'a Value, id: &str) -> &'a Value {
+    r["milestones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id)
+        .unwrap()
+}
+
+/// Every correctness check of the milestone passed (the milestone itself is `skipped` on the
+/// emulator when it also has speed checks).
+fn correct(r: &Value, id: &str) -> Result<(), String> {
+    let m = milestone(r, id);
+    let bad: Vec<String> = m["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] != "performance" && c["status"] != "pass")
+        .map(|c| format!("{}: {} {}", c["name"], c["message"], c["details"]))
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(bad.join("\n"))
+    }
+}
+
+fn first_failure(r: &Value, id: &str) -> Value {
+    milestone(r, id)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["status"] == "fail" || c["status"] == "error")
+        .cloned()
+        .unwrap_or_else(|| panic!("no failing check in {id}: {r}"))
+}
+
+const STYLES: &[(&str, &[(&str, &str)])] = &[
+    (
+        "explicit signature, grid-stride loop, numpy scalars",
+        &[(
+            "vadd.py",
+            "import numpy as np\nfrom numba import cuda, float32\n\n\
+             @cuda.jit('void(float32[:], float32[:], float32[:], int32)')\n\
+             def vector_add(a, b, c, n):\n\
+             \x20   start = cuda.grid(1)\n\
+             \x20   stride = cuda.gridsize(1)\n\
+             \x20   for i in range(start, n, stride):\n\
+             \x20       c[i] = np.float32(a[i]) + b[i]\n",
+        )],
+    ),
+    (
+        "blockIdx/threadIdx, a device function from another module, host code guarded by main",
+        &[
+            (
+                "lab/ops.py",
+                "from numba import cuda\n\n@cuda.jit(device=True)\ndef add(x, y):\n    return x + y\n",
+            ),
+            (
+                "lab/kernels.py",
+                "from numba import cuda\nfrom lab.ops import add\n\n\
+                 @cuda.jit\n\
+                 def vector_add(a, b, c, n):\n\
+                 \x20   i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x\n\
+                 \x20   if i >= n:\n\
+                 \x20       return\n\
+                 \x20   c[i] = add(a[i], b[i])\n\n\
+                 if __name__ == '__main__':\n\
+                 \x20   import numpy as np\n\
+                 \x20   x = cuda.to_device(np.ones(10, dtype=np.float32))\n",
+            ),
+            ("lab/__init__.py", ""),
+        ],
+    ),
+    (
+        "local arrays, cuda.fma, float64 scratch, an early return",
+        &[(
+            "vadd.py",
+            "from numba import cuda, float32, float64\n\n\
+             @cuda.jit(fastmath=False)\n\
+             def vector_add(a, b, c, n):\n\
+             \x20   i = cuda.grid(1)\n\
+             \x20   if i >= n:\n\
+             \x20       return\n\
+             \x20   pair = cuda.local.array(2, float32)\n\
+             \x20   pair[0] = a[i]\n\
+             \x20   pair[1] = b[i]\n\
+             \x20   wide = float64(pair[0])\n\
+             \x20   c[i] = cuda.fma(pair[0], float32(1.0), pair[1]) if wide == wide else 0.0\n",
+        )],
+    ),
+    (
+        "a file named like a module the compiler uses",
+        &[(
+            "math.py",
+            "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n",
+        )],
+    ),
+    (
+        "a notebook export: host code at the top level after the kernel",
+        &[(
+            "notebook.py",
+            "from numba import cuda\nimport numpy as np\n\n\
+             @cuda.jit\n\
+             def vector_add(a, b, c, n):\n\
+             \x20   i = cuda.grid(1)\n\
+             \x20   if i < n:\n\
+             \x20       c[i] = a[i] + b[i]\n\n\
+             a = cuda.to_device(np.arange(4, dtype=np.float32))\n\
+             print(a.copy_to_host())\n",
+        )],
+    ),
+];
+
+#[test]
+fn course_styles_of_vector_add_are_graded_correct() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "vector-add", "");
+    let mut failures = vec![];
+    for (style, files) in STYLES {
+        let result = grade(&r, files);
+        if let Err(e) = correct(&result, "vector_add") {
+            failures.push(format!("{style}:\n{e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn softmax_with_math_shared_memory_and_a_2d_array() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "softmax", "");
+    let kernel = r#"import math
+from numba import cuda, float32
+
+
+@cuda.jit
+def softmax_rows(x, y, rows, cols):
+    row = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    buf = cuda.shared.array(256, float32)
+    m = -math.inf
+    for j in range(t, cols, cuda.blockDim.x):
+        m = max(m, x[row, j])
+    buf[t] = m
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            buf[t] = max(buf[t], buf[t + s])
+        cuda.syncthreads()
+        s //= 2
+    m = buf[0]
+    cuda.syncthreads()
+    acc = float32(0.0)
+    for j in range(t, cols, cuda.blockDim.x):
+        acc += math.exp(x[row, j] - m)
+    buf[t] = acc
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            buf[t] += buf[t + s]
+        cuda.syncthreads()
+        s //= 2
+    total = buf[0]
+    for j in range(t, cols, cuda.blockDim.x):
+        y[row, j] = math.exp(x[row, j] - m) / total
+"#;
+    let result = grade(&r, &[("softmax.py", kernel)]);
+    correct(&result, "softmax_rows").unwrap();
+}
+
+#[test]
+fn student_python_is_confined_while_it_is_imported() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "vector-add", "");
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "answers").unwrap();
+    let attempts = [
+        format!("data = open({:?}).read()\n", secret.to_string_lossy()),
+        "open('/etc/passwd').read()\n".to_string(),
+        "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\n".to_string(),
+        "import subprocess\nsubprocess.run(['/bin/sh', '-c', 'id'], check=True)\n".to_string(),
+        "open('/tmp/cugrade-numba-escape', 'w').write('x')\n".to_string(),
+    ];
+    for attempt in &attempts {
+        let text = format!("from numba import cuda\n{attempt}");
+        let result = grade(&r, &[("k.py", &text)]);
+        let c = first_failure(&result, "vector_add");
+        let lines = attempt.lines().count() + 1;
+        assert_eq!(c["kind"], "compile", "{attempt}: {c}");
+        let at = c["location"].as_str().unwrap_or_default();
+        assert!(
+            at.starts_with("k.py:") && at[5..].parse::<usize>().unwrap() <= lines,
+            "{attempt}: finding at {at}: {c}"
+        );
+        assert!(
+            c["message"].as_str().unwrap().contains("Error"),
+            "{attempt}: {c}"
+        );
+    }
+    assert!(!Path::new("/tmp/cugrade-numba-escape").exists());
+}
+
+#[test]
+fn typing_errors_point_at_the_python_line() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "vector-add", "");
+    let kernel = "from numba import cuda\n\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    vals = {}\n    vals[i] = a[i]\n    if i < n:\n        c[i] = vals[i] + b[i]\n";
+    let result = grade(&r, &[("k.py", kernel)]);
+    let c = first_failure(&result, "vector_add");
+    assert_eq!(c["kind"], "compile", "{c}");
+    assert_eq!(c["location"], "k.py:8", "{c}");
+    assert!(c["message"].as_str().unwrap().contains("setitem"), "{c}");
+    assert!(
+        c["details"]
+            .as_str()
+            .unwrap()
+            .starts_with("k.py:8 │     vals[i] = a[i]"),
+        "{c}"
+    );
+    let syntax = grade(
+        &r,
+        &[(
+            "k.py",
+            "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n)\n    pass\n",
+        )],
+    );
+    let c = first_failure(&syntax, "vector_add");
+    assert_eq!(c["location"], "k.py:4", "{c}");
+    assert!(
+        c["message"].as_str().unwrap().starts_with("SyntaxError"),
+        "{c}"
+    );
+}
+
+#[test]
+fn a_kernel_with_the_wrong_parameters_says_so() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "vector-add", "");
+    let kernel = "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i]\n";
+    let result = grade(&r, &[("k.py", kernel)]);
+    let c = first_failure(&result, "vector_add");
+    assert_eq!(c["kind"], "compile", "{c}");
+    assert_eq!(c["location"], "k.py:4", "{c}");
+    assert_eq!(
+        c["message"],
+        "`vector_add` takes 3 parameters (a, c, n); the assignment passes 4: a, b, c, n",
+        "{c}"
+    );
+}
+
+#[test]
+fn an_import_that_never_ends_is_a_compile_timeout() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "vector-add", "timeouts: {compile_s: 1}");
+    let result = grade(&r, &[("k.py", "while True:\n    pass\n")]);
+    let c = first_failure(&result, "vector_add");
+    assert!(
+        c["message"].as_str().unwrap().contains("did not finish"),
+        "{c}"
+    );
+}
+
+#[test]
+fn a_rubric_may_refuse_numba() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = rubric(dir.path(), "vector-add", "languages: [cuda, ptx]");
+    let kernel = "from numba import cuda\n@cuda.jit\ndef vector_add(a, b, c, n):\n    pass\n";
+    let result = grade(&r, &[("k.py", kernel)]);
+    assert_eq!(milestone(&result, "vector_add")["status"], "fail");
+    let c = first_failure(&result, "vector_add");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not accept numba submissions (it accepts: cuda, ptx)"),
+        "{c}"
+    );
+}
