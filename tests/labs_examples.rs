@@ -107,15 +107,30 @@ const GOLDEN: &[&str] = &[
     "convolution/no_padding",
 ];
 
-/// Every finding is printed once: no two diagnostic titles of one report are the same.
+/// Every finding is printed once: no two diagnostics of one report (a title and the lines
+/// under it up to the next title, so a wrapped title and its location count) are the same.
 fn printed_twice(name: &str, stdout: &str) -> Option<String> {
-    let mut seen = std::collections::BTreeSet::new();
-    for line in stdout.lines() {
-        let title = ["FAIL: ", "ERROR: ", "SKIP: "]
+    let is_title = |l: &str| {
+        ["FAIL: ", "ERROR: ", "SKIP: "]
             .iter()
-            .any(|p| line.starts_with(p));
-        if title && !seen.insert(line) {
-            return Some(format!("{name}: printed twice: {line}\n{stdout}"));
+            .any(|p| l.starts_with(p))
+    };
+    let mut blocks: Vec<String> = Vec::new();
+    for line in stdout.lines() {
+        if is_title(line) {
+            blocks.push(String::new());
+        } else if line.starts_with("Total:") {
+            break;
+        }
+        if let Some(b) = blocks.last_mut() {
+            b.push_str(line);
+            b.push('\n');
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for b in &blocks {
+        if !seen.insert(b) {
+            return Some(format!("{name}: printed twice:\n{b}\n{stdout}"));
         }
     }
     None
