@@ -26,7 +26,7 @@ fn sanitize(example: &str, milestone: &str) -> Option<Vec<cugrade::result::Check
     let dir = root().join("submissions-example/reduction").join(example);
     let sub = cugrade::submission::load(&dir).unwrap();
     let src: &SourceFile = &sub.sources[0];
-    let compiled = compile::compile(src, &sub.headers, &compile::options("sm_90"));
+    let compiled = compile::compile(src, &sub.headers, &compile::options("sm_90", &[]));
     assert!(compiled.ok, "{}", compiled.log);
     let m = rubric
         .rubric
