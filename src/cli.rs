@@ -69,6 +69,9 @@ pub struct CheckArgs {
     /// Also print what was chosen (rubric, backend, seed) and every check, passing ones too.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Also profile the kernels: Nsight Compute on a GPU, the emulator's counters otherwise.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -216,6 +219,7 @@ pub fn main() -> i32 {
                 format: common.format,
                 verbosity,
                 requested: common_options(&common),
+                profile: args.profile,
             };
             if args.watch {
                 crate::student::watch(&opts)

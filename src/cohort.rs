@@ -122,6 +122,7 @@ pub fn unreadable(
             status: Status::Error,
             score: 0.0,
             max_score: rubric::milestone_max(m),
+            provisional: false,
             checks: vec![Check::error(
                 CheckKind::Compile,
                 "submission",

@@ -27,6 +27,33 @@ pub const RACE: &str = "Threads read shared memory another thread writes without
 pub const BARRIER_DIVERGENCE: &str = "A __syncthreads() is reached by only some threads of the block: move it out of the divergent branch so every thread executes it.";
 /// Compile error.
 pub const COMPILE: &str = "The code does not compile: read the first error in the log; later errors often follow from it.";
+/// The output is the transpose of the right answer.
+pub const TRANSPOSED: &str = "The output is the transpose of the right answer: rows and columns are swapped somewhere. In row-major storage element (row, col) of an R x C matrix is at row * C + col; check which of threadIdx.x / threadIdx.y maps to the row, in the loads and in the store.";
+/// The output is all zeros.
+pub const ZEROS: &str = "Every output is 0: is the result stored at all (to the output pointer, not a local copy), is the accumulator added to rather than overwritten, and does the store run for the threads that hold the result?";
+/// Off by a constant.
+pub const OFFSET: &str = "Every output is off by the same amount: look at the accumulator's initial value and at anything added once per element (a bias, a starting value, an extra loop iteration).";
+/// The right values in the wrong places.
+pub const PERMUTED: &str = "The right values land in the wrong places: check the index arithmetic of the store (which thread writes which element), and whether x and y (or rows and columns) are swapped.";
+/// Right inside, wrong at the border.
+pub const EDGES: &str = "Right inside but wrong at the border: check the bounds conditions of the threads at the edges, and what the kernel reads outside the matrix (padding, or the last partial tile).";
+
+/// The hint for a kind of wrong output.
+pub fn for_wrong(w: &crate::check::Wrong) -> &'static str {
+    use crate::check::Wrong;
+    match w {
+        Wrong::Untouched { .. } | Wrong::PartlyUnwritten { .. } => UNWRITTEN,
+        Wrong::NonFinite { .. } => NON_FINITE,
+        Wrong::Zeros => ZEROS,
+        Wrong::Offset { .. } => OFFSET,
+        Wrong::Transposed => TRANSPOSED,
+        Wrong::Permuted => PERMUTED,
+        Wrong::Edges { .. } => EDGES,
+        Wrong::Values { .. } => WRONG_RESULTS,
+    }
+}
+/// Right on small inputs, wrong on large ones.
+pub const SMALL_ONLY: &str = "Right for small inputs only: what changes when n grows past one block (or one tile)? Check the grid size, the loop over blocks or tiles, the combination of per-block results, and sums that lose precision when they grow.";
 
 pub const TIMED_WRONG: &str = "Every timed launch runs on fresh inputs and its output is checked against the reference. A kernel must compute the whole answer on every launch: no state kept between launches (a __device__ counter or cache), no answer replayed from an earlier launch, no work skipped once the first launches are done.";
 

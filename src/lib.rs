@@ -26,6 +26,7 @@ pub mod inputs;
 pub mod integrity;
 pub mod labs;
 pub mod measure;
+pub mod profile;
 pub mod report;
 pub mod result;
 pub mod rubric;

@@ -123,9 +123,27 @@ pub struct Check {
     /// Wall time of the check in seconds, where it has one (JUnit `time`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// What kind of problem this is, a stable key (`racecheck`, `nan`, `transposed`, ...):
+    /// reports group checks of one milestone with the same kind, cause and location into one
+    /// finding. docs/reports.md lists the values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// The student's source line at `location`, so that reports can show it without the
+    /// submission at hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<SourceLine>,
     /// Performance checks: how the speed was measured (samples, noise, interval, clocks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<Box<crate::measure::Measurement>>,
+}
+
+/// One line of the student's source, as reports quote it under a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLine {
+    /// 1-based line number in the file `location` names.
+    pub line: u32,
+    /// The line's text, without its newline.
+    pub text: String,
 }
 
 impl Check {
@@ -149,6 +167,8 @@ impl Check {
             points: None,
             details: None,
             seconds: None,
+            cause: None,
+            snippet: None,
             timing: None,
         }
     }
@@ -189,6 +209,10 @@ impl Check {
         }
         self
     }
+    pub fn with_cause(mut self, cause: impl Into<String>) -> Self {
+        self.cause = Some(cause.into());
+        self
+    }
     pub fn with_measure(mut self, measured: f64, threshold: Option<f64>, unit: &str) -> Self {
         self.measured = Some(measured);
         self.threshold = threshold;
@@ -208,6 +232,10 @@ pub struct MilestoneResult {
     /// Kernel name the milestone graded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kernel: String,
+    /// The score counts correctness but a speed check that carries points was not measured
+    /// (no GPU): the milestone's final score may be higher. Reports say "speed not measured".
+    #[serde(default)]
+    pub provisional: bool,
 }
 
 /// Facts about the environment a grade was produced in: what the report must say plainly.
@@ -259,6 +287,11 @@ impl GradeResult {
     /// Status over all milestones.
     pub fn status(&self) -> Status {
         Status::aggregate(self.milestones.iter().map(|m| m.status))
+    }
+
+    /// Some milestone's score is provisional (its speed was not measured).
+    pub fn provisional(&self) -> bool {
+        self.milestones.iter().any(|m| m.provisional)
     }
 
     /// Every check passed or was skipped (SPEC exit code 0).

@@ -49,6 +49,12 @@ pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneRes
             .sum::<f64>();
     }
     let status = Status::aggregate(checks.iter().map(|c| c.status));
+    // Correct, but a speed check that could award points was not measured: the score so far
+    // is not the milestone's final word. A wrong kernel's 0 is final whatever its speed.
+    let provisional = correct
+        && checks
+            .iter()
+            .any(|c| c.kind == CheckKind::Performance && c.status == Status::Skipped);
     MilestoneResult {
         id: m.id.clone(),
         title: if m.title.is_empty() {
@@ -61,6 +67,7 @@ pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneRes
         max_score,
         checks,
         kernel: m.kernel.clone(),
+        provisional,
     }
 }
 
@@ -102,7 +109,22 @@ mod tests {
         let r = finish(&milestone(), 15.0, vec![right.clone(), perf]);
         assert_eq!((r.score, r.status), (15.0, Status::Pass));
         let skipped = Check::skipped(CheckKind::Performance, "speed", "emulator");
-        let r = finish(&milestone(), 15.0, vec![right, skipped]);
+        let r = finish(&milestone(), 15.0, vec![right.clone(), skipped.clone()]);
         assert_eq!((r.score, r.status), (10.0, Status::Skipped));
+        assert!(r.provisional, "correct but unmeasured is provisional");
+        let r = finish(&milestone(), 15.0, vec![right, perf_pass()]);
+        assert!(!r.provisional);
+        let r = finish(
+            &milestone(),
+            15.0,
+            vec![Check::fail(CheckKind::Correctness, "c", "wrong"), skipped],
+        );
+        assert!(!r.provisional, "a wrong kernel's zero is final");
+    }
+
+    fn perf_pass() -> Check {
+        let mut c = Check::pass(CheckKind::Performance, "speed", "fast");
+        c.points = Some(5.0);
+        c
     }
 }

@@ -396,6 +396,7 @@ fn leaderboard_is_anonymous_and_causes_group_across_students() {
                 max_score: 20.0,
                 checks,
                 kernel: "reduce_shared".into(),
+                provisional: false,
             }],
             submission_sha256: String::new(),
             compile: None,

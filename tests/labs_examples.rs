@@ -34,6 +34,11 @@ fn examples_get_their_expected_verdicts_on_the_emulator() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        failures.extend(printed_twice(&name, &stdout));
+        if GOLDEN.contains(&name.as_str()) {
+            failures.extend(golden(&name, &stdout));
+        }
         let text = std::fs::read_to_string(&json).unwrap_or_default();
         // The placeholder backend of builds without the emulator says so in every check.
         if stderr.contains("emulator is not built") || text.contains("emulator is not built") {
@@ -86,4 +91,76 @@ fn examples_get_their_expected_verdicts_on_the_emulator() {
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// Buggy examples whose terminal output is pinned in tests/data/snapshots/examples/ (one per
+/// kind of finding: races and uninitialised shared memory, a divergent barrier, NaN, zeros,
+/// right-for-small-cases-only, edges, out-of-bounds reads, a compile error shared by every
+/// milestone). `UPDATE_SNAPSHOTS=1` rewrites them.
+const GOLDEN: &[&str] = &[
+    "reduction/missing_syncthreads",
+    "reduction/syncthreads_in_branch",
+    "reduction/missing_bounds",
+    "reduction/compile_error",
+    "softmax/unstable",
+    "fused-gemm/bias_by_row",
+    "convolution/no_padding",
+];
+
+/// Every finding is printed once: no two diagnostics of one report (a title and the lines
+/// under it up to the next title, so a wrapped title and its location count) are the same.
+fn printed_twice(name: &str, stdout: &str) -> Option<String> {
+    let is_title = |l: &str| {
+        ["FAIL: ", "ERROR: ", "SKIP: "]
+            .iter()
+            .any(|p| l.starts_with(p))
+    };
+    let mut blocks: Vec<String> = Vec::new();
+    for line in stdout.lines() {
+        if is_title(line) {
+            blocks.push(String::new());
+        } else if line.starts_with("Total:") {
+            break;
+        }
+        if let Some(b) = blocks.last_mut() {
+            b.push_str(line);
+            b.push('\n');
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for b in &blocks {
+        if !seen.insert(b) {
+            return Some(format!("{name}: printed twice:\n{b}\n{stdout}"));
+        }
+    }
+    None
+}
+
+fn golden(name: &str, stdout: &str) -> Option<String> {
+    // The sandbox's degraded layers depend on the machine, not on the submission.
+    let text: String = stdout
+        .lines()
+        .filter(|l| !l.starts_with("warning: sandbox degraded"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let path = root()
+        .join("tests/data/snapshots/examples")
+        .join(format!("{}.txt", name.replace('/', "_")));
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        return None;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    if want == text {
+        return None;
+    }
+    let new = path.with_extension("new");
+    std::fs::write(&new, &text).unwrap();
+    Some(format!(
+        "{name}: terminal output differs from {} (the new output is in {}; \
+         UPDATE_SNAPSHOTS=1 rewrites it after review)",
+        path.display(),
+        new.display()
+    ))
 }

@@ -149,7 +149,9 @@ impl MilestoneRun<'_> {
     ) -> Vec<Check> {
         let name = format!("correctness {}", case.name);
         let tol_vars = inv.tolerance_vars(vars);
-        let mut problems: Vec<(String, &'static str)> = Vec::new();
+        // Per wrong output: the sentence naming the kind of wrong, its cause key, its hint, and
+        // the mismatch listing.
+        let mut problems: Vec<(String, &'static str, &'static str, String)> = Vec::new();
         let mut memory: Vec<Check> = Vec::new();
         for (i, b) in inv.buffers.iter().enumerate() {
             let spec = b.spec();
@@ -168,7 +170,8 @@ impl MilestoneRun<'_> {
                         format!("bounds {}", b.name),
                         format!("stray write {where_}; {} guard bytes changed", stray.bytes),
                     )
-                    .with_hint(hints::OUT_OF_BOUNDS),
+                    .with_hint(hints::OUT_OF_BOUNDS)
+                    .with_cause("stray-write"),
                 );
             }
             let payload = &got[i][spec.guard..spec.guard + spec.bytes];
@@ -183,7 +186,8 @@ impl MilestoneRun<'_> {
                                 b.name
                             ),
                         )
-                        .with_hint(hints::CONST_WRITTEN),
+                        .with_hint(hints::CONST_WRITTEN)
+                        .with_cause("input-written"),
                     );
                 }
                 continue;
@@ -206,58 +210,112 @@ impl MilestoneRun<'_> {
             let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
             let c = check::compare(b, exp_payload, payload, tol);
             if !c.ok() {
-                let hint = if c.unwritten > 0 {
-                    hints::UNWRITTEN
-                } else if c
-                    .first
-                    .iter()
-                    .any(|x| !x.got.is_finite() && x.expected.is_finite())
-                {
-                    hints::NON_FINITE
-                } else {
-                    hints::WRONG_RESULTS
-                };
-                problems.push((c.describe(), hint));
+                let wrong = check::classify(b, &b.data, exp_payload, payload, tol);
+                problems.push((
+                    wrong.describe(&b.name, c.total),
+                    wrong.cause(),
+                    hints::for_wrong(&wrong),
+                    c.describe(),
+                ));
             }
         }
         let mut found: Vec<Check> = memory
             .into_iter()
             .map(|mut c| {
                 c.case = Some(case.name.clone());
-                c.message = format!("{} (trial {})", c.message, trial + 1);
+                c.details = Some(format!("case {}, trial {}", case.name, trial + 1));
                 c
             })
             .collect();
         let _ = printed;
-        if !problems.is_empty() {
+        if let Some((sentence, cause, class_hint, _)) = problems.first() {
+            // The rubric's own hint for the milestone knows the lab best; the kind of wrong is
+            // in the message either way.
             let hint = self
                 .m
                 .hint
                 .clone()
-                .unwrap_or_else(|| problems[0].1.to_string());
-            let first_line = problems[0].0.lines().next().unwrap_or_default().to_string();
-            let details = problems
-                .iter()
-                .map(|p| p.0.clone())
+                .unwrap_or_else(|| class_hint.to_string());
+            let details = std::iter::once(format!("case {}, trial {}:", case.name, trial + 1))
+                .chain(problems.iter().map(|p| p.3.clone()))
                 .collect::<Vec<_>>()
                 .join("\n");
+            let also = if problems.len() > 1 {
+                format!(" (and {} more wrong outputs)", problems.len() - 1)
+            } else {
+                String::new()
+            };
             found.insert(
                 0,
                 Check::fail(
                     CheckKind::Correctness,
                     name,
-                    format!(
-                        "wrong results on case {} (trial {}): {first_line}",
-                        case.name,
-                        trial + 1
-                    ),
+                    format!("wrong results: {sentence}{also}"),
                 )
                 .with_case(case.name.clone())
                 .with_hint(hint)
+                .with_cause(*cause)
                 .with_details(details),
             );
         }
         found
+    }
+
+    /// A kernel right on every small case and wrong on every larger one (by the number of
+    /// elements its buffers hold) is "right for small cases only": say so on the failures whose
+    /// kind of wrong has no better name (a named kind, NaN or unwritten, is more useful).
+    pub(super) fn mark_small_cases_only(&mut self, cases: &[Case]) {
+        let contract = self.rubric.contract(&self.m.contract);
+        let size = |case: &Case| -> usize {
+            let vars = case_vars(case);
+            contract
+                .params
+                .iter()
+                .filter(|p| p.len.is_some())
+                .filter_map(|p| rubric::eval_len(p, &vars).ok())
+                .sum()
+        };
+        let outcome = |name: &str| {
+            self.checks
+                .iter()
+                .filter(|c| c.kind == CheckKind::Correctness)
+                .find(|c| c.case.as_deref() == Some(name))
+                .map(|c| c.status)
+        };
+        let (mut passed, mut failed) = (vec![], vec![]);
+        for case in cases {
+            match outcome(&case.name) {
+                Some(Status::Pass) => passed.push((size(case), case.name.clone())),
+                Some(Status::Fail) => failed.push((size(case), case.name.clone())),
+                _ => {}
+            }
+        }
+        let (Some(big_pass), Some(small_fail)) = (
+            passed.iter().max_by_key(|p| p.0),
+            failed.iter().min_by_key(|f| f.0),
+        ) else {
+            return;
+        };
+        if big_pass.0 >= small_fail.0 {
+            return;
+        }
+        let note = format!(
+            "right for small cases only (every case up to {} passes, every case from {} on fails)",
+            big_pass.1, small_fail.1
+        );
+        for c in &mut self.checks {
+            if c.kind == CheckKind::Correctness
+                && c.status == Status::Fail
+                && c.cause.as_deref() == Some("wrong-values")
+            {
+                let rest = c.message.trim_start_matches("wrong results: ");
+                c.message = format!("{note}: {rest}");
+                c.cause = Some("small-only".into());
+                if self.m.hint.is_none() {
+                    c.hint = Some(hints::SMALL_ONLY.to_string());
+                }
+            }
+        }
     }
 
     pub(super) fn metric_on_emulator(
@@ -405,5 +463,63 @@ pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Che
     .with_location(location)
     .with_case(case.to_string())
     .with_hint(hint)
+    .with_cause(d.tool.clone())
     .with_details(format!("PTX: {}", d.instruction))
+}
+
+/// Quote the student's source line under every check that names a `file:line` of the
+/// submission, so that reports show the line itself (result.json keeps only that line).
+pub(super) fn attach_snippets(milestones: &mut [crate::result::MilestoneResult], sub: &Submission) {
+    let files: Vec<&crate::compile::SourceFile> = sub.sources.iter().chain(&sub.headers).collect();
+    for c in milestones.iter_mut().flat_map(|m| m.checks.iter_mut()) {
+        if c.snippet.is_some() {
+            continue;
+        }
+        c.snippet = c.location.as_deref().and_then(|l| source_line(l, &files));
+    }
+}
+
+/// The line a `file:line[:col]` location names, if the file is one of `files`.
+pub(super) fn source_line(
+    location: &str,
+    files: &[&crate::compile::SourceFile],
+) -> Option<crate::result::SourceLine> {
+    let mut parts = location.split(':');
+    let file = parts.next()?;
+    let line: u32 = parts.next()?.trim().parse().ok()?;
+    let f = files
+        .iter()
+        .find(|f| f.name == file || f.name.rsplit('/').next() == Some(file))?;
+    let text = f
+        .text
+        .lines()
+        .nth(usize::try_from(line).ok()?.checked_sub(1)?)?;
+    // A line is quoted, not a file: cap what a minified source could put on one line.
+    let text: String = text.chars().take(400).collect();
+    Some(crate::result::SourceLine {
+        line,
+        text: text.trim_end().to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::SourceFile;
+
+    #[test]
+    fn source_lines_are_found_by_location() {
+        let f = SourceFile {
+            name: "src/reduce.cu".into(),
+            text: "a\n  partial[tid] += x;  \nc".into(),
+        };
+        let files = [&f];
+        let l = source_line("src/reduce.cu:2", &files).unwrap();
+        assert_eq!((l.line, l.text.as_str()), (2, "  partial[tid] += x;"));
+        assert_eq!(source_line("reduce.cu:3", &files).unwrap().text, "c");
+        assert!(source_line("reduce.cu:0", &files).is_none());
+        assert!(source_line("reduce.cu:9", &files).is_none());
+        assert!(source_line("other.cu:1", &files).is_none());
+        assert!(source_line("reduce.cu", &files).is_none());
+    }
 }

@@ -21,6 +21,7 @@ mod performance;
 mod reference;
 mod resources;
 mod run;
+pub mod sanitizer;
 
 pub use baselines::{cpu_run, host_args};
 pub use reference::{Reference, validate_reference};
@@ -148,6 +149,7 @@ pub fn grade(
             Err(e) => return Err(e),
         }
     }
+    correctness::attach_snippets(&mut milestones, sub);
     let score: f64 = milestones.iter().map(|m: &MilestoneResult| m.score).sum();
     Ok(GradeResult {
         assignment: rb.assignment.clone(),
@@ -445,6 +447,19 @@ impl MilestoneRun<'_> {
             }
             self.checks.extend(check);
             stopped = fatal;
+        }
+        self.mark_small_cases_only(&cases);
+        if self.opts.backend == BackendKind::Cuda {
+            // The GPU has no sanitizer of its own here: the emulator's run the smallest cases.
+            let found = sanitizer::on_emulator(
+                self.rubric,
+                m,
+                self.sub,
+                ptx,
+                self.opts.seed,
+                &self.opts.protected,
+            );
+            self.checks.extend(found);
         }
         let correct = self
             .checks

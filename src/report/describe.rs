@@ -23,6 +23,19 @@ pub fn score_of(got: f64, max: f64) -> String {
     format!("{} / {}", score(got), score(max))
 }
 
+/// What a score is worth when speed was not measured: the milestone's (or the total's)
+/// `score / max`, followed by `, speed not measured` when it is provisional.
+pub fn provisional_score(got: f64, max: f64, provisional: bool) -> String {
+    if provisional {
+        format!("{}, {PROVISIONAL}", score_of(got, max))
+    } else {
+        score_of(got, max)
+    }
+}
+
+/// The words every report puts after a provisional score.
+pub const PROVISIONAL: &str = "speed not measured";
+
 /// A measured or threshold value with its unit: `1.23x`, `87.5%`, `412.1 GB/s`.
 pub fn quantity(x: f64, unit: Option<&str>) -> String {
     let v = if !x.is_finite() {
@@ -170,6 +183,15 @@ mod tests {
         assert_eq!(score(100.0 / 3.0), "33.33");
         assert_eq!(score(-0.0), "0");
         assert_eq!(score(f64::NAN), "?");
+    }
+
+    #[test]
+    fn provisional_scores_say_so() {
+        assert_eq!(
+            provisional_score(20.0, 35.0, true),
+            "20 / 35, speed not measured"
+        );
+        assert_eq!(provisional_score(20.0, 35.0, false), "20 / 35");
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! `system-out` and failure text as raw CDATA.
 
 use super::describe;
+use super::findings::{self, Finding};
 use super::sanitize::{xml_attr, xml_text};
-use crate::result::{Check, GradeResult, MilestoneResult, Status};
+use crate::result::{GradeResult, MilestoneResult, Status};
 use junit_report::{Duration, Report, TestCase, TestSuite};
 
 /// The JUnit XML for one submission.
@@ -66,8 +67,9 @@ fn milestone_suite(r: &GradeResult, m: &MilestoneResult, naming: Naming) -> Test
     // assignment and student readable in a combined file.
     suite.package = xml_attr(&format!("{}/{}", r.assignment, r.student));
     let classname = xml_attr(&classname);
-    for c in &m.checks {
-        suite.add_testcase(testcase(c, &classname));
+    // One testcase per finding: a problem seen in eight cases is one failure listing them.
+    for f in findings::group(&m.checks) {
+        suite.add_testcase(testcase(&f, &classname));
     }
     suite.set_system_out(&xml_text(&suite_header(r, Some(m))));
     suite
@@ -86,12 +88,12 @@ fn suite_header(r: &GradeResult, m: Option<&MilestoneResult>) -> String {
         }
         lines.push(format!(
             "milestone score: {}",
-            describe::score_of(m.score, m.max_score)
+            describe::provisional_score(m.score, m.max_score, m.provisional)
         ));
     }
     lines.push(format!(
         "total score: {}",
-        describe::score_of(r.score, r.max_score)
+        describe::provisional_score(r.score, r.max_score, r.provisional())
     ));
     let device = if r.run.device.is_empty() {
         "-"
@@ -112,10 +114,17 @@ fn suite_header(r: &GradeResult, m: Option<&MilestoneResult>) -> String {
     lines.join("\n")
 }
 
-fn testcase(c: &Check, classname: &str) -> TestCase {
-    let name = xml_attr(&c.name);
-    let time = c
-        .seconds
+fn testcase(f: &Finding, classname: &str) -> TestCase {
+    let c = f.check;
+    let name = match f.where_cases() {
+        Some(w) if f.all.len() > 1 => xml_attr(&format!("{} ({w})", f.name())),
+        _ => xml_attr(&c.name),
+    };
+    let time = f
+        .all
+        .iter()
+        .filter_map(|c| c.seconds)
+        .reduce(|a, b| a + b)
         .filter(|s| s.is_finite() && *s >= 0.0)
         // junit-report sums the times of a suite and panics on overflow: a year is plenty.
         .map(|s| s.min(YEAR_SECONDS))
@@ -126,9 +135,9 @@ fn testcase(c: &Check, classname: &str) -> TestCase {
         Status::Pass => TestCase::success(&name, time),
         Status::Fail => with_cause(
             TestCase::failure(&name, time, kind, &xml_attr(&c.message)),
-            c,
+            f,
         ),
-        Status::Error => with_cause(TestCase::error(&name, time, kind, &xml_attr(&c.message)), c),
+        Status::Error => with_cause(TestCase::error(&name, time, kind, &xml_attr(&c.message)), f),
         Status::Skipped => {
             let mut tc = TestCase::skipped_with_cause(&name, kind, &xml_attr(&c.message));
             tc.time = time;
@@ -145,8 +154,8 @@ fn testcase(c: &Check, classname: &str) -> TestCase {
     tc
 }
 
-fn with_cause(mut tc: TestCase, c: &Check) -> TestCase {
-    let text = xml_text(&explanation(c));
+fn with_cause(mut tc: TestCase, f: &Finding) -> TestCase {
+    let text = xml_text(&explanation(f));
     if let junit_report::TestResult::Failure { cause, .. }
     | junit_report::TestResult::Error { cause, .. } = &mut tc.result
     {
@@ -156,19 +165,32 @@ fn with_cause(mut tc: TestCase, c: &Check) -> TestCase {
 }
 
 /// The failure text: everything a student needs, in reading order, details last.
-fn explanation(c: &Check) -> String {
+fn explanation(f: &Finding) -> String {
+    let c = f.check;
     let mut s = c.message.clone();
     if let Some(l) = &c.location {
         s.push_str(&format!("\nat: {l}"));
     }
-    if let Some(case) = &c.case {
-        s.push_str(&format!("\ncase: {case}"));
+    match f.cases().as_slice() {
+        [] => {}
+        [one] => s.push_str(&format!("\ncase: {one}")),
+        all => s.push_str(&format!("\ncases: {}", all.join(", "))),
     }
     if let Some(m) = describe::measurement(c) {
         s.push_str(&format!("\nmeasured: {m}"));
     }
     if let Some(h) = &c.hint {
         s.push_str(&format!("\nhint: {h}"));
+    }
+    if c.snippet.is_some() {
+        s.push_str("\n\n");
+        s.push_str(&findings::diagnostic(
+            f,
+            &findings::display_name(f),
+            &[],
+            None,
+            false,
+        ));
     }
     if let Some(d) = &c.details {
         s.push_str("\n\n");

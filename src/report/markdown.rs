@@ -7,9 +7,13 @@
 //! fence is longer than any backtick run inside it, and text inside raw HTML is HTML-escaped.
 
 use super::describe::{self, status_symbol};
+use super::findings::{self, Finding};
 use super::sanitize::{DETAILS_CAP, one_line, plain_text, truncate};
-use crate::result::{Check, CheckKind, CompileSummary, GradeResult, MilestoneResult, Status};
+use crate::result::{CheckKind, CompileSummary, GradeResult, MilestoneResult, Status};
 use std::fmt::Write as _;
+
+/// Cases a finding names before "and N more" (result.json lists them all).
+const CASES_SHOWN: usize = 8;
 
 /// The Markdown report for one submission.
 pub fn render(r: &GradeResult) -> String {
@@ -18,7 +22,7 @@ pub fn render(r: &GradeResult) -> String {
     let _ = writeln!(
         out,
         "**Score: {}** {} {}\n",
-        describe::score_of(r.score, r.max_score),
+        describe::provisional_score(r.score, r.max_score, r.provisional()),
         status_symbol(r.status()),
         r.status().as_str()
     );
@@ -72,7 +76,7 @@ fn summary_table(out: &mut String, r: &GradeResult) {
             "| {title} | {} {} | {} |",
             status_symbol(m.status),
             m.status.as_str(),
-            describe::score_of(m.score, m.max_score)
+            describe::provisional_score(m.score, m.max_score, m.provisional)
         );
     }
     let _ = writeln!(
@@ -80,7 +84,7 @@ fn summary_table(out: &mut String, r: &GradeResult) {
         "| **Total** | {} {} | **{}** |\n",
         status_symbol(r.status()),
         r.status().as_str(),
-        describe::score_of(r.score, r.max_score)
+        describe::provisional_score(r.score, r.max_score, r.provisional())
     );
 }
 
@@ -104,28 +108,29 @@ fn milestone(out: &mut String, m: &MilestoneResult) {
     let _ = writeln!(
         out,
         "Score {}.{kernel}\n",
-        describe::score_of(m.score, m.max_score)
+        describe::provisional_score(m.score, m.max_score, m.provisional)
     );
-    for c in m.checks.iter().filter(|c| c.status != Status::Pass) {
-        check(out, c);
-    }
-    let passed: Vec<String> = m
-        .checks
+    // One section per finding; a milestone's hint is given once, under its first finding.
+    let mut hints_said: Vec<&str> = Vec::new();
+    for f in findings::group(&m.checks)
         .iter()
-        .filter(|c| c.status == Status::Pass)
-        .map(|c| inline(&c.name))
-        .collect();
+        .filter(|f| f.check.status != Status::Pass)
+    {
+        check(out, f, &mut hints_said);
+    }
+    let passed = passed_names(m);
     if !passed.is_empty() {
         let _ = writeln!(out, "Passed: {}.\n", passed.join(", "));
     }
 }
 
-fn check(out: &mut String, c: &Check) {
+fn check<'a>(out: &mut String, f: &Finding<'a>, hints_said: &mut Vec<&'a str>) {
+    let c = f.check;
     let _ = writeln!(
         out,
         "### {} {} ({})\n",
         status_symbol(c.status),
-        inline(&c.name),
+        inline(&findings::display_name(f)),
         c.kind.as_str()
     );
     let label = match c.status {
@@ -134,18 +139,40 @@ fn check(out: &mut String, c: &Check) {
         Status::Skipped => "Skipped",
         Status::Pass => "Passed",
     };
-    let _ = writeln!(out, "**{label}:** {}\n", inline(&c.message));
+    let _ = writeln!(
+        out,
+        "**{label}:** {}\n",
+        inline(&findings::display_message(f))
+    );
+    if c.snippet.is_some() {
+        // The student's line, underlined, as a compiler would show it.
+        let title = findings::display_name(f);
+        out.push_str(&fenced(&findings::diagnostic(f, &title, &[], None, false)));
+        out.push('\n');
+    }
     let mut facts = Vec::new();
     if let Some(l) = &c.location {
         facts.push(format!("- **Where:** `{}`", code_span_text(l)));
     }
-    if let Some(case) = &c.case {
-        facts.push(format!("- **Case:** `{}`", code_span_text(case)));
+    let cases = f.cases();
+    if !cases.is_empty() {
+        let label = if cases.len() > 1 { "Cases" } else { "Case" };
+        let spans: Vec<String> = cases
+            .iter()
+            .take(CASES_SHOWN)
+            .map(|c| format!("`{}`", code_span_text(c)))
+            .collect();
+        let more = match cases.len().saturating_sub(CASES_SHOWN) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        facts.push(format!("- **{label}:** {}{more}", spans.join(", ")));
     }
     if let Some(m) = describe::measurement(c) {
         facts.push(format!("- **Measured:** {}", inline(&m)));
     }
-    if let Some(h) = &c.hint {
+    if let Some(h) = c.hint.as_deref().filter(|h| !hints_said.contains(h)) {
+        hints_said.push(h);
         facts.push(format!("- **Hint:** {}", inline(h)));
     }
     if !facts.is_empty() {
@@ -157,10 +184,45 @@ fn check(out: &mut String, c: &Check) {
             CheckKind::Compile => "Compiler output",
             CheckKind::Correctness => "Mismatches",
             CheckKind::Runtime => "Captured output",
+            CheckKind::Sanitizer => "PTX",
             _ => "Details",
         };
         folded(out, summary, d);
     }
+}
+
+/// The passing checks by name, a check run in several cases once with their count:
+/// `compile reduce.cu, kernel reduce_naive, correctness (8 cases)`.
+fn passed_names(m: &MilestoneResult) -> Vec<String> {
+    let mut names: Vec<(String, usize)> = Vec::new();
+    for c in m.checks.iter().filter(|c| c.status == Status::Pass) {
+        let base = match c.case.as_deref() {
+            Some(case) => c
+                .name
+                .strip_suffix(case)
+                .map_or(c.name.as_str(), str::trim_end),
+            None => c.name.as_str(),
+        };
+        let base = if base.is_empty() {
+            c.name.as_str()
+        } else {
+            base
+        };
+        match names.iter_mut().find(|(n, _)| n == base) {
+            Some((_, k)) => *k += 1,
+            None => names.push((base.to_string(), 1)),
+        }
+    }
+    names
+        .into_iter()
+        .map(|(n, k)| {
+            if k > 1 {
+                format!("{} ({k} cases)", inline(&n))
+            } else {
+                inline(&n)
+            }
+        })
+        .collect()
 }
 
 fn compile_section(out: &mut String, c: &CompileSummary, r: &GradeResult) {

@@ -8,6 +8,7 @@
 pub mod charts;
 pub mod cohort;
 mod describe;
+pub mod findings;
 pub mod gradebook;
 pub mod gradescope;
 pub mod json;

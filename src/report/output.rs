@@ -122,7 +122,11 @@ pub fn print_result_at(r: &GradeResult, format: Format, dir: Option<&Path>, v: V
         return print_result(r, format, dir);
     }
     let color = color_for(format);
-    let text = fit(&report::terminal::render(r, color));
+    let text = fit(&report::terminal::render_with(
+        r,
+        color,
+        v == Verbosity::Verbose,
+    ));
     match v {
         Verbosity::Quiet => {
             if let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) {

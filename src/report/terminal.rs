@@ -6,8 +6,9 @@
 //! the CI runner reading it.
 
 use super::describe::{self, status_word};
+use super::findings::{self, Finding};
 use super::sanitize::{one_line, plain_text};
-use crate::result::{GradeResult, Status};
+use crate::result::{CheckKind, GradeResult, MilestoneResult, Status};
 use owo_colors::{OwoColorize, Style};
 use std::fmt::Write as _;
 
@@ -19,6 +20,12 @@ const DETAIL_WIDTH: usize = 160;
 /// The human summary. `color` should be false when stdout is not a terminal or `NO_COLOR` is
 /// set (the caller knows which stream it writes to).
 pub fn render(r: &GradeResult, color: bool) -> String {
+    render_with(r, color, false)
+}
+
+/// [`render`], and with `verbose` the evidence a student rarely needs (the PTX instruction of a
+/// sanitizer finding, every occurrence's case).
+pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
     let paint = |s: &str, style: Style| {
         if color {
             s.style(style).to_string()
@@ -58,7 +65,16 @@ pub fn render(r: &GradeResult, color: bool) -> String {
                 status_style(m.status)
             ),
             describe::score_of(m.score, m.max_score)
-        );
+        )
+        .and_then(|()| {
+            if m.provisional {
+                // Before the newline: "20 / 45, speed not measured" on the milestone's row.
+                out.pop();
+                writeln!(out, ", {}", describe::PROVISIONAL)
+            } else {
+                Ok(())
+            }
+        });
     }
 
     if !r.run.timed {
@@ -86,44 +102,43 @@ pub fn render(r: &GradeResult, color: bool) -> String {
         );
     }
 
-    let problems: Vec<_> = r
+    // A finding several milestones share word for word (one compile error stops them all) is
+    // printed once, under the first, with the others named.
+    let all: Vec<(&MilestoneResult, Finding)> = r
         .milestones
         .iter()
-        .flat_map(|m| m.checks.iter().map(move |c| (m, c)))
-        .filter(|(_, c)| describe::is_problem(c))
+        .flat_map(|m| findings::group(&m.checks).into_iter().map(move |f| (m, f)))
+        .filter(|(_, f)| describe::is_problem(f.check))
         .collect();
-    if !problems.is_empty() {
-        out.push('\n');
-    }
-    for (m, c) in problems {
-        let _ = writeln!(
-            out,
-            "{} {} › {}: {}",
-            paint(status_word(c.status), status_style(c.status)),
-            one_line(&m.id),
-            one_line(&c.name),
-            one_line(&c.message)
+    let same = |a: &Finding, b: &Finding| {
+        let (x, y) = (a.check, b.check);
+        (x.kind, &x.name, &x.message, &x.location) == (y.kind, &y.name, &y.message, &y.location)
+    };
+    let mut first = true;
+    let mut hints_said: Vec<(&str, &str)> = Vec::new();
+    for (i, (m, f)) in all.iter().enumerate() {
+        if all[..i].iter().any(|(_, g)| same(f, g)) {
+            continue;
+        }
+        let also: Vec<&str> = all[i + 1..]
+            .iter()
+            .filter(|(_, g)| same(f, g))
+            .map(|(m, _)| m.id.as_str())
+            .collect();
+        if first {
+            out.push('\n');
+            first = false;
+        }
+        finding(
+            &mut out,
+            m,
+            f,
+            &also,
+            &mut hints_said,
+            verbose,
+            color,
+            &paint,
         );
-        if let Some(l) = &c.location {
-            let _ = writeln!(out, "    at {}", one_line(l));
-        }
-        if let Some(case) = &c.case {
-            let _ = writeln!(out, "    case {}", one_line(case));
-        }
-        if let Some(meas) = describe::measurement(c) {
-            let _ = writeln!(out, "    measured {meas}");
-        }
-        if let Some(h) = &c.hint {
-            let _ = writeln!(
-                out,
-                "    {} {}",
-                paint("hint:", Style::new().cyan()),
-                one_line(h)
-            );
-        }
-        if let Some(d) = &c.details {
-            details(&mut out, d, &paint);
-        }
     }
 
     let _ = writeln!(
@@ -131,12 +146,67 @@ pub fn render(r: &GradeResult, color: bool) -> String {
         "\n{} {}  {}",
         paint("Total:", Style::new().bold()),
         paint(
-            &describe::score_of(r.score, r.max_score),
+            &describe::provisional_score(r.score, r.max_score, r.provisional()),
             Style::new().bold()
         ),
         paint(status_word(r.status()), status_style(r.status()))
     );
     out
+}
+
+/// One finding: a compiler-style diagnostic (title, the student's line, where it happened, the
+/// hint), then the first lines of its evidence.
+#[allow(clippy::too_many_arguments)]
+fn finding<'a>(
+    out: &mut String,
+    m: &'a MilestoneResult,
+    f: &Finding<'a>,
+    also: &[&str],
+    hints_said: &mut Vec<(&'a str, &'a str)>,
+    verbose: bool,
+    color: bool,
+    paint: &dyn Fn(&str, Style) -> String,
+) {
+    let c = f.check;
+    let title = format!(
+        "{} › {}: {}",
+        m.id,
+        findings::display_name(f),
+        findings::display_message(f)
+    );
+    let mut notes = Vec::new();
+    if let Some(w) = f.where_cases() {
+        notes.push(w);
+    }
+    if !also.is_empty() {
+        let s = if also.len() > 1 { "s" } else { "" };
+        notes.push(format!("the same in milestone{s} {}", also.join(", ")));
+    }
+    if verbose && f.all.len() > 1 {
+        notes.push(format!(
+            "{} occurrences (result.json lists each)",
+            f.all.len()
+        ));
+    }
+    if let Some(meas) = describe::measurement(c) {
+        notes.push(format!("measured {meas}"));
+    }
+    // A milestone's hint is said once, under its first finding.
+    let hint = c
+        .hint
+        .as_deref()
+        .filter(|h| !hints_said.contains(&(m.id.as_str(), *h)));
+    if let Some(h) = hint {
+        hints_said.push((m.id.as_str(), h));
+    }
+    let text = findings::diagnostic(f, &title, &notes, hint, color);
+    out.push_str(text.trim_end());
+    out.push('\n');
+    // A sanitizer's evidence is the PTX instruction: for --verbose only.
+    let show = c.kind != CheckKind::Sanitizer || verbose;
+    if let Some(d) = c.details.as_ref().filter(|_| show) {
+        details(out, d, paint);
+    }
 }
 
 /// The first lines of a check's details, each behind a fixed prefix so that no student line
@@ -195,7 +265,10 @@ pub fn github_in(r: &GradeResult, dir: &str) -> String {
     let dir = dir.trim_end_matches('/');
     let mut out = String::new();
     for m in &r.milestones {
-        for c in m.checks.iter().filter(|c| describe::is_problem(c)) {
+        // One annotation per finding, not per case.
+        let grouped = findings::group(&m.checks);
+        for f in grouped.iter().filter(|f| describe::is_problem(f.check)) {
+            let c = f.check;
             let mut props = Vec::new();
             if let Some(l) = &c.location {
                 let l = one_line(l);
@@ -213,9 +286,12 @@ pub fn github_in(r: &GradeResult, dir: &str) -> String {
                     props.push(format!("col={col}"));
                 }
             }
-            let title = format!("{} › {}", one_line(&m.id), one_line(&c.name));
+            let title = format!("{} › {}", one_line(&m.id), one_line(&f.name()));
             props.push(format!("title={}", escape_property(&title)));
             let mut message = one_line(&c.message);
+            if let Some(w) = f.where_cases().filter(|_| f.all.len() > 1) {
+                message.push_str(&format!("\n{w}"));
+            }
             if let Some(meas) = describe::measurement(c) {
                 message.push_str(&format!("\nmeasured {meas}"));
             }

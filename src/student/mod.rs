@@ -28,6 +28,8 @@ pub struct CheckOptions {
     pub format: Format,
     pub verbosity: Verbosity,
     pub requested: Requested,
+    /// `--profile`: print the kernels' explained profile after the summary.
+    pub profile: bool,
 }
 
 /// The rubric to grade against, and the temp folder of a built-in lab, kept while grading.
@@ -166,6 +168,15 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         o.submission.parent()
     };
     print_result_at(&result, o.format, dir, o.verbosity);
+    if o.profile {
+        let text = crate::profile::section(&result, &rubric.path, &o.submission);
+        // stdout holds exactly result.json under --format json.
+        if o.format == Format::Json {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
     Ok(if result.all_passed() {
         exit::OK
     } else {

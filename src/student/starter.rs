@@ -384,6 +384,7 @@ pub fn untouched(
             status: Status::Fail,
             score: 0.0,
             max_score: rubric::milestone_max(m),
+            provisional: false,
             checks: vec![not_implemented(
                 &m.kernel,
                 stubs.get(&m.kernel).map_or("", String::as_str),

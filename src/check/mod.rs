@@ -4,6 +4,10 @@
 //! verdict depends on anything the student's process claims. See docs/rubric.md for the
 //! tolerance rules and their numerical reasoning.
 
+pub mod classify;
+
+pub use classify::{Wrong, classify};
+
 use crate::inputs::{Buffer, GUARD_BYTE, decode};
 use crate::rubric::expr::{Expression, Kind, Vars};
 use crate::rubric::schema::{ScalarType, Tolerance};

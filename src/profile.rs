@@ -1,0 +1,420 @@
+//! `cugrade check --profile`: a short, explained hardware profile of the student's kernels.
+//!
+//! On a GPU with NVIDIA Nsight Compute (`ncu`) on PATH, the graded run is repeated under
+//! `ncu --csv` and five metrics are read back per kernel; each comes with one sentence on what
+//! its value means for this kernel. The PTX emulator's deterministic counters carry the same
+//! names (`global_load_efficiency`, `shared_bank_conflicts`), so a student without a GPU reads
+//! the same insight from the emulator's metric checks. docs/profile.md describes the set.
+
+use crate::backend::Metrics;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+/// The Nsight Compute metrics asked for (`ncu --metrics`).
+pub const NCU_METRICS: &[&str] = &[
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio",
+];
+
+/// Warp stall reasons: the ncu metric's distinctive part, and what it means.
+const STALLS: &[(&str, &str)] = &[
+    ("long_scoreboard", "waiting for global memory"),
+    ("barrier", "waiting at __syncthreads()"),
+    (
+        "short_scoreboard",
+        "waiting for shared memory or special math",
+    ),
+    ("mio_throttle", "shared-memory instruction queue full"),
+    ("math_pipe_throttle", "arithmetic units busy"),
+];
+
+/// One row of `ncu --csv` output (the default "details" page).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NcuRow {
+    pub kernel: String,
+    pub metric: String,
+    pub unit: String,
+    pub value: f64,
+}
+
+/// Parse `ncu --csv` output. Lines before the CSV header (`==PROF==` progress, the graded
+/// program's own output) are skipped; values may carry thousands separators.
+pub fn parse_ncu_csv(text: &str) -> Result<Vec<NcuRow>, String> {
+    let start = text
+        .find("\"ID\",")
+        .ok_or("no CSV header (\"ID\",...) in the ncu output")?;
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(&text.as_bytes()[start..]);
+    let headers = reader.headers().map_err(|e| e.to_string())?.clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or(format!("ncu CSV has no column {name:?}"))
+    };
+    let (k, m, u, v) = (
+        col("Kernel Name")?,
+        col("Metric Name")?,
+        col("Metric Unit")?,
+        col("Metric Value")?,
+    );
+    let mut rows = Vec::new();
+    for rec in reader.records() {
+        let rec = rec.map_err(|e| e.to_string())?;
+        let (Some(kernel), Some(metric), Some(value)) = (rec.get(k), rec.get(m), rec.get(v)) else {
+            continue;
+        };
+        let Ok(value) = value.replace(',', "").trim().parse::<f64>() else {
+            continue;
+        };
+        // Demangled names carry their parameter list: `vector_add(const float *, ...)`.
+        let kernel = kernel
+            .split('(')
+            .next()
+            .unwrap_or(kernel)
+            .trim()
+            .to_string();
+        rows.push(NcuRow {
+            kernel,
+            metric: metric.to_string(),
+            unit: rec.get(u).unwrap_or("").to_string(),
+            value,
+        });
+    }
+    Ok(rows)
+}
+
+/// One explained metric of a kernel's profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explained {
+    /// The name cugrade uses (the emulator's where it has one).
+    pub name: &'static str,
+    pub value: String,
+    pub meaning: String,
+}
+
+/// The explained metric set of `kernel` from ncu's rows.
+pub fn from_ncu(rows: &[NcuRow], kernel: &str) -> Vec<Explained> {
+    let get = |m: &str| {
+        rows.iter()
+            .filter(|r| r.kernel == kernel && r.metric == m)
+            .map(|r| r.value)
+            .next()
+    };
+    let mut out = Vec::new();
+    if let Some(v) = get(NCU_METRICS[0]) {
+        out.push(Explained {
+            name: "achieved_occupancy",
+            value: format!("{v:.1}%"),
+            meaning: if v < 40.0 {
+                "few warps are resident per SM, so there is little work to hide memory latency \
+                 with: check registers and shared memory per block, and the block size"
+                    .into()
+            } else {
+                "enough warps are resident to hide latency; occupancy is not what limits this \
+                 kernel"
+                    .into()
+            },
+        });
+    }
+    if let Some(v) = get(NCU_METRICS[1]) {
+        out.push(Explained {
+            name: "dram_throughput",
+            value: format!("{v:.1}% of peak"),
+            meaning: if v >= 60.0 {
+                "the kernel streams memory close to the GPU's bandwidth: for a memory-bound \
+                 kernel this is as fast as it gets"
+                    .into()
+            } else {
+                "memory bandwidth is far from used up: a memory-bound kernel this far from peak \
+                 usually has uncoalesced accesses or too little parallelism"
+                    .into()
+            },
+        });
+    }
+    if let Some(v) = get(NCU_METRICS[2]) {
+        // Bytes used per 32-byte sector, as a percentage: the coalescing of global loads.
+        out.push(coalescing(v));
+    }
+    let ld = get(NCU_METRICS[3]);
+    let st = get(NCU_METRICS[4]);
+    if ld.is_some() || st.is_some() {
+        out.push(bank_conflicts(ld.unwrap_or(0.0) + st.unwrap_or(0.0)));
+    }
+    let mut stalls: Vec<(f64, &str)> = STALLS
+        .iter()
+        .filter_map(|(key, what)| {
+            let m = NCU_METRICS
+                .iter()
+                .find(|m| m.contains(&format!("stalled_{key}_")))?;
+            get(m).map(|v| (v, *what))
+        })
+        .collect();
+    stalls.sort_by(|a, b| b.0.total_cmp(&a.0));
+    if let Some((top, what)) = stalls.first() {
+        let list: Vec<String> = stalls.iter().map(|(v, w)| format!("{w} {v:.1}")).collect();
+        out.push(Explained {
+            name: "warp_stalls",
+            value: list.join(", "),
+            meaning: format!(
+                "warps spend most of their stalled cycles {what} ({top:.1} cycles per issued \
+                 instruction): that is the first thing to work on"
+            ),
+        });
+    }
+    out
+}
+
+fn coalescing(pct: f64) -> Explained {
+    Explained {
+        name: "global_load_efficiency",
+        value: format!("{pct:.1}%"),
+        meaning: if pct >= 80.0 {
+            "global loads are coalesced: a warp's loads use almost every byte of each 32-byte \
+             sector it fetches"
+                .into()
+        } else {
+            format!(
+                "only {pct:.0}% of each fetched 32-byte sector is used: consecutive threads \
+                 should read consecutive addresses (threadIdx.x on the fastest-varying index)"
+            )
+        },
+    }
+}
+
+fn bank_conflicts(n: f64) -> Explained {
+    Explained {
+        name: "shared_bank_conflicts",
+        value: format!("{n:.0}"),
+        meaning: if n == 0.0 {
+            "no shared-memory bank conflicts: every shared access of a warp is served in one pass"
+                .into()
+        } else {
+            "shared-memory accesses of one warp hit the same bank and are serialised: pad the \
+             shared array (e.g. [32][33]) or change which thread touches which word"
+                .into()
+        },
+    }
+}
+
+/// The same names from the emulator's deterministic counters (no GPU needed).
+pub fn from_emulator(m: &Metrics) -> Vec<Explained> {
+    let mut out = Vec::new();
+    if let Some(v) = m.by_name("global_load_efficiency") {
+        out.push(coalescing(v));
+    }
+    if let Some(v) = m.by_name("shared_bank_conflicts") {
+        out.push(bank_conflicts(v));
+    }
+    out
+}
+
+/// Render explained metrics under a heading, one metric and its sentence per line.
+pub fn render(kernel: &str, source: &str, metrics: &[Explained]) -> String {
+    let mut s = format!("profile of {kernel} ({source}):\n");
+    for m in metrics {
+        let _ = writeln!(s, "  {:<23} {}", m.name, m.value);
+        let _ = writeln!(s, "  {:<23} {}", "", m.meaning);
+    }
+    s
+}
+
+/// What to do without ncu.
+pub const NO_NCU: &str = "Nsight Compute (ncu) is not on PATH, so no hardware profile was \
+     taken. Install NVIDIA Nsight Compute (it comes with the CUDA toolkit, or as the \
+     `nsight-compute` package from NVIDIA's apt repository), put `ncu` on PATH, and run \
+     `cugrade check --profile` on a machine with a GPU. Without a GPU, the emulator's \
+     global_load_efficiency and shared_bank_conflicts (metric checks in the report) measure the \
+     same things.";
+
+/// The profile section `check --profile` prints after the summary of result `r` (graded from
+/// `rubric` and `submission`).
+pub fn section(r: &crate::result::GradeResult, rubric: &Path, submission: &Path) -> String {
+    let kernels: Vec<String> = r
+        .milestones
+        .iter()
+        .map(|m| m.kernel.clone())
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
+    let mut out = String::from("\n");
+    if r.backend != "cuda" {
+        // The emulator's counters, from the metric checks the rubric asked for.
+        for m in &r.milestones {
+            let metrics: Vec<Explained> = m
+                .checks
+                .iter()
+                .filter(|c| c.kind == crate::result::CheckKind::Metric)
+                .filter_map(|c| match (c.name.as_str(), c.measured) {
+                    ("global_load_efficiency", Some(v)) => Some(coalescing(v)),
+                    ("shared_bank_conflicts", Some(v)) => Some(bank_conflicts(v)),
+                    _ => None,
+                })
+                .collect();
+            if !metrics.is_empty() {
+                out.push_str(&render(&m.kernel, "PTX emulator counters", &metrics));
+            }
+        }
+        out.push_str(
+            "profile: Nsight Compute needs a GPU (--backend cuda); the emulator's counters \
+             above carry the same names.\n",
+        );
+        return out;
+    }
+    let Some(ncu) = find_ncu() else {
+        out.push_str(&format!("profile: {NO_NCU}\n"));
+        return out;
+    };
+    let args: Vec<String> = vec![
+        "check".into(),
+        "--backend".into(),
+        "cuda".into(),
+        "--seed".into(),
+        r.seed.to_string(),
+        "--format".into(),
+        "json".into(),
+        "--rubric".into(),
+        rubric.display().to_string(),
+        submission.display().to_string(),
+    ];
+    match run_ncu(&ncu, &args, &kernels) {
+        Ok(rows) => {
+            for k in &kernels {
+                let m = from_ncu(&rows, k);
+                if m.is_empty() {
+                    let _ = writeln!(out, "profile of {k}: Nsight Compute measured no launch");
+                } else {
+                    out.push_str(&render(k, "Nsight Compute", &m));
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "profile: Nsight Compute gave no metrics: {e}");
+        }
+    }
+    out
+}
+
+/// Find `ncu` on PATH.
+pub fn find_ncu() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("ncu"))
+        .find(|p| p.is_file())
+}
+
+/// Repeat the graded run under ncu (`args` are this program's `check` arguments) and return
+/// the rows it measured for `kernels`. The run's own output is discarded; ncu writes its CSV
+/// to a log file so that nothing the kernel prints can pass for a metric.
+pub fn run_ncu(ncu: &Path, args: &[String], kernels: &[String]) -> Result<Vec<NcuRow>, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let log = dir.path().join("ncu.csv");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let filter = format!("regex:^({})$", kernels.join("|"));
+    let out = Command::new(ncu)
+        .arg("--csv")
+        .arg("--log-file")
+        .arg(&log)
+        .arg("--target-processes")
+        .arg("all")
+        .arg("--kernel-name")
+        .arg(&filter)
+        .arg("--launch-count")
+        .arg((kernels.len() * 2).to_string())
+        .arg("--metrics")
+        .arg(NCU_METRICS.join(","))
+        .arg(&exe)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", ncu.display()))?;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    parse_ncu_csv(&text).map_err(|e| {
+        format!(
+            "{e} (ncu exit {:?}: {})",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape of `ncu --csv --metrics ...` output (Nsight Compute 2024/2025): progress lines,
+    /// the program's own output, then one row per kernel launch and metric.
+    const SAMPLE: &str = r#"==PROF== Connected to process 41877 (/work/cugrade)
+==PROF== Profiling "matmul_tiled" - 0: 0%....50%....100% - 9 passes
+reduction alice (cuda, NVIDIA H200, seed 1)
+==PROF== Disconnected from process 41877
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","41877","cugrade","127.0.0.1","matmul_tiled","1","13","(16, 16, 1)","(64, 64, 1)","0","9.0","Command line profiler metrics","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","23.41"
+"0","41877","cugrade","127.0.0.1","matmul_tiled","1","13","(16, 16, 1)","(64, 64, 1)","0","9.0","Command line profiler metrics","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum","","1,048,576"
+"0","41877","cugrade","127.0.0.1","matmul_tiled","1","13","(16, 16, 1)","(64, 64, 1)","0","9.0","Command line profiler metrics","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum","","0"
+"0","41877","cugrade","127.0.0.1","matmul_tiled","1","13","(16, 16, 1)","(64, 64, 1)","0","9.0","Command line profiler metrics","sm__warps_active.avg.pct_of_peak_sustained_active","%","87.12"
+"0","41877","cugrade","127.0.0.1","matmul_tiled","1","13","(16, 16, 1)","(64, 64, 1)","0","9.0","Command line profiler metrics","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","ratio","2.31"
+"0","41877","cugrade","127.0.0.1","matmul_tiled","1","13","(16, 16, 1)","(64, 64, 1)","0","9.0","Command line profiler metrics","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","ratio","0.87"
+"0","41877","cugrade","127.0.0.1","matmul_tiled","1","13","(16, 16, 1)","(64, 64, 1)","0","9.0","Command line profiler metrics","smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio","ratio","1.02"
+"0","41877","cugrade","127.0.0.1","matmul_tiled","1","13","(16, 16, 1)","(64, 64, 1)","0","9.0","Command line profiler metrics","smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct","%","50"
+"#;
+
+    #[test]
+    fn parses_ncu_csv_after_progress_and_program_output() {
+        let rows = parse_ncu_csv(SAMPLE).unwrap();
+        assert_eq!(rows.len(), 8);
+        assert!(rows.iter().all(|r| r.kernel == "matmul_tiled"));
+        let conflicts = rows
+            .iter()
+            .find(|r| r.metric.ends_with("op_ld.sum"))
+            .unwrap();
+        assert_eq!(conflicts.value, 1_048_576.0);
+        assert!(parse_ncu_csv("==PROF== error: no kernels were profiled").is_err());
+    }
+
+    #[test]
+    fn explains_each_metric_in_a_sentence() {
+        let rows = parse_ncu_csv(SAMPLE).unwrap();
+        let m = from_ncu(&rows, "matmul_tiled");
+        let names: Vec<&str> = m.iter().map(|e| e.name).collect();
+        assert_eq!(
+            names,
+            [
+                "achieved_occupancy",
+                "dram_throughput",
+                "global_load_efficiency",
+                "shared_bank_conflicts",
+                "warp_stalls"
+            ]
+        );
+        assert_eq!(m[0].value, "87.1%");
+        assert!(m[2].meaning.contains("50%"), "{}", m[2].meaning);
+        assert!(m[3].meaning.contains("pad"), "{}", m[3].meaning);
+        assert!(m[4].meaning.contains("__syncthreads"), "{}", m[4].meaning);
+        assert!(from_ncu(&rows, "other_kernel").is_empty());
+        let text = render("matmul_tiled", "Nsight Compute", &m);
+        assert!(text.contains("shared_bank_conflicts   1048576"), "{text}");
+    }
+
+    #[test]
+    fn the_emulator_speaks_the_same_names() {
+        let mx = Metrics {
+            global_load_requests: 10,
+            global_load_sectors: 40,
+            shared_bank_conflicts: 0,
+            ..Default::default()
+        };
+        let names: Vec<&str> = from_emulator(&mx).iter().map(|e| e.name).collect();
+        assert!(names.contains(&"shared_bank_conflicts"), "{names:?}");
+    }
+}

@@ -1,0 +1,107 @@
+//! The sanitizer pass `--backend cuda` runs after the GPU's correctness cases, run here without
+//! a GPU: the example submissions' kernels, compiled by NVRTC, go through
+//! `grade::sanitizer::on_emulator` exactly as the cuda backend calls it. The racy and the
+//! divergent-barrier reductions fail it at their source lines; the correct one passes, and the
+//! check says which tool ran. ci/gpu-sanitizer.sh checks the same through the binary on a GPU.
+
+use cugrade::compile::{self, SourceFile};
+use cugrade::grade::sanitizer;
+use cugrade::result::{CheckKind, Status};
+use std::path::Path;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Sanitizer checks of milestone `milestone` of the reduction lab for example `example`, or
+/// `None` where this machine has no NVRTC.
+fn sanitize(example: &str, milestone: &str) -> Option<Vec<cugrade::result::Check>> {
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("SKIPPED: libnvrtc.so.13 not found; run through ci/with-nvrtc");
+        return None;
+    }
+    // SAFETY: set before any worker is spawned; tests in this binary set the same value.
+    unsafe { std::env::set_var("CUGRADE_WORKER_EXE", env!("CARGO_BIN_EXE_cugrade")) };
+    let rubric = cugrade::rubric::load(&root().join("rubrics/reduction.yaml")).unwrap();
+    let dir = root().join("submissions-example/reduction").join(example);
+    let sub = cugrade::submission::load(&dir).unwrap();
+    let src: &SourceFile = &sub.sources[0];
+    let compiled = compile::compile(src, &sub.headers, &compile::options("sm_90", &[]));
+    assert!(compiled.ok, "{}", compiled.log);
+    let m = rubric
+        .rubric
+        .milestones
+        .iter()
+        .find(|m| m.id == milestone)
+        .unwrap();
+    Some(sanitizer::on_emulator(
+        &rubric,
+        m,
+        &sub,
+        &compiled.ptx,
+        7,
+        &[],
+    ))
+}
+
+#[test]
+fn the_smallest_cases_are_chosen() {
+    let rubric = cugrade::rubric::load(&root().join("rubrics/reduction.yaml")).unwrap();
+    let m = &rubric.rubric.milestones[1];
+    let names: Vec<&str> = sanitizer::smallest_cases(&rubric, m)
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["n1", "n31"]);
+}
+
+#[test]
+fn a_race_fails_at_the_students_line() {
+    let Some(checks) = sanitize("missing_syncthreads", "reduce_shared") else {
+        return;
+    };
+    let races: Vec<_> = checks
+        .iter()
+        .filter(|c| c.kind == CheckKind::Sanitizer && c.status == Status::Fail)
+        .collect();
+    assert!(
+        races.iter().any(|c| c.cause.as_deref() == Some("racecheck")
+            && c.location.as_deref() == Some("reduce.cu:14")),
+        "{checks:#?}"
+    );
+    assert!(races.iter().all(|c| c.message.contains("PTX emulator")));
+}
+
+#[test]
+fn a_divergent_barrier_fails_synccheck() {
+    let Some(checks) = sanitize("syncthreads_in_branch", "reduce_shared") else {
+        return;
+    };
+    assert!(
+        checks.iter().any(|c| c.status == Status::Fail
+            && c.cause.as_deref() == Some("synccheck")
+            && c.location
+                .as_deref()
+                .is_some_and(|l| l.starts_with("reduce.cu:"))),
+        "{checks:#?}"
+    );
+}
+
+#[test]
+fn a_correct_kernel_passes_and_the_tool_is_named() {
+    let Some(checks) = sanitize("optimized", "reduce_shared") else {
+        return;
+    };
+    assert_eq!(checks.len(), 1, "{checks:#?}");
+    assert_eq!(checks[0].status, Status::Pass);
+    assert!(
+        checks[0].message.contains("PTX emulator") && checks[0].message.contains("racecheck"),
+        "{}",
+        checks[0].message
+    );
+    assert!(
+        checks[0].message.contains("n1, n31"),
+        "{}",
+        checks[0].message
+    );
+}
