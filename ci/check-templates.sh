@@ -35,7 +35,7 @@ if ! command -v rsync >/dev/null 2>&1; then
   (apt-get update -qq && apt-get install -y -qq rsync) >/dev/null
 fi
 export PATH="$venv/bin:$npm_prefix/node_modules/.bin:$PATH"
-actionlint --version | head -1
+actionlint --version | sed -n 1p
 gitlab-ci-local --version
 
 echo "--- actionlint ci/github"

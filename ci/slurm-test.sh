@@ -88,10 +88,10 @@ export SLURM_CONF="$work/slurm.conf"
 slurmctld -D -i -f "$SLURM_CONF" >"$work/slurmctld.out" 2>&1 & pids+=($!)
 slurmd -D -f "$SLURM_CONF" -N "$host" >"$work/slurmd.out" 2>&1 & pids+=($!)
 for _ in $(seq 60); do
-  if sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then break; fi
+  if sinfo -h -o '%T' 2>/dev/null | grep -E '^(idle|mixed|allocated)' >/dev/null; then break; fi
   sleep 1
 done
-sinfo -h -o '%T' | grep -qE '^(idle|mixed|allocated)' || { echo "slurm-test: the node never came up" >&2; sinfo >&2 || true; exit 1; }
+sinfo -h -o '%T' | grep -E '^(idle|mixed|allocated)' >/dev/null || { echo "slurm-test: the node never came up" >&2; sinfo >&2 || true; exit 1; }
 echo "slurm-test: slurmctld + slurmd up on $host ($(sinfo -V))"
 
 seed=4242
@@ -100,7 +100,7 @@ out="$work/out"
   --seed "$seed" --backend emu --cugrade "$cugrade" | tee "$work/submit.txt"
 merge_job=$(sed -n 's/.*merge job \([0-9]*\).*/\1/p' "$work/submit.txt")
 deadline=$((SECONDS + 600))
-while squeue -h -j "$merge_job" 2>/dev/null | grep -q .; do
+while squeue -h -j "$merge_job" 2>/dev/null | grep . >/dev/null; do
   [ $SECONDS -lt $deadline ] || { echo "slurm-test: jobs still queued after 10 minutes" >&2; squeue >&2; exit 1; }
   sleep 2
 done

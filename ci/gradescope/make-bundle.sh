@@ -20,7 +20,7 @@ chmod +x "$stage/setup.sh" "$stage/run_autograder"
 # The rubric names its reference kernel relative to itself (`reference: ../reference-kernels/x.cu`).
 mkdir -p "$stage/rubrics"
 cp "$rubric" "$stage/rubrics/"
-ref=$(sed -n 's/^reference:[[:space:]]*//p' "$rubric" | head -1 | tr -d '"'"'")
+ref=$(sed -n 's/^reference:[[:space:]]*//p' "$rubric" | sed -n 1p | tr -d '"'"'")
 if [ -n "$ref" ]; then
   src_ref=$(realpath "$(dirname "$rubric")/$ref")
   dst_ref=$(realpath -m "$stage/rubrics/$ref")
