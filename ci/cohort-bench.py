@@ -33,9 +33,12 @@ MEDIAN = re.compile(r"kernel median ([0-9.eE+-]+) ms over ([0-9]+) runs")
 WARMUPS = 3
 
 
-def make_cohort(dest, students):
+def make_cohort(dest, students, numba=True):
     examples_dir = os.path.join(REPO, "submissions-example", "reduction")
     examples = sorted(os.listdir(examples_dir))
+    if not numba:  # a machine without the Numba toolchain (and no network to install it)
+        examples = [e for e in examples
+                    if not any(f.endswith(".py") for f in os.listdir(os.path.join(examples_dir, e)))]
     for i in range(students):
         name = examples[i % len(examples)]
         d = os.path.join(dest, "student%03d-%s" % (i + 1, name))
@@ -46,7 +49,8 @@ def make_cohort(dest, students):
             with open(os.path.join(examples_dir, name, f)) as src:
                 text = src.read()
             with open(os.path.join(d, f), "w") as out:
-                out.write("// synthetic student %d\n%s" % (i + 1, text))
+                comment = "#" if f.endswith(".py") else "//"
+                out.write("%s synthetic student %d\n%s" % (comment, i + 1, text))
 
 
 def kernel_seconds(check):
@@ -75,6 +79,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--rubric", default=os.path.join(REPO, "rubrics", "reduction.yaml"))
+    ap.add_argument("--no-numba", action="store_true",
+                    help="leave out the Numba examples (no Numba toolchain on this machine)")
     ap.add_argument("--keep", help="keep the cohort and the output tree here")
     ap.add_argument("--json", help="also write the figures as JSON here")
     a = ap.parse_args()
@@ -84,7 +90,7 @@ def main():
     cohort, out = os.path.join(work, "cohort"), os.path.join(work, "out")
     for p in (cohort, out):
         shutil.rmtree(p, ignore_errors=True)
-    make_cohort(cohort, a.students)
+    make_cohort(cohort, a.students, numba=not a.no_numba)
     cmd = [a.cugrade, "grade", "--rubric", a.rubric, cohort, "--out", out,
            "--backend", a.backend, "--jobs", str(a.jobs), "--seed", "1"]
     print("$ " + " ".join(cmd), flush=True)

@@ -5,7 +5,7 @@
 # <= 180 s on one H100/H200). Needs only the prebuilt binary and python3.
 #
 #   ci/gpu-cohort-bench.sh [BINARY] [OUTDIR]     (defaults: target/release/cugrade, gpu-bench)
-#   JOBS="1 16" STUDENTS=200 ci/gpu-cohort-bench.sh ...
+#   JOBS="1 16" STUDENTS=200 BENCH_ARGS=--no-numba ci/gpu-cohort-bench.sh ...   (--no-numba: no Numba toolchain)
 #
 # Runs --jobs $(nproc) (compile and correctness spread over the CPU cores while the GPU times)
 # and, unless JOBS says otherwise, --jobs 1 (one student at a time: the per-student cost;
@@ -25,6 +25,6 @@ mkdir -p "$out"
   for jobs in ${JOBS:-$(nproc) 1}; do
     echo; echo "## --jobs $jobs"
     python3 ci/cohort-bench.py --cugrade "$bin" --backend cuda --students "${STUDENTS:-200}" --jobs "$jobs" \
-      --json "$out/bench-jobs$jobs.json"
+      --json "$out/bench-jobs$jobs.json" ${BENCH_ARGS:-}
   done
 } 2>&1 | tee "$out/bench.log"

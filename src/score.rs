@@ -16,6 +16,19 @@ pub fn is_correctness_kind(k: CheckKind) -> bool {
     )
 }
 
+/// Do the checks so far show the kernel right? Every correctness-kind check passed, except
+/// a sanitizer check that could not run (the emulator's own limits after a GPU run): "not
+/// checked" is not a verdict against the student.
+pub fn nothing_wrong(checks: &[Check]) -> bool {
+    checks
+        .iter()
+        .filter(|c| is_correctness_kind(c.kind))
+        .all(|c| {
+            c.status == Status::Pass
+                || (c.kind == CheckKind::Sanitizer && c.status == Status::Skipped)
+        })
+}
+
 /// The points the highest tier reached gives; `None` tiers means all-or-nothing `points`.
 pub fn tier_points(measured: f64, bar: f64, tiers: &[Tier], points: Option<f64>) -> f64 {
     if tiers.is_empty() {
@@ -34,11 +47,7 @@ pub fn tier_points(measured: f64, bar: f64, tiers: &[Tier], points: Option<f64>)
 
 /// Assemble a milestone's result from its checks.
 pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneResult {
-    let correct = checks
-        .iter()
-        .filter(|c| is_correctness_kind(c.kind))
-        .all(|c| c.status == Status::Pass)
-        && checks.iter().any(|c| c.kind == CheckKind::Correctness);
+    let correct = nothing_wrong(&checks) && checks.iter().any(|c| c.kind == CheckKind::Correctness);
     let mut score = 0.0;
     if correct {
         score += m.correctness.points;
@@ -120,6 +129,26 @@ mod tests {
             vec![Check::fail(CheckKind::Correctness, "c", "wrong"), skipped],
         );
         assert!(!r.provisional, "a wrong kernel's zero is final");
+    }
+
+    #[test]
+    fn a_sanitizer_that_could_not_run_takes_no_points() {
+        let right = Check::pass(CheckKind::Correctness, "c", "ok");
+        let not_run = Check::skipped(CheckKind::Sanitizer, "sanitizer (emulator)", "not run");
+        let r = finish(
+            &milestone(),
+            15.0,
+            vec![right.clone(), not_run, perf_pass()],
+        );
+        assert_eq!((r.score, r.status), (15.0, Status::Skipped));
+        // A sanitizer that ran and found something is a verdict.
+        let found = Check::fail(CheckKind::Sanitizer, "racecheck", "race");
+        let r = finish(&milestone(), 15.0, vec![right.clone(), found, perf_pass()]);
+        assert_eq!((r.score, r.status), (0.0, Status::Fail));
+        // Any other correctness-kind check that did not run still withholds the points.
+        let unrun_case = Check::skipped(CheckKind::Correctness, "c2", "not run");
+        let r = finish(&milestone(), 15.0, vec![right, unrun_case, perf_pass()]);
+        assert_eq!(r.score, 0.0);
     }
 
     fn perf_pass() -> Check {

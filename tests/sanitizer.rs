@@ -39,9 +39,81 @@ fn sanitize(example: &str, milestone: &str) -> Option<Vec<cugrade::result::Check
         m,
         &sub,
         &compiled.ptx,
+        None,
         7,
         &[],
     ))
+}
+
+/// The same for a Numba example: compiled by Numba, its arrays passed as Numba's array structs
+/// (what the GPU run does). `None` without NVRTC.
+fn sanitize_numba(example: &str, milestone: &str) -> Option<Vec<cugrade::result::Check>> {
+    use cugrade::compile::numba;
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("SKIPPED: libnvrtc.so.13 not found; run through ci/with-nvrtc");
+        return None;
+    }
+    let tool = compile::toolchain::numba()
+        .unwrap_or_else(|e| panic!("{e}\n(ci/with-nvrtc installs Numba into cugrade's cache)"));
+    // SAFETY: set before any worker is spawned; tests in this binary set the same value.
+    unsafe { std::env::set_var("CUGRADE_WORKER_EXE", env!("CARGO_BIN_EXE_cugrade")) };
+    let rubric = cugrade::rubric::load(&root().join("rubrics/reduction.yaml")).unwrap();
+    let dir = root().join("submissions-example/reduction").join(example);
+    let sub = cugrade::submission::load(&dir).unwrap();
+    let m = rubric
+        .rubric
+        .milestones
+        .iter()
+        .find(|m| m.id == milestone)
+        .unwrap();
+    let kernel = numba::NumbaKernel {
+        name: m.kernel.clone(),
+        signatures: numba::signatures(rubric.contract(&m.contract), rubric.rubric.numba_arrays),
+        params: vec![],
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let out = numba::compile(
+        &tool,
+        &sub.python,
+        std::slice::from_ref(&kernel),
+        "sm_90",
+        temp.path(),
+    )
+    .unwrap();
+    assert!(out[0].ok, "{:?}", out[0]);
+    let sig = &kernel.signatures[out[0].signature];
+    // As grading does: the entry gets the Python name, the PTX names the `.py` file.
+    let ptx = numba::rename_entry(out[0].ptx.as_deref().unwrap(), &m.kernel, "reduce.py");
+    Some(sanitizer::on_emulator(
+        &rubric,
+        m,
+        &sub,
+        &ptx,
+        Some(sig),
+        7,
+        &[],
+    ))
+}
+
+#[test]
+fn numba_kernels_run_on_the_emulator_after_the_gpu() {
+    let Some(checks) = sanitize_numba("numba_naive", "reduce_shared") else {
+        return;
+    };
+    assert!(
+        checks.len() == 1 && checks[0].status == Status::Pass,
+        "{checks:#?}"
+    );
+    let Some(checks) = sanitize_numba("numba_missing_syncthreads", "reduce_shared") else {
+        return;
+    };
+    assert!(
+        checks.iter().any(|c| c.status == Status::Fail
+            && c.location
+                .as_deref()
+                .is_some_and(|l| l.starts_with("reduce.py:"))),
+        "{checks:#?}"
+    );
 }
 
 #[test]

@@ -264,7 +264,9 @@ pub fn compile(
     let answer: Answer = serde_json::from_str(&text)
         .map_err(|e| format!("malformed answer from the Numba driver: {e}\n{printed}"))?;
     if let Some(e) = answer.toolchain_error {
-        return Err(format!("Numba does not load: {e}\n{printed}"));
+        return Err(format!(
+            "Numba does not work on this machine (the toolchain, not the submission): {e}\n{printed}"
+        ));
     }
     Ok(answer
         .results

@@ -153,8 +153,12 @@ def failure(kernel, exc, tb, kind, func=None):
 
 import site  # noqa: E402
 
-# The wheels' directory is a site dir: numba-cuda's redirector is a `.pth` file.
+# The wheels' directory is a site dir: numba-cuda's redirector is a `.pth` file. Its entries go
+# first on sys.path, so that the pinned wheels win over packages the system Python has (a
+# system NumPy 2.5 breaks numba-cuda 0.30.4).
+_before = list(sys.path)
 site.addsitedir(REQUEST["site"])
+sys.path[:] = [p for p in sys.path if p not in _before] + _before
 try:
     from numba import cuda, types  # noqa: E402
 except BaseException as e:  # the toolchain itself is broken: say so, not the student
@@ -195,6 +199,19 @@ def _lazy_jit(func_or_sig=None, *args, **kwargs):
 
 
 cuda.jit = _lazy_jit
+
+
+def _probe(a):
+    a[0] = 1.0
+
+
+# A kernel that cannot fail: if it does not compile, the toolchain is broken (a NumPy that
+# this Numba does not support, a missing NVVM), and no student kernel is to blame for it.
+try:
+    cuda.compile_ptx(_probe, (types.float32[::1],), cc=tuple(REQUEST["cc"]))
+except BaseException as e:
+    answer({"toolchain_error": f"a trivial kernel does not compile: {type(e).__name__}: {e}"})
+    sys.exit(0)
 
 # Only now may the student's files be found: a `numba.py` or `math.py` of theirs must not
 # replace what the compiler itself imports.

@@ -15,9 +15,12 @@ pub const HEADER_WHEELS: &[&str] = &["nvidia-cuda-runtime==13.0.88", "nvidia-cud
 /// Numba's CUDA target and NVVM, pinned to CUDA 13.0 so that the PTX it emits (ISA 9.0) loads
 /// on a driver-580 machine; newer NVVM wheels emit PTX such a driver rejects. NVVM comes from
 /// its own wheel (what `nvidia-cuda-nvcc` would pull in, without nvcc's 37 MB); numba-cuda
-/// also loads the CUDA runtime and NVRTC while it compiles.
+/// also loads the CUDA runtime and NVRTC while it compiles. NumPy stays below 2.5: numba-cuda
+/// 0.30.4 registers `np.row_stack`, which NumPy 2.5 removed, so with 2.5 (what pip picks for
+/// Python 3.12+) every kernel fails to compile.
 pub const NUMBA_WHEELS: &[&str] = &[
     "numba-cuda==0.30.4",
+    "numpy>=1.22,<2.5",
     "nvidia-nvvm==13.0.88",
     "nvidia-cuda-crt==13.0.88",
     "nvidia-cuda-runtime==13.0.88",
@@ -123,8 +126,22 @@ pub struct NumbaToolchain {
     pub read_dirs: Vec<PathBuf>,
 }
 
-fn numba_installed(dir: &Path) -> bool {
+/// The file in the Numba directory that names the pins it was installed with: a cache left
+/// by an older cugrade (other pins) is installed anew rather than trusted.
+pub const PINS_STAMP: &str = ".cugrade-pins";
+
+/// The stamp's content for the current pins.
+pub fn pins_stamp() -> String {
+    NUMBA_WHEELS.join(" ") + "\n"
+}
+
+fn numba_present(dir: &Path) -> bool {
     dir.join("numba_cuda").is_dir() && dir.join("nvidia/cu13/lib/libnvvm.so.4").is_file()
+}
+
+fn numba_installed(dir: &Path) -> bool {
+    numba_present(dir)
+        && std::fs::read_to_string(dir.join(PINS_STAMP)).is_ok_and(|s| s == pins_stamp())
 }
 
 /// The interpreter and its prefixes: `python3` from `$CUGRADE_PYTHON` or `PATH`.
@@ -174,13 +191,31 @@ fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
 
 /// The Numba toolchain if it is installed (nothing is downloaded).
 pub fn numba() -> Result<NumbaToolchain, String> {
-    let dir = numba_dir();
+    numba_in(numba_dir())
+}
+
+fn numba_in(dir: PathBuf) -> Result<NumbaToolchain, String> {
     if !numba_installed(&dir) {
+        let what = if numba_present(&dir) {
+            format!(
+                "Numba in {} was installed with other pins than this cugrade's",
+                dir.display()
+            )
+        } else {
+            format!(
+                "Numba (numba-cuda 0.30.4 with NVVM) is not installed in {}",
+                dir.display()
+            )
+        };
         return Err(format!(
-            "Numba (numba-cuda 0.30.4 with NVVM) is not installed in {}; cugrade installs it on the first `.py` submission, or run: python3 -m pip install --target {} {}",
-            dir.display(),
-            dir.display(),
-            NUMBA_WHEELS.join(" ")
+            "{what}; cugrade installs it on the first `.py` submission, or run: rm -rf {dir} && python3 -m pip install --target {dir} {pins} && echo '{stamp}' > {dir}/{PINS_STAMP}",
+            dir = dir.display(),
+            pins = NUMBA_WHEELS
+                .iter()
+                .map(|p| format!("'{p}'"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            stamp = pins_stamp().trim_end(),
         ));
     }
     let (python, mut read_dirs) = python()?;
@@ -250,6 +285,15 @@ fn install_numba() -> Result<NumbaToolchain, String> {
                 NUMBA_WHEELS.join(" ")
             ));
         }
+        std::fs::write(staging.join(PINS_STAMP), pins_stamp())
+            .map_err(|e| format!("cannot write {}: {e}", staging.join(PINS_STAMP).display()))?;
+        if numba_present(&dir) {
+            // Installed with other pins: move the old install aside, then replace it.
+            let old = parent.join(format!("numba.old-{}", std::process::id()));
+            if std::fs::rename(&dir, &old).is_ok() {
+                let _ = std::fs::remove_dir_all(&old);
+            }
+        }
         if std::fs::rename(&staging, &dir).is_err() {
             // Another cugrade finished first.
             let _ = std::fs::remove_dir_all(&staging);
@@ -276,6 +320,38 @@ pub fn describe_numba() -> (bool, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_numba_install_with_other_pins_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let numba = dir.path().join("numba");
+        std::fs::create_dir_all(numba.join("numba_cuda")).unwrap();
+        std::fs::create_dir_all(numba.join("nvidia/cu13/lib")).unwrap();
+        std::fs::write(numba.join("nvidia/cu13/lib/libnvvm.so.4"), b"").unwrap();
+        let err = numba_in(numba.clone()).unwrap_err();
+        assert!(err.contains("other pins"), "{err}");
+        assert!(err.contains("numpy>=1.22,<2.5"), "{err}");
+        std::fs::write(numba.join(PINS_STAMP), "numba-cuda==0.30.4\n").unwrap();
+        assert!(numba_in(numba.clone()).unwrap_err().contains("other pins"));
+        std::fs::write(numba.join(PINS_STAMP), pins_stamp()).unwrap();
+        // Installed with these pins: what remains is finding a Python.
+        if let Err(e) = numba_in(numba) {
+            assert!(!e.contains("pins"), "{e}");
+        }
+        let empty = numba_in(dir.path().join("none")).unwrap_err();
+        assert!(empty.contains("is not installed"), "{empty}");
+    }
+
+    #[test]
+    fn ci_stamps_numba_with_the_same_pins_in_the_same_order() {
+        let script = include_str!("../../ci/with-nvrtc");
+        let start = script
+            .find("numba_pins=(")
+            .expect("ci/with-nvrtc has numba_pins");
+        let body = &script[start..start + script[start..].find(')').unwrap()];
+        let pins: Vec<&str> = body.split('"').skip(1).step_by(2).collect();
+        assert_eq!(pins, NUMBA_WHEELS);
+    }
 
     #[test]
     fn ci_installs_the_same_pins() {

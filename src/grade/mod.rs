@@ -456,16 +456,13 @@ impl MilestoneRun<'_> {
                 m,
                 self.sub,
                 ptx,
+                self.numba.as_ref(),
                 self.opts.seed,
                 &self.opts.protected,
             );
             self.checks.extend(found);
         }
-        let correct = self
-            .checks
-            .iter()
-            .filter(|c| score::is_correctness_kind(c.kind))
-            .all(|c| c.status == Status::Pass);
+        let correct = score::nothing_wrong(&self.checks);
         for p in &m.performance {
             let c = if self.opts.backend == BackendKind::Emu {
                 Check::skipped(CheckKind::Performance, p.name.clone(), "speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check").with_case(p.case.clone())

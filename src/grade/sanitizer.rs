@@ -59,6 +59,7 @@ pub fn on_emulator(
     m: &Milestone,
     sub: &Submission,
     ptx: &str,
+    numba: Option<&crate::compile::numba::Signature>,
     seed: u64,
     protected: &[PathBuf],
 ) -> Vec<Check> {
@@ -129,6 +130,17 @@ pub fn on_emulator(
                 skipped.push(format!("{}: {e}", case.name));
                 continue;
             }
+        };
+        // A Numba kernel takes its arrays as Numba's array structs, as on the GPU.
+        let inv = match numba {
+            None => inv,
+            Some(sig) => match inputs::numba_invocation(&inv, contract, sig) {
+                Ok(i) => i,
+                Err(e) => {
+                    skipped.push(format!("{}: Numba arguments: {e}", case.name));
+                    continue;
+                }
+            },
         };
         let report = match run_on(&mut w, &m.kernel, &inv, dims, limit, None) {
             Ok(r) => r.report,
