@@ -171,6 +171,9 @@ enum Command {
     },
     #[command(name = "__worker", hide = true)]
     Worker { config: String },
+    /// One launch of a graded kernel, for `check --profile` to run under Nsight Compute.
+    #[command(name = "__profile-kernel", hide = true)]
+    ProfileKernel { job: String },
 }
 
 /// The clap definition, for completions, the man page and tests.
@@ -194,6 +197,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Worker { config } => return crate::worker::child::main(&config),
+        Command::ProfileKernel { job } => return crate::worker::profiled::main(&job),
         Command::Doctor => Ok(crate::doctor::run()),
         Command::Calibrate { rubrics } => crate::calibrate::run(&rubrics),
         Command::Validate {

@@ -1,15 +1,25 @@
 //! `cugrade check --profile`: a short, explained hardware profile of the student's kernels.
 //!
-//! On a GPU with NVIDIA Nsight Compute (`ncu`) on PATH, the graded run is repeated under
-//! `ncu --csv` and five metrics are read back per kernel; each comes with one sentence on what
+//! On a GPU with NVIDIA Nsight Compute (`ncu`) on PATH, each correct kernel runs once more,
+//! alone, on its performance case under `ncu --csv` (in a process ncu starts: see
+//! `worker::profiled`), and five metrics are read back per kernel; each comes with one sentence on what
 //! its value means for this kernel. The PTX emulator's deterministic counters carry the same
 //! names (`global_load_efficiency`, `shared_bank_conflicts`), so a student without a GPU reads
 //! the same insight from the emulator's metric checks. docs/profile.md describes the set.
 
 use crate::backend::Metrics;
+use crate::grade::{KeptKernel, Options};
+use crate::inputs;
+use crate::result::{CheckKind, Status};
+use crate::rubric::schema::{Case, Milestone};
+use crate::rubric::{LoadedRubric, case_vars};
+use crate::submission::Submission;
+use crate::worker::profiled::{Job, write_job};
+use crate::worker::protocol::RunSpec;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 /// The Nsight Compute metrics asked for (`ncu --metrics`).
 pub const NCU_METRICS: &[&str] = &[
@@ -237,15 +247,16 @@ pub const NO_NCU: &str = "Nsight Compute (ncu) is not on PATH, so no hardware pr
      global_load_efficiency and shared_bank_conflicts (metric checks in the report) measure the \
      same things.";
 
-/// The profile section `check --profile` prints after the summary of result `r` (graded from
-/// `rubric` and `submission`).
-pub fn section(r: &crate::result::GradeResult, rubric: &Path, submission: &Path) -> String {
-    let kernels: Vec<String> = r
-        .milestones
-        .iter()
-        .map(|m| m.kernel.clone())
-        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        .collect();
+/// The profile section `check --profile` prints after the summary of result `r`. On a GPU,
+/// each milestone kernel in `kept` (what grading kept: see `grade::Options::keep_kernels`)
+/// that is correct runs once more, alone, under Nsight Compute.
+pub fn section(
+    r: &crate::result::GradeResult,
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    kept: &[KeptKernel],
+    opts: &Options,
+) -> String {
     let mut out = String::from("\n");
     if r.backend != "cuda" {
         // The emulator's counters, from the metric checks the rubric asked for.
@@ -274,31 +285,46 @@ pub fn section(r: &crate::result::GradeResult, rubric: &Path, submission: &Path)
         out.push_str(&format!("profile: {NO_NCU}\n"));
         return out;
     };
-    let args: Vec<String> = vec![
-        "check".into(),
-        "--backend".into(),
-        "cuda".into(),
-        "--seed".into(),
-        r.seed.to_string(),
-        "--format".into(),
-        "json".into(),
-        "--rubric".into(),
-        rubric.display().to_string(),
-        submission.display().to_string(),
-    ];
-    match run_ncu(&ncu, &args, &kernels) {
-        Ok(rows) => {
-            for k in &kernels {
-                let m = from_ncu(&rows, k);
-                if m.is_empty() {
-                    let _ = writeln!(out, "profile of {k}: Nsight Compute measured no launch");
+    for k in kept {
+        let Some(m) = r.milestones.iter().find(|m| m.id == k.milestone) else {
+            continue;
+        };
+        let ran = m
+            .checks
+            .iter()
+            .any(|c| c.kind == CheckKind::Correctness && c.status == Status::Pass);
+        if !ran || !crate::score::nothing_wrong(&m.checks) {
+            let _ = writeln!(
+                out,
+                "profile of {}: not profiled: the kernel is not correct yet",
+                k.kernel
+            );
+            continue;
+        }
+        match profile_kernel(&ncu, rubric, sub, k, opts) {
+            Ok((case, rows)) => {
+                let metrics = from_ncu(&rows, &k.kernel);
+                if metrics.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "profile of {}: Nsight Compute measured no launch",
+                        k.kernel
+                    );
                 } else {
-                    out.push_str(&render(k, "Nsight Compute", &m));
+                    out.push_str(&render(
+                        &k.kernel,
+                        &format!("Nsight Compute, case {case}"),
+                        &metrics,
+                    ));
                 }
             }
-        }
-        Err(e) => {
-            let _ = writeln!(out, "profile: Nsight Compute gave no metrics: {e}");
+            Err(e) => {
+                let _ = writeln!(
+                    out,
+                    "profile of {}: Nsight Compute gave no metrics: {e}",
+                    k.kernel
+                );
+            }
         }
     }
     out
@@ -312,45 +338,199 @@ pub fn find_ncu() -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Repeat the graded run under ncu (`args` are this program's `check` arguments) and return
-/// the rows it measured for `kernels`. The run's own output is discarded; ncu writes its CSV
-/// to a log file so that nothing the kernel prints can pass for a metric.
-pub fn run_ncu(ncu: &Path, args: &[String], kernels: &[String]) -> Result<Vec<NcuRow>, String> {
+/// The case a kernel is profiled on: its first performance check's (the size its speed is
+/// graded at), else its largest correctness case.
+fn profile_case<'a>(rubric: &'a LoadedRubric, m: &Milestone) -> Option<&'a Case> {
+    if let Some(c) = m
+        .performance
+        .first()
+        .and_then(|p| rubric.performance_case(&p.case))
+    {
+        return Some(c);
+    }
+    let contract = rubric.contract(&m.contract);
+    rubric.cases_for(m).into_iter().max_by_key(|case| {
+        let vars = case_vars(case);
+        contract
+            .params
+            .iter()
+            .filter(|p| p.len.is_some())
+            .filter_map(|p| crate::rubric::eval_len(p, &vars).ok())
+            .sum::<usize>()
+    })
+}
+
+/// How long one profiled kernel may take, Nsight Compute's replay passes included.
+const NCU_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Profile kernel `k` under Nsight Compute: its inputs are prepared here, as for a correctness
+/// run, and one launch runs in `cugrade __profile-kernel` (`worker::profiled`), a process ncu
+/// starts itself. Returns the case's name and ncu's rows.
+fn profile_kernel(
+    ncu: &Path,
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    k: &KeptKernel,
+    opts: &Options,
+) -> Result<(String, Vec<NcuRow>), String> {
+    let m = rubric
+        .rubric
+        .milestones
+        .iter()
+        .find(|m| m.id == k.milestone)
+        .ok_or("no such milestone")?;
+    let contract = rubric.contract(&m.contract);
+    let case = profile_case(rubric, m).ok_or("the milestone has no case to run")?;
+    let vars = case_vars(case);
+    let inv = inputs::generate(
+        contract,
+        &vars,
+        inputs::trial_seed(opts.seed, &case.name, 0),
+    )?;
+    let inv = match &k.numba {
+        Some(sig) => inputs::numba_invocation(&inv, contract, sig)?,
+        None => inv,
+    };
+    let launch = if rubric.rubric.allow_launch_override {
+        crate::submission::launch_for(sub, &m.kernel, &contract.launch)
+    } else {
+        contract.launch.clone()
+    };
+    let dims = crate::rubric::eval_launch(&launch, &vars)?;
+    let spec = RunSpec {
+        kernel: k.kernel.clone(),
+        dims,
+        args: inv.args.clone(),
+        buffers: inv.specs(),
+        symbols: inv.symbols.clone(),
+        deadline_ms: NCU_TIMEOUT.as_millis() as u64,
+    };
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let log = dir.path().join("ncu.csv");
+    let job_path = dir.path().join("job.bin");
+    // ncu's own files (its injection libraries, its section files) must stay readable.
+    let ncu_root = std::fs::canonicalize(ncu)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .into_iter()
+        .collect();
+    let job = Job {
+        device: opts.device,
+        spec,
+        extra_read: ncu_root,
+    };
+    write_job(&job_path, &job, &k.ptx, &inv.allocations())
+        .map_err(|e| format!("cannot write the profile job: {e}"))?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let args: Vec<std::ffi::OsString> = vec!["__profile-kernel".into(), job_path.into_os_string()];
+    run_ncu(
+        ncu,
+        &exe,
+        &args,
+        std::slice::from_ref(&k.kernel),
+        dir.path(),
+    )
+    .map(|rows| (case.name.clone(), rows))
+}
+
+/// Run `exe args` under ncu and return the rows it measured for `kernels` (one launch each).
+/// The program's own output is discarded; ncu writes its CSV to a log file in `dir` (also the
+/// run's TMPDIR), so that nothing the kernel prints can pass for a metric. Killed after
+/// [`NCU_TIMEOUT`].
+pub fn run_ncu(
+    ncu: &Path,
+    exe: &Path,
+    args: &[std::ffi::OsString],
+    kernels: &[String],
+    dir: &Path,
+) -> Result<Vec<NcuRow>, String> {
+    use wait_timeout::ChildExt;
+    let log = dir.join("ncu.csv");
     let filter = format!("regex:^({})$", kernels.join("|"));
-    let out = Command::new(ncu)
+    let mut child = Command::new(ncu)
         .arg("--csv")
         .arg("--log-file")
         .arg(&log)
-        .arg("--target-processes")
-        .arg("all")
         .arg("--kernel-name")
         .arg(&filter)
         .arg("--launch-count")
-        .arg((kernels.len() * 2).to_string())
+        .arg(kernels.len().to_string())
         .arg("--metrics")
         .arg(NCU_METRICS.join(","))
-        .arg(&exe)
+        .arg(exe)
         .args(args)
+        .env("TMPDIR", dir)
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .output()
+        .spawn()
         .map_err(|e| format!("cannot run {}: {e}", ncu.display()))?;
+    let mut stderr = child.stderr.take();
+    let drain = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = std::io::Read::read_to_string(e, &mut text);
+        }
+        text
+    });
+    let status = match child.wait_timeout(NCU_TIMEOUT) {
+        Ok(Some(s)) => s,
+        Ok(None) | Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "Nsight Compute did not finish within {} s",
+                NCU_TIMEOUT.as_secs()
+            ));
+        }
+    };
+    let err = drain.join().unwrap_or_default();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     parse_ncu_csv(&text).map_err(|e| {
-        format!(
-            "{e} (ncu exit {:?}: {})",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
+        let tail: String = err
+            .trim()
+            .chars()
+            .rev()
+            .take(600)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("{e} (ncu exit {:?}: {tail})", status.code())
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_is_profiled_where_its_speed_is_graded() {
+        let rubric = crate::rubric::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/rubrics/reduction.yaml"
+        )))
+        .unwrap();
+        for m in &rubric.rubric.milestones {
+            let case = profile_case(&rubric, m).unwrap();
+            match m.performance.first() {
+                Some(p) => assert_eq!(case.name, p.case, "{}", m.id),
+                None => {
+                    // The largest correctness case.
+                    let size = |c: &Case| {
+                        let vars = case_vars(c);
+                        rubric
+                            .contract(&m.contract)
+                            .params
+                            .iter()
+                            .filter_map(|p| crate::rubric::eval_len(p, &vars).ok())
+                            .sum::<usize>()
+                    };
+                    let cases = rubric.cases_for(m);
+                    assert!(cases.iter().all(|c| size(c) <= size(case)), "{}", m.id);
+                }
+            }
+        }
+    }
 
     /// The shape of `ncu --csv --metrics ...` output (Nsight Compute 2024/2025): progress lines,
     /// the program's own output, then one row per kernel launch and metric.

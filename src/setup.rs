@@ -78,6 +78,7 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
             .flatten(),
         baseline_cache: None,
         protected: Vec::new(),
+        keep_kernels: None,
     })
 }
 

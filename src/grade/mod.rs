@@ -61,7 +61,22 @@ pub struct Options {
     pub baseline_cache: Option<std::path::PathBuf>,
     /// Directories no worker may read (rubric, cohort, outputs): see `sandbox::Policy`.
     pub protected: Vec<std::path::PathBuf>,
+    /// Where to keep each milestone's module, for `check --profile` (which profiles the kernel
+    /// again under Nsight Compute); `None`: nothing is kept.
+    pub keep_kernels: Option<Kept>,
 }
+
+/// A milestone's kernel as it was graded: its module and, for Numba, its calling convention.
+#[derive(Debug, Clone)]
+pub struct KeptKernel {
+    pub milestone: String,
+    pub kernel: String,
+    pub ptx: String,
+    pub numba: Option<crate::compile::numba::Signature>,
+}
+
+/// The kernels `grade` keeps (see [`Options::keep_kernels`]).
+pub type Kept = std::sync::Arc<std::sync::Mutex<Vec<KeptKernel>>>;
 
 fn worker_options(
     protected: &[std::path::PathBuf],
@@ -258,6 +273,16 @@ impl MilestoneRun<'_> {
             return Ok(());
         };
         self.tensor_ops = ptx.contains("mma.");
+        if let Some(kept) = &self.opts.keep_kernels {
+            kept.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(KeptKernel {
+                    milestone: m.id.clone(),
+                    kernel: m.kernel.clone(),
+                    ptx: ptx.to_string(),
+                    numba: self.numba.clone(),
+                });
+        }
         if let Some(c) = compile_checks
             .iter()
             .find(|c| c.name == format!("compile {file}"))

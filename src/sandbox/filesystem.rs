@@ -199,7 +199,7 @@ pub(super) fn restrict(policy: &Policy, threads: usize) -> Layer {
     }
 
     pin_task_dir();
-    let status = match build_and_restrict(rules) {
+    let status = match build_and_restrict(rules, policy.keep_ipc) {
         Ok(s) => s,
         Err(e) => {
             return Layer::degraded(
@@ -234,9 +234,14 @@ pub(super) fn restrict(policy: &Policy, threads: usize) -> Layer {
                  Linux 5.13+ with CONFIG_SECURITY_LANDLOCK and landlock in the lsm= list"
             ),
         ),
-        RulesetStatus::FullyEnforced if warnings.is_empty() => {
-            Layer::active(layer::LANDLOCK, format!("{what}; no TCP, no signals out"))
-        }
+        RulesetStatus::FullyEnforced if warnings.is_empty() => Layer::active(
+            layer::LANDLOCK,
+            if policy.keep_ipc {
+                format!("{what}; sockets and signals left to Nsight Compute")
+            } else {
+                format!("{what}; no TCP, no signals out")
+            },
+        ),
         _ => {
             let mut why = Vec::new();
             if !missing.is_empty() {
@@ -265,13 +270,21 @@ fn pin_task_dir() {
     });
 }
 
-fn build_and_restrict(rules: Vec<(Grant, PathFd)>) -> Result<RestrictionStatus, RulesetError> {
-    let mut created = Ruleset::default()
+fn build_and_restrict(
+    rules: Vec<(Grant, PathFd)>,
+    keep_ipc: bool,
+) -> Result<RestrictionStatus, RulesetError> {
+    let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(TARGET_ABI))?
-        .handle_access(AccessNet::from_all(TARGET_ABI))?
-        .scope(Scope::from_all(TARGET_ABI))?
-        .create()?;
+        .handle_access(AccessFs::from_all(TARGET_ABI))?;
+    let ruleset = if keep_ipc {
+        ruleset
+    } else {
+        ruleset
+            .handle_access(AccessNet::from_all(TARGET_ABI))?
+            .scope(Scope::from_all(TARGET_ABI))?
+    };
+    let mut created = ruleset.create()?;
     for (grant, fd) in rules {
         let access = if std::fs::metadata(&grant.path).is_ok_and(|m| !m.is_dir()) {
             // Directory rights on a file are an error; keep the ones that apply to files.

@@ -49,6 +49,11 @@ pub struct Policy {
     /// warning, so a library path like `/opt` cannot expose `/opt/course/rubrics`.
     #[serde(default)]
     pub protected: Vec<PathBuf>,
+    /// Leave TCP, abstract sockets and signals out of Landlock's rules: only for the process
+    /// `check --profile` runs under Nsight Compute, whose injection library reports to `ncu`
+    /// from the launching thread.
+    #[serde(default)]
+    pub keep_ipc: bool,
 }
 
 impl Policy {
@@ -65,6 +70,7 @@ impl Policy {
             open_files: 1024,
             extra_read: Vec::new(),
             protected: Vec::new(),
+            keep_ipc: false,
         }
     }
 }
@@ -178,6 +184,32 @@ pub fn apply(policy: &Policy) -> Report {
     // before seccomp (which forbids unshare).
     layers.push(namespaces::enter(threads));
     layers.push(namespaces::drop_capabilities(threads));
+    layers.push(filesystem::restrict(policy, threads));
+    layers.push(limits::set(policy));
+    layers.push(match nnp {
+        Ok(()) => syscalls::install(),
+        Err(e) => Layer::degraded(
+            layer::SECCOMP,
+            format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}; seccomp needs it"),
+        ),
+    });
+    Report { layers }
+}
+
+/// Confine a process that already runs other threads: `check --profile`'s kernel runner, which
+/// Nsight Compute starts with its injection library loaded and connected. A user namespace can
+/// no longer be entered (and a network namespace would cut ncu's connection), so that layer and
+/// the capabilities one are reported as not applied. Landlock confines the calling thread,
+/// which runs every line of cugrade's host code; rlimits and seccomp the whole process. The
+/// student's code here is device code only: PTX, loaded and launched by cugrade.
+pub fn apply_after_init(policy: &Policy) -> Report {
+    let threads = thread_count();
+    let nnp = set_no_new_privs();
+    let mut layers = vec![Layer::degraded(
+        layer::NAMESPACES,
+        "not entered: the profiled process already runs Nsight Compute's threads, and its \
+         connection to ncu needs the host's network",
+    )];
     layers.push(filesystem::restrict(policy, threads));
     layers.push(limits::set(policy));
     layers.push(match nnp {

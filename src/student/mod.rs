@@ -140,6 +140,10 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
             opts.seed
         );
     }
+    let kept: crate::grade::Kept = Default::default();
+    if o.profile {
+        opts.keep_kernels = Some(kept.clone());
+    }
     let result = if untouched {
         starter::untouched(r, &sub, &stubs, &opts)
     } else {
@@ -169,7 +173,11 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
     };
     print_result_at(&result, o.format, dir, o.verbosity);
     if o.profile {
-        let text = crate::profile::section(&result, &rubric.path, &o.submission);
+        let kept = kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let text = crate::profile::section(&result, r, &sub, &kept, &opts);
         // stdout holds exactly result.json under --format json.
         if o.format == Format::Json {
             eprint!("{text}");

@@ -109,7 +109,10 @@ pub fn main(config_json: &str) -> i32 {
     }
 }
 
-fn make_backend(kind: BackendKind, device: usize) -> Result<(Box<dyn Backend>, String), String> {
+pub(super) fn make_backend(
+    kind: BackendKind,
+    device: usize,
+) -> Result<(Box<dyn Backend>, String), String> {
     match kind {
         BackendKind::Cuda => {
             let b = crate::backend::cuda::CudaBackend::new(device).map_err(|e| e.to_string())?;
@@ -261,10 +264,14 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
     }
 }
 
-type RunOk = (crate::backend::LaunchReport, Vec<Vec<u8>>);
-type RunErr = Box<(BackendError, crate::backend::LaunchReport)>;
+pub(super) type RunOk = (crate::backend::LaunchReport, Vec<Vec<u8>>);
+pub(super) type RunErr = Box<(BackendError, crate::backend::LaunchReport)>;
 
-fn run(b: &mut dyn Backend, spec: &RunSpec, blobs: Vec<Vec<u8>>) -> Result<RunOk, RunErr> {
+pub(super) fn run(
+    b: &mut dyn Backend,
+    spec: &RunSpec,
+    blobs: Vec<Vec<u8>>,
+) -> Result<RunOk, RunErr> {
     let plain = |e| Box::new((e, Default::default()));
     if blobs.len() != spec.buffers.len()
         || blobs

@@ -5,6 +5,7 @@
 
 pub mod child;
 pub mod parent;
+pub mod profiled;
 pub mod protocol;
 
 pub use child::Role;
