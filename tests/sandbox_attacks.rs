@@ -70,6 +70,7 @@ fn scene() -> Scene {
         open_files: OPEN_FILES,
         extra_read: Vec::new(),
         protected: vec![bob.clone()],
+        keep_ipc: false,
     };
     Scene {
         _root: root_dir,
