@@ -7,35 +7,58 @@
 # `skipped` on the emulator only for want of timing must not fail on the GPU for a wrong
 # answer). Speeds go to OUTDIR/gpu-numba.log for docs/validation/.
 #
-# Usage: ci/gpu-numba.sh BINARY OUTDIR
-# The wheels (Python 3.11 shown; use the GPU machine's python3 version):
-#   python3 -m pip download --only-binary=:all: --python-version 3.11 \
-#     --platform manylinux_2_28_x86_64 -d .whl numba-cuda==0.30.4 nvidia-nvvm==13.0.88 \
-#     nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.88 nvidia-cuda-nvrtc==13.0.88 \
-#     nvidia-cuda-cccl==13.0.85
+# Usage: ci/gpu-numba.sh BINARY OUTDIR [--unpack DIR]
+#        ci/gpu-numba.sh --unpack DIR
+# The GPU machine has no network: ci/gpu-numba-wheels.sh (run where there is one) prepares the
+# wheels in two parts that travel in two calls (its header says how). `--unpack` installs a
+# part into cugrade's cache: part 1 (llvmlite) first, part 2 (the rest) second. NVVM,
+# libdevice and NVRTC come from the machine's CUDA 13.0 toolkit.
 set -uo pipefail
-bin="$1"; out="$2"
+unpack=""
+if [ "${1:-}" = --unpack ]; then
+  unpack="$2"; bin=""; out=""
+else
+  bin="$1"; out="$2"
+  [ "${3:-}" = --unpack ] && unpack="$4"
+fi
+cache="${CUGRADE_NVRTC_CACHE:-$HOME/.cache/cugrade-nvrtc}"
+# src/compile/toolchain.rs's NUMBA_WHEELS, as its pins stamp (a unit test checks they agree).
+pins="numba-cuda==0.30.4 numpy>=1.22,<2.5 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.88 nvidia-cuda-nvrtc==13.0.88"
+pip_here() {
+  python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+    --no-index --no-deps --target "$@"
+}
+if [ -n "$unpack" ]; then
+  if [ -f "$unpack/llvmlite.tar.xz" ]; then
+    rm -rf "$cache/numba" && mkdir -p "$cache/numba"
+    tar xJf "$unpack/llvmlite.tar.xz" -C "$cache/numba" || exit 1
+    echo "gpu-numba: llvmlite unpacked into $cache/numba"
+  fi
+  if ls "$unpack"/numba_cuda-*.whl >/dev/null 2>&1; then
+    [ -d "$cache/numba/llvmlite" ] || { echo "gpu-numba: unpack part 1 (llvmlite) first" >&2; exit 2; }
+    pip_here "$cache/numba" $(ls "$unpack"/*.whl | grep -v nvidia_cuda_cccl) || exit 1
+    pip_here "$cache/headers" "$unpack"/nvidia_cuda_runtime-*.whl "$unpack"/nvidia_cuda_cccl-*.whl || exit 1
+    lib="$cache/numba/nvidia/cu13/lib"
+    mkdir -p "$lib" "$cache/numba/nvidia/cu13/nvvm/libdevice"
+    cp -L /usr/local/cuda/nvvm/lib64/libnvvm.so.4 /usr/local/cuda/lib64/libnvrtc.so.13 \
+      /usr/local/cuda/lib64/libnvrtc-builtins.so.13.0 "$lib/" || exit 1
+    cp -L /usr/local/cuda/nvvm/libdevice/libdevice.10.bc "$cache/numba/nvidia/cu13/nvvm/libdevice/" || exit 1
+    echo "$pins" > "$cache/numba/.cugrade-pins"
+    echo "gpu-numba: Numba installed in $cache/numba, CUDA headers in $cache/headers"
+  fi
+  [ -z "$bin" ] && exit 0
+fi
 mkdir -p "$out"
 log="$out/gpu-numba.log"
-cache="${CUGRADE_NVRTC_CACHE:-$HOME/.cache/cugrade-nvrtc}"
-pip_from_whl() {
-  python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-    --no-index --find-links .whl --target "$@"
-}
 {
   echo "# cugrade GPU run: Numba and CUDA headers, $(date -u +%Y-%m-%dT%H:%MZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 --version
   "$bin" --version
 } 2>&1 | tee "$log"
-if [ ! -f "$cache/numba/nvidia/cu13/lib/libnvvm.so.4" ]; then
-  echo "installing Numba from .whl/ into $cache/numba" | tee -a "$log"
-  pip_from_whl "$cache/numba" numba-cuda==0.30.4 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 \
-    nvidia-cuda-runtime==13.0.88 nvidia-cuda-nvrtc==13.0.88 2>&1 | tail -3 | tee -a "$log"
-fi
-if [ ! -f "$cache/headers/nvidia/cu13/include/cooperative_groups.h" ]; then
-  echo "installing CUDA headers from .whl/ into $cache/headers" | tee -a "$log"
-  pip_from_whl "$cache/headers" nvidia-cuda-runtime==13.0.88 nvidia-cuda-cccl==13.0.85 2>&1 | tail -3 | tee -a "$log"
+if [ "$(cat "$cache/numba/.cugrade-pins" 2>/dev/null)" != "$pins" ]; then
+  echo "gpu-numba: no Numba toolchain with this cugrade's pins in $cache/numba: see --unpack" | tee -a "$log"
+  exit 2
 fi
 # NVRTC for the reference kernels: the toolkit's, or the wheel's from the Numba install.
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib "$cache/nvidia/cu13/lib" "$cache/numba/nvidia/cu13/lib"; do

@@ -364,3 +364,82 @@ fn a_rubric_may_refuse_numba() {
         "{c}"
     );
 }
+
+/// A Numba installation that imports but cannot compile (what NumPy 2.5 did to numba-cuda
+/// 0.30.4: `module 'numpy' has no attribute 'row_stack'` on every kernel): grading says the
+/// toolchain is broken, as an error of the grading machine, never as the student's compile
+/// error; and the cache's packages come before the interpreter's own.
+#[test]
+fn a_broken_numba_is_the_toolchains_fault_not_the_students() {
+    if !ready() {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let numba = cache.path().join("numba");
+    let files: &[(&str, &str)] = &[
+        ("numba/__init__.py", "from . import cuda, types\n"),
+        (
+            "numba/types.py",
+            "class _T:\n    def __getitem__(self, k):\n        return self\n\nfloat32 = _T()\n",
+        ),
+        (
+            "numba/cuda/__init__.py",
+            "def jit(*a, **k):\n    return a[0] if a and callable(a[0]) else (lambda f: f)\n\n\
+             def compile_ptx(*a, **k):\n    raise AttributeError(\"module 'numpy' has no attribute 'row_stack'\")\n",
+        ),
+        ("numba/cuda/compiler.py", "get_current_device = None\n"),
+        ("numba/cuda/dispatcher.py", "get_current_device = None\n"),
+        ("numba_cuda/__init__.py", ""),
+        ("nvidia/cu13/lib/libnvvm.so.4", ""),
+    ];
+    for (name, text) in files {
+        let p = numba.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    std::fs::write(
+        numba.join(".cugrade-pins"),
+        cugrade::compile::toolchain::pins_stamp(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let rubric = rubric(dir.path(), "vector-add", "");
+    let sub = dir.path().join("student");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(
+        sub.join("vadd.py"),
+        "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n",
+    )
+    .unwrap();
+    let json = dir.path().join("result.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_cugrade"))
+        .args(["check", "--backend", "emu", "--seed", "3", "--rubric"])
+        .arg(&rubric)
+        .arg(&sub)
+        .arg("--json")
+        .arg(&json)
+        .env("CUGRADE_NVRTC_CACHE", cache.path())
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_else(|_| {
+        panic!(
+            "no result.json: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }))
+    .unwrap();
+    let c = first_failure(&r, "vector_add");
+    assert_eq!(c["status"], "error", "{c}");
+    let text = format!("{} {}", c["message"], c["details"]);
+    assert!(
+        text.contains("not the submission") && text.contains("row_stack"),
+        "{c}"
+    );
+    assert!(
+        c["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("cugrade doctor")),
+        "{c}"
+    );
+}

@@ -303,17 +303,54 @@ fn install_numba() -> Result<NumbaToolchain, String> {
 }
 
 /// What `cugrade doctor` says about Numba.
+/// Installed and able to compile: a trivial kernel (cugrade's own, so outside the sandbox) goes
+/// through the same driver as a student's.
 pub fn describe_numba() -> (bool, String) {
     match numba() {
-        Ok(t) => (
-            true,
-            format!(
-                "Numba: numba-cuda 0.30.4 with NVVM in {} (Python {})",
-                t.site.display(),
-                t.python.display()
+        Ok(t) => match probe_numba(&t) {
+            Ok(()) => (
+                true,
+                format!(
+                    "Numba: numba-cuda 0.30.4 with NVVM in {} (Python {}); a test kernel compiles",
+                    t.site.display(),
+                    t.python.display()
+                ),
             ),
-        ),
+            Err(e) => (
+                false,
+                format!(
+                    "Numba in {} does not compile a test kernel: {}; fix: remove {} and let \
+                     cugrade install it again on the next `.py` submission",
+                    t.site.display(),
+                    e.lines().next().unwrap_or("").trim(),
+                    t.site.display()
+                ),
+            ),
+        },
         Err(e) => (false, format!("Numba: {e}")),
+    }
+}
+
+fn probe_numba(tool: &NumbaToolchain) -> Result<(), String> {
+    use super::numba::{NumbaKernel, Signature, compile};
+    let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let file = super::SourceFile {
+        name: "probe.py".into(),
+        text: "from numba import cuda\n\n@cuda.jit\ndef probe(a):\n    a[0] = 1.0\n".into(),
+    };
+    let kernel = NumbaKernel {
+        name: "probe".into(),
+        signatures: vec![Signature {
+            text: "(float32[::1],)".into(),
+            ndims: vec![1],
+        }],
+        params: vec![],
+    };
+    let out = compile(tool, &[file], &[kernel], "sm_90", temp.path())?;
+    match out.first() {
+        Some(o) if o.ok => Ok(()),
+        Some(o) => Err(o.message.clone()),
+        None => Err("no answer from the Numba driver".into()),
     }
 }
 
@@ -351,6 +388,13 @@ mod tests {
         let body = &script[start..start + script[start..].find(')').unwrap()];
         let pins: Vec<&str> = body.split('"').skip(1).step_by(2).collect();
         assert_eq!(pins, NUMBA_WHEELS);
+    }
+
+    #[test]
+    fn the_gpu_script_stamps_the_same_pins() {
+        let script = include_str!("../../ci/gpu-numba.sh");
+        let stamp = format!("pins=\"{}\"", pins_stamp().trim_end());
+        assert!(script.contains(&stamp), "ci/gpu-numba.sh lacks {stamp}");
     }
 
     #[test]
