@@ -391,4 +391,34 @@ mod tests {
                 .all(|g| !g.access.contains(AccessFs::IoctlDev))
         );
     }
+
+    /// Landlock on one thread (it confines only the calling thread): files stay confined
+    /// either way; TCP is cut unless the policy keeps IPC for Nsight Compute.
+    #[test]
+    fn keep_ipc_leaves_tcp_but_not_files() {
+        if kernel_abi() < 4 {
+            eprintln!("SKIPPED: Landlock ABI {} has no TCP rules", kernel_abi());
+            return;
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let try_in_confined_thread = |keep_ipc: bool| {
+            std::thread::spawn(move || {
+                let temp = tempfile::tempdir().unwrap();
+                let policy = Policy {
+                    temp_dir: temp.path().to_path_buf(),
+                    keep_ipc,
+                    ..Policy::default()
+                };
+                let _layer = restrict(&policy, 1);
+                let file = std::fs::read(env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml");
+                let tcp = std::net::TcpStream::connect(addr);
+                (file.is_ok(), tcp.is_ok())
+            })
+            .join()
+            .unwrap()
+        };
+        assert_eq!(try_in_confined_thread(true), (false, true));
+        assert_eq!(try_in_confined_thread(false), (false, false));
+    }
 }
