@@ -349,15 +349,10 @@ fn profile_case<'a>(rubric: &'a LoadedRubric, m: &Milestone) -> Option<&'a Case>
         return Some(c);
     }
     let contract = rubric.contract(&m.contract);
-    rubric.cases_for(m).into_iter().max_by_key(|case| {
-        let vars = case_vars(case);
-        contract
-            .params
-            .iter()
-            .filter(|p| p.len.is_some())
-            .filter_map(|p| crate::rubric::eval_len(p, &vars).ok())
-            .sum::<usize>()
-    })
+    rubric
+        .cases_for(m)
+        .into_iter()
+        .max_by_key(|case| crate::rubric::case_elements(contract, case))
 }
 
 /// How long one profiled kernel may take, Nsight Compute's replay passes included.
@@ -516,15 +511,8 @@ mod tests {
                 Some(p) => assert_eq!(case.name, p.case, "{}", m.id),
                 None => {
                     // The largest correctness case.
-                    let size = |c: &Case| {
-                        let vars = case_vars(c);
-                        rubric
-                            .contract(&m.contract)
-                            .params
-                            .iter()
-                            .filter_map(|p| crate::rubric::eval_len(p, &vars).ok())
-                            .sum::<usize>()
-                    };
+                    let size =
+                        |c: &Case| crate::rubric::case_elements(rubric.contract(&m.contract), c);
                     let cases = rubric.cases_for(m);
                     assert!(cases.iter().all(|c| size(c) <= size(case)), "{}", m.id);
                 }

@@ -33,16 +33,7 @@ pub fn smallest_cases<'a>(rubric: &'a LoadedRubric, m: &Milestone) -> Vec<&'a Ca
     let mut sized: Vec<(usize, &Case)> = rubric
         .cases_for(m)
         .into_iter()
-        .map(|case| {
-            let vars = case_vars(case);
-            let n: usize = contract
-                .params
-                .iter()
-                .filter(|p| p.len.is_some())
-                .filter_map(|p| rubric::eval_len(p, &vars).ok())
-                .sum();
-            (n, case)
-        })
+        .map(|case| (rubric::case_elements(contract, case), case))
         .filter(|(n, _)| *n <= MAX_ELEMENTS)
         .collect();
     sized.sort_by_key(|(n, _)| *n);

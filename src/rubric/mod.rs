@@ -612,6 +612,17 @@ fn unknown_case(name: &str, cases: &[Case]) -> String {
 }
 
 /// The case's variables as expression variables.
+/// Elements the buffers of `contract` hold for `case`: the measure of a case's size.
+pub fn case_elements(contract: &Contract, case: &Case) -> usize {
+    let vars = case_vars(case);
+    contract
+        .params
+        .iter()
+        .filter(|p| p.len.is_some())
+        .filter_map(|p| eval_len(p, &vars).ok())
+        .sum()
+}
+
 pub fn case_vars(case: &Case) -> Vars {
     case.vars
         .iter()

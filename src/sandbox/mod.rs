@@ -186,13 +186,7 @@ pub fn apply(policy: &Policy) -> Report {
     layers.push(namespaces::drop_capabilities(threads));
     layers.push(filesystem::restrict(policy, threads));
     layers.push(limits::set(policy));
-    layers.push(match nnp {
-        Ok(()) => syscalls::install(),
-        Err(e) => Layer::degraded(
-            layer::SECCOMP,
-            format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}; seccomp needs it"),
-        ),
-    });
+    layers.push(seccomp(nnp));
     Report { layers }
 }
 
@@ -212,14 +206,19 @@ pub fn apply_after_init(policy: &Policy) -> Report {
     )];
     layers.push(filesystem::restrict(policy, threads));
     layers.push(limits::set(policy));
-    layers.push(match nnp {
+    layers.push(seccomp(nnp));
+    Report { layers }
+}
+
+/// The seccomp layer, which needs no_new_privs (`nnp`: whether setting it worked).
+fn seccomp(nnp: std::io::Result<()>) -> Layer {
+    match nnp {
         Ok(()) => syscalls::install(),
         Err(e) => Layer::degraded(
             layer::SECCOMP,
             format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}; seccomp needs it"),
         ),
-    });
-    Report { layers }
+    }
 }
 
 fn set_no_new_privs() -> std::io::Result<()> {
