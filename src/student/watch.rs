@@ -33,8 +33,14 @@ pub fn run(
     use notify::{RecursiveMode, Watcher};
     let (tx, rx) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        // Reading a source (grading does) may update its access time: a metadata event, not
+        // an edit. Counting it graded every submission twice after each change.
         if let Ok(ev) = ev
-            && !matches!(ev.kind, notify::EventKind::Access(_))
+            && !matches!(
+                ev.kind,
+                notify::EventKind::Access(_)
+                    | notify::EventKind::Modify(notify::event::ModifyKind::Metadata(_))
+            )
         {
             let _ = tx.send(ev.paths);
         }
