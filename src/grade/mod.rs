@@ -474,7 +474,14 @@ impl MilestoneRun<'_> {
             stopped = fatal;
         }
         self.mark_small_cases_only(&cases);
-        if self.opts.backend == BackendKind::Cuda {
+        // A kernel that hung on the GPU (a timeout or a deadlock) would only wait out the
+        // emulator's ten-times-longer deadline there too, on every small case: its runtime
+        // finding already says what is wrong. (A crash still goes to the emulator, whose memcheck
+        // names the line.) This cost an `infinite_loop` student over a minute per check.
+        let finished = !self.checks.iter().any(|c| {
+            c.kind == CheckKind::Runtime && c.hint.as_deref() == Some(hints::DEADLOCK)
+        });
+        if self.opts.backend == BackendKind::Cuda && finished {
             // The GPU has no sanitizer of its own here: the emulator's run the smallest cases.
             let found = sanitizer::on_emulator(
                 self.rubric,
