@@ -478,9 +478,10 @@ impl MilestoneRun<'_> {
         // emulator's ten-times-longer deadline there too, on every small case: its runtime
         // finding already says what is wrong. (A crash still goes to the emulator, whose memcheck
         // names the line.) This cost an `infinite_loop` student over a minute per check.
-        let finished = !self.checks.iter().any(|c| {
-            c.kind == CheckKind::Runtime && c.hint.as_deref() == Some(hints::DEADLOCK)
-        });
+        let finished = !self
+            .checks
+            .iter()
+            .any(|c| c.kind == CheckKind::Runtime && c.hint.as_deref() == Some(hints::DEADLOCK));
         if self.opts.backend == BackendKind::Cuda && finished {
             // The GPU has no sanitizer of its own here: the emulator's run the smallest cases.
             let found = sanitizer::on_emulator(
