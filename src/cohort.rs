@@ -114,11 +114,7 @@ pub fn unreadable(
         .iter()
         .map(|m| MilestoneResult {
             id: m.id.clone(),
-            title: if m.title.is_empty() {
-                m.id.clone()
-            } else {
-                m.title.clone()
-            },
+            title: m.display_title(),
             status: Status::Error,
             score: 0.0,
             max_score: rubric::milestone_max(m),

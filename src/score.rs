@@ -66,11 +66,7 @@ pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneRes
             .any(|c| c.kind == CheckKind::Performance && c.status == Status::Skipped);
     MilestoneResult {
         id: m.id.clone(),
-        title: if m.title.is_empty() {
-            m.id.clone()
-        } else {
-            m.title.clone()
-        },
+        title: m.display_title(),
         status,
         score: (score * 100.0).round() / 100.0,
         max_score,

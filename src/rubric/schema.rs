@@ -356,6 +356,17 @@ pub struct Milestone {
     pub hint: Option<String>,
 }
 
+impl Milestone {
+    /// The name reports show: the title, or the id where the rubric gives none.
+    pub fn display_title(&self) -> String {
+        if self.title.is_empty() {
+            self.id.clone()
+        } else {
+            self.title.clone()
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CorrectnessSpec {

@@ -376,11 +376,7 @@ pub fn untouched(
         .iter()
         .map(|m| MilestoneResult {
             id: m.id.clone(),
-            title: if m.title.is_empty() {
-                m.id.clone()
-            } else {
-                m.title.clone()
-            },
+            title: m.display_title(),
             status: Status::Fail,
             score: 0.0,
             max_score: rubric::milestone_max(m),
