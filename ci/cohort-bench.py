@@ -112,6 +112,19 @@ def main():
     kernel = sum(kernel_seconds(c) for r in results for m in r["milestones"] for c in m["checks"]
                  if c.get("kind") == "performance")
     timed = sum(1 for r in results if r.get("run", {}).get("timed"))
+    # The timed sections' hold on the GPU: the part of the wall time one GPU serialises.
+    holds = [c["timing"]["gpu"] for r in results for m in r["milestones"] for c in m["checks"]
+             if isinstance(c.get("timing"), dict) and isinstance(c["timing"].get("gpu"), dict)]
+    held = sum(h.get("held_s", 0.0) for h in holds)
+    setup = sum(h.get("setup_s", 0.0) for h in holds)
+    waited = sum(h.get("waited_s", 0.0) for h in holds)
+    # Each student's grading wall time, by the example it copies.
+    by_example = {}
+    for r in results:
+        secs = r.get("run", {}).get("seconds")
+        if isinstance(secs, (int, float)):
+            example = r.get("student", "?").split("-", 1)[-1]
+            by_example.setdefault(example, []).append(secs)
     figures = {
         "students": n, "student_milestones": milestones, "jobs": a.jobs,
         "backend": results[0]["backend"] if results else a.backend,
@@ -123,6 +136,13 @@ def main():
         "overhead_per_student_s": round((wall - kernel) / max(n, 1), 3),
         "overhead_per_student_milestone_s": round((wall - kernel) / max(milestones, 1), 3),
         "cpu_count": os.cpu_count(),
+        "timed_sections": len(holds),
+        "gpu_held_s": round(held, 2),
+        "gpu_setup_s": round(setup, 2),
+        "gpu_waited_s": round(waited, 2),
+        "student_seconds_by_example": {k: {"n": len(v), "mean_s": round(sum(v) / len(v), 2),
+                                           "max_s": round(max(v), 2)}
+                                       for k, v in sorted(by_example.items())},
     }
     print("graded %(students)d students (%(student_milestones)d student-milestones) on %(device)s "
           "(backend %(backend)s, --jobs %(jobs)d, %(cpu_count)s CPUs)" % figures)
@@ -131,6 +151,14 @@ def main():
           "(%(students_timed)d students timed)" % figures)
     print("grader overhead (wall - kernel): %(overhead_s).1f s = %(overhead_per_student_s).3f s per "
           "student = %(overhead_per_student_milestone_s).3f s per student-milestone" % figures)
+    if holds:
+        print("timed sections held the GPU for %(gpu_held_s).1f s in all (%(timed_sections)d sections); "
+              "they waited %(gpu_waited_s).1f s for it, after %(gpu_setup_s).1f s of setup "
+              "(allocations, uploads)" % figures)
+    if by_example:
+        print("grading wall time per student, by example (mean / max s): " + ", ".join(
+            "%s %.1f/%.1f" % (k, v["mean_s"], v["max_s"])
+            for k, v in figures["student_seconds_by_example"].items()))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(figures, f, indent=2)

@@ -254,6 +254,9 @@ pub struct RunInfo {
     /// Notices for the reader (e.g. "speed was not measured: no GPU").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Wall time of grading this submission, seconds (compilation to the last check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
 /// The whole verdict for one submission: `result.json`.

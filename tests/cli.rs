@@ -278,3 +278,77 @@ fn validate_schema_only_accepts_good_and_rejects_bad() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// One worker serves a student's milestones (cugrade keeps it across milestones: on a GPU a
+/// context per milestone was a cohort's bottleneck). What one milestone's kernel printed must
+/// not show up in the next milestone's findings, and a kernel that hangs is stopped at the
+/// correctness deadline derived from the reference (1 s here, not `launch_s`), with a message
+/// that says where the deadline came from.
+#[test]
+fn a_students_worker_carries_no_output_across_milestones_and_a_hang_stops_at_the_derived_deadline()
+{
+    if !nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("reduce.cu"),
+        r#"__device__ volatile int forever = 1;
+extern "C" __global__ void reduce_naive(const float* in, float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) printf("FROM-NAIVE\n");
+    if (i < n) atomicAdd(out, in[i]);
+}
+extern "C" __global__ void reduce_shared(const float* in, float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) printf("FROM-SHARED\n");
+    if (i < n && i % 2 == 0) atomicAdd(out, in[i]);
+}
+extern "C" __global__ void reduce_shuffle(const float* in, float* out, int n)
+{
+    while (forever) { }
+}
+"#,
+    )
+    .unwrap();
+    let (code, v, err) = check_json(
+        &root().join("rubrics/reduction.yaml"),
+        dir.path(),
+        &["--backend", "emu"],
+    );
+    assert_eq!(code, 1, "{err}");
+    let milestone = |id: &str| {
+        v["milestones"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no milestone {id} in {v}"))
+    };
+    assert_eq!(milestone("reduce_naive")["status"], "pass", "{v}");
+    let shared = milestone("reduce_shared");
+    let failed = shared["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "correctness" && c["status"] == "fail")
+        .unwrap_or_else(|| panic!("no failed correctness check: {shared}"));
+    let details = failed["details"].as_str().unwrap_or_default();
+    assert!(details.contains("FROM-SHARED"), "{details}");
+    assert!(!details.contains("FROM-NAIVE"), "{details}");
+    let shuffle = milestone("reduce_shuffle");
+    let hung = shuffle["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "runtime")
+        .unwrap_or_else(|| panic!("no runtime check: {shuffle}"));
+    let msg = hung["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("timeout") && msg.contains("its deadline was 1.0 s (timeouts.launch_min_s"),
+        "{msg}"
+    );
+}

@@ -41,6 +41,7 @@ fn gpu_run() -> RunInfo {
         cugrade_version: "0.1.0".into(),
         sandbox: vec!["landlock: active".into(), "seccomp: active".into()],
         notes: vec![],
+        seconds: None,
     }
 }
 
@@ -55,6 +56,7 @@ fn emu_run() -> RunInfo {
             "seccomp: active".into(),
         ],
         notes: vec![],
+        seconds: None,
     }
 }
 

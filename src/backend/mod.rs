@@ -204,6 +204,11 @@ fn ratio(num: u64, den: u64) -> Option<f64> {
 pub struct LaunchReport {
     pub diagnostics: Vec<Diagnostic>,
     pub metrics: Option<Metrics>,
+    /// The kernel's time, seconds: on a GPU between events around the launch (module loading
+    /// excluded), on the emulator its wall time. The reference's sets a correctness launch's
+    /// deadline (`Timeouts::correctness_deadline`).
+    #[serde(default)]
+    pub seconds: f64,
 }
 
 /// Why a backend operation failed.

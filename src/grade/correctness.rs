@@ -9,13 +9,89 @@ use crate::inputs::{self, Invocation};
 use crate::result::{Check, CheckKind, Status};
 use crate::rubric::schema::{Case, Direction};
 use crate::rubric::{self, case_vars};
-use crate::worker::protocol::{Request, Response};
-use crate::worker::{Role, Worker};
 use std::time::{Duration, Instant};
 
 impl MilestoneRun<'_> {
+    /// The correctness phase of a milestone: every case in turn (until one crashes or times
+    /// out, or the milestone's budget, counted from `started`, runs out), with the GPU's shared
+    /// lock held throughout; then, for a kernel with nothing wrong so far, the timing modules'
+    /// load. Returns the emulator metrics of each case's first trial.
+    pub(super) fn correctness_phase(
+        &mut self,
+        cases: &[Case],
+        max_threads: u32,
+        started: Instant,
+    ) -> Result<HashMap<String, Metrics>, Infrastructure> {
+        let budget = Duration::from_secs_f64(self.rubric.rubric.timeouts.milestone_s);
+        let mut metrics_by_case: HashMap<String, Metrics> = HashMap::new();
+        let mut stopped = false;
+        if self.opts.backend == BackendKind::Cuda && !self.m.performance.is_empty() {
+            // cugrade's timing kernels, compiled (once per job) before the GPU is taken; a
+            // failure is reported by the performance check.
+            let _ = self.reference.harness(self.opts);
+        }
+        // The GPU is taken once for the whole correctness phase (every case and trial, the
+        // reference's runs, the timing modules' load), shared with other correctness phases,
+        // never with a timed section. Taken per launch, each of a milestone's launches
+        // queued behind the timed sections of every other job: on an H100 with `--jobs 16`
+        // that was about 0.3 s per launch, half of a reduction cohort's wall time.
+        let phase = self
+            .opts
+            .gpu
+            .as_deref()
+            .and_then(|k| crate::measure::lock::shared(k).ok());
+        for case in cases {
+            if stopped {
+                self.checks.push(
+                    Check::skipped(
+                        CheckKind::Correctness,
+                        format!("correctness {}", case.name),
+                        "not run: an earlier case crashed or timed out",
+                    )
+                    .with_case(case.name.clone()),
+                );
+                continue;
+            }
+            if started.elapsed() > budget {
+                self.checks.push(
+                    Check::error(
+                        CheckKind::Runtime,
+                        format!("correctness {}", case.name),
+                        format!(
+                            "the milestone's time budget of {:.0} s ran out",
+                            budget.as_secs_f64()
+                        ),
+                    )
+                    .with_case(case.name.clone()),
+                );
+                stopped = true;
+                continue;
+            }
+            let (check, fatal, metrics) = self.correctness_case(case, max_threads)?;
+            if let Some(mx) = metrics {
+                metrics_by_case.insert(case.name.clone(), mx);
+            }
+            self.checks.extend(check);
+            stopped = fatal;
+        }
+        // The reference and harness modules for the timed sections, JIT-compiled by the
+        // driver now (still in the correctness phase: no timed section runs meanwhile) rather
+        // than in a timed section's setup.
+        if self.opts.backend == BackendKind::Cuda
+            && !self.m.performance.is_empty()
+            && !self.timing_modules_loaded
+            && score::nothing_wrong(&self.checks)
+        {
+            // A failure is the performance check's to report (it tries again).
+            let _ = self.preload_timing_modules();
+        }
+        drop(phase);
+        Ok(metrics_by_case)
+    }
+
     /// Run every trial of one case. Returns the case's checks, whether the worker is gone
-    /// (fault or timeout: stop the milestone), and the first trial's emulator metrics.
+    /// (fault or timeout: stop the milestone), and the first trial's emulator metrics. The
+    /// caller holds the GPU's shared lock (`measure::lock`) for the whole correctness phase.
     pub(super) fn correctness_case(
         &mut self,
         case: &Case,
@@ -53,9 +129,17 @@ impl MilestoneRun<'_> {
             .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
             let expected = {
                 let k = self.reference_kernel().to_string();
+                // The caller holds the GPU for the whole correctness phase.
                 self.reference
-                    .expected(&k, &case.name, trial, &inv, ref_dims, limit)?
+                    .expected(&k, &case.name, trial, &inv, ref_dims, limit, None)?
             };
+            // A multiple of the reference's time, so that a hung kernel holds the GPU (which
+            // timed sections wait for) for about a second, not the whole `launch_s`.
+            let (deadline_s, why) = self
+                .rubric
+                .rubric
+                .timeouts
+                .correctness_deadline(expected.seconds);
             let Some(worker) = self.worker.as_mut() else {
                 break;
             };
@@ -65,8 +149,8 @@ impl MilestoneRun<'_> {
                 &self.m.kernel,
                 &student_inv,
                 dims,
-                limit,
-                self.opts.gpu.as_deref(),
+                Duration::from_secs_f64(deadline_s),
+                None,
             );
             let printed = worker.output();
             match ran {
@@ -87,7 +171,7 @@ impl MilestoneRun<'_> {
                     }
                     let found = self.compare_trial(
                         &inv,
-                        &expected,
+                        &expected.allocations,
                         &r.allocations,
                         &vars,
                         case,
@@ -107,7 +191,14 @@ impl MilestoneRun<'_> {
                     trials_ok += 1;
                 }
                 Err(e) => {
-                    let (check, fatal) = runtime_check(&e, &case.name, &printed);
+                    let (mut check, fatal) = runtime_check(&e, &case.name, &printed);
+                    if check.hint.as_deref() == Some(hints::DEADLOCK)
+                        && check.message.starts_with("timeout")
+                    {
+                        check
+                            .message
+                            .push_str(&format!("; its deadline was {deadline_s:.1} s ({why})"));
+                    }
                     out.push(check);
                     if let RunError::Backend(_, report) = &e {
                         for d in &report.diagnostics {
@@ -317,111 +408,6 @@ impl MilestoneRun<'_> {
             }
         }
     }
-
-    pub(super) fn metric_on_emulator(
-        &mut self,
-        x: &crate::rubric::schema::MetricSpec,
-        ptx: &str,
-        max_threads: u32,
-    ) -> Check {
-        let Some(case) = self.rubric.correctness_case(&x.case).cloned() else {
-            return Check::error(
-                CheckKind::Metric,
-                x.metric.clone(),
-                format!("unknown case {}", x.case),
-            );
-        };
-        let run = (|| -> Result<Option<Metrics>, String> {
-            let mut w = Worker::spawn(&worker_options(
-                &self.opts.protected,
-                Role::Run,
-                BackendKind::Emu,
-                0,
-            ))?;
-            match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
-                Ok((Response::Loaded { error: None }, _)) => {}
-                other => {
-                    return Err(format!(
-                        "the emulator could not load the module: {:?}",
-                        other.map(|r| variant(&r.0))
-                    ));
-                }
-            }
-            let dims = self.dims_for(&case, max_threads)?;
-            let contract = self.rubric.contract(&self.m.contract);
-            let inv = inputs::generate(
-                contract,
-                &case_vars(&case),
-                inputs::trial_seed(self.opts.seed, &case.name, 0),
-            )?;
-            let student_inv = student_invocation(&self.numba, &inv, contract).map_err(|e| e.0)?;
-            match run_on(
-                &mut w,
-                &self.m.kernel,
-                &student_inv,
-                dims,
-                Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),
-                None,
-            ) {
-                Ok(r) => Ok(r.report.metrics),
-                Err(e) => Err(describe_run_error(&e)),
-            }
-        })();
-        match run {
-            Ok(Some(mx)) => metric_check(x, &mx),
-            Ok(None) => Check::skipped(
-                CheckKind::Metric,
-                x.metric.clone(),
-                "the emulator returned no metrics",
-            )
-            .with_case(x.case.clone()),
-            Err(e) => Check::skipped(
-                CheckKind::Metric,
-                x.metric.clone(),
-                format!("metrics need the PTX emulator, which could not run this case: {e}"),
-            )
-            .with_case(x.case.clone()),
-        }
-    }
-}
-
-pub(super) fn metric_check(x: &crate::rubric::schema::MetricSpec, mx: &Metrics) -> Check {
-    let Some(v) = mx.by_name(&x.metric) else {
-        return Check::skipped(
-            CheckKind::Metric,
-            x.metric.clone(),
-            format!("{} is undefined for this run (no such accesses)", x.metric),
-        )
-        .with_case(x.case.clone());
-    };
-    let ok = x.min.is_none_or(|m| v >= m) && x.max.is_none_or(|m| v <= m);
-    let bound = match (x.min, x.max) {
-        (Some(a), Some(b)) => format!("between {a} and {b}"),
-        (Some(a), None) => format!("at least {a}"),
-        (None, Some(b)) => format!("at most {b}"),
-        (None, None) => String::new(),
-    };
-    let mut c = Check::new(
-        CheckKind::Metric,
-        x.metric.clone(),
-        if ok { Status::Pass } else { Status::Fail },
-        format!("{} = {v:.1} (needs {bound})", x.metric),
-    )
-    .with_case(x.case.clone())
-    .with_measure(
-        v,
-        x.min.or(x.max),
-        if x.metric.contains("efficiency") || x.metric.contains("divergence") {
-            "%"
-        } else {
-            ""
-        },
-    );
-    c.points = Some(if ok { x.points } else { 0.0 });
-    if !ok {
-        c.hint = Some(hints::SLOW.to_string());
-    }
-    c
 }
 
 pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Check {

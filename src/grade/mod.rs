@@ -1,21 +1,24 @@
 //! Grade one submission against a rubric: the pipeline end to end.
 //!
 //! The parent generates inputs, gets expected outputs from the reference kernel in a trusted
-//! worker, runs the student's kernel in a fresh worker per milestone, and compares raw output
-//! bytes itself. Expected outputs never enter the student's process. A timeout or fault ends
-//! the milestone (its worker is killed) and grading goes on with the next one.
+//! worker, runs the student's kernels in a worker of the student's own (a fresh one after a
+//! fault or a timeout), and compares raw output bytes itself. Expected outputs never enter
+//! the student's process. A timeout or fault ends the milestone (its worker is killed) and
+//! grading goes on with the next one.
 
 //!
 //! Stages live in submodules: `compiling` (NVRTC in a compile worker), `run` (one request to a
 //! worker and what its failures mean), `reference` (the trusted reference worker and
-//! `validate`), `correctness` (cases, trials, comparisons, sanitizer and metric findings),
-//! `performance` (speed checks through the `measure` stage) and `baselines` (what a speed is
-//! compared with: CPU, reference, cuBLAS, copy bandwidth). `numba` compiles `.py` kernels and
-//! carries their calling convention to the launches.
+//! `validate`), `correctness` (cases, trials, comparisons, sanitizer findings), `metrics`
+//! (metric checks on the emulator's counters), `performance` (speed checks through the
+//! `measure` stage) and `baselines` (what a speed is compared with: CPU, reference, cuBLAS,
+//! copy bandwidth). `numba` compiles `.py` kernels and carries their calling convention to the
+//! launches.
 
 mod baselines;
 mod compiling;
 mod correctness;
+mod metrics;
 mod numba;
 mod performance;
 mod reference;
@@ -27,10 +30,10 @@ pub use baselines::{cpu_run, host_args};
 pub use reference::{Reference, validate_reference};
 
 use compiling::compile_all;
-use correctness::metric_check;
+use metrics::metric_check;
 use run::*;
 
-use crate::backend::{BackendKind, LaunchDims, Metrics};
+use crate::backend::{BackendKind, LaunchDims};
 use crate::compile::{self};
 use crate::hints;
 use crate::inputs::{self};
@@ -100,6 +103,7 @@ pub fn grade(
     opts: &Options,
     reference: &mut Reference,
 ) -> Result<GradeResult, Infrastructure> {
+    let started = Instant::now();
     let rb = &rubric.rubric;
     let timeouts = &rb.timeouts;
     // Languages the rubric does not accept are not compiled; each gets a failing check.
@@ -136,9 +140,25 @@ pub fn grade(
         cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
         sandbox: vec![],
         notes: vec![],
+        seconds: None,
     };
+    // One worker serves all of a student's milestones while it stays healthy (a fault or a
+    // timeout ends it; the next milestone gets a fresh one). On a GPU the driver creates and
+    // destroys contexts one at a time across processes (about 0.2 s each on an H100 with 16
+    // processes at once), so a worker per milestone made context churn a cohort's
+    // bottleneck. Nothing crosses students, and within one student every launch still
+    // starts from fresh inputs, poisoned outputs and the module's own `__device__` values.
+    let mut spare: Option<(Worker, bool)> = None;
     for m in &rb.milestones {
         let max = rubric::milestone_max(m);
+        let (worker, timing_modules_loaded) = match spare.take() {
+            Some((w, loaded)) => {
+                // What the last milestone's kernel printed stays with that milestone.
+                w.clear_output();
+                (Some(w), loaded)
+            }
+            None => (None, false),
+        };
         let mut ctx = MilestoneRun {
             rubric,
             sub,
@@ -146,14 +166,16 @@ pub fn grade(
             reference,
             m,
             checks: vec![],
-            worker: None,
+            worker,
             sandbox: &mut run.sandbox,
             numba: None,
             numba_source: false,
             tensor_ops: false,
+            timing_modules_loaded,
             compiled: &summary.kernels,
         };
         let result = ctx.grade(&modules, &compile_checks, &numba_kernels);
+        spare = ctx.worker.take().map(|w| (w, ctx.timing_modules_loaded));
         if ctx.numba_source {
             for c in &mut ctx.checks {
                 numba::speak_numba(c, sub);
@@ -166,6 +188,7 @@ pub fn grade(
     }
     correctness::attach_snippets(&mut milestones, sub);
     let score: f64 = milestones.iter().map(|m: &MilestoneResult| m.score).sum();
+    run.seconds = Some(started.elapsed().as_secs_f64());
     Ok(GradeResult {
         assignment: rb.assignment.clone(),
         student: sub.student.clone(),
@@ -197,6 +220,9 @@ struct MilestoneRun<'a> {
     numba_source: bool,
     /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
     tensor_ops: bool,
+    /// The worker holds the reference and harness modules for timed sections already
+    /// (`MilestoneRun::preload_timing_modules`).
+    timing_modules_loaded: bool,
     /// `ptxas -v` facts of the submission's kernels (spills).
     compiled: &'a [crate::result::KernelResources],
 }
@@ -291,15 +317,32 @@ impl MilestoneRun<'_> {
             self.checks.push(c.clone());
         }
         let contract = self.rubric.contract(&m.contract);
-        // A fresh, confined worker for this milestone.
-        let mut worker = match Worker::spawn(&worker_options(
-            &self.opts.protected,
-            Role::Run,
-            self.opts.backend,
-            self.opts.device,
-        )) {
-            Ok(w) => w,
-            Err(e) => return Err(Infrastructure(format!("cannot start a worker: {e}"))),
+        // The student's worker from an earlier milestone (see `grade`), else a fresh,
+        // confined one, whose CPU-time limit covers every milestone's budget.
+        let reused = self
+            .worker
+            .take()
+            .and_then(|mut w| w.is_alive().then_some(w));
+        if reused.is_none() {
+            self.timing_modules_loaded = false;
+        }
+        let mut worker = match reused {
+            Some(w) => w,
+            None => match Worker::spawn(&{
+                let mut o = worker_options(
+                    &self.opts.protected,
+                    Role::Run,
+                    self.opts.backend,
+                    self.opts.device,
+                );
+                let t = &self.rubric.rubric.timeouts;
+                let all = t.milestone_s * self.rubric.rubric.milestones.len() as f64;
+                o.cpu_seconds = o.cpu_seconds.max((all + 600.0) as u64);
+                o
+            }) {
+                Ok(w) => w,
+                Err(e) => return Err(Infrastructure(format!("cannot start a worker: {e}"))),
+            },
         };
         if self.sandbox.is_empty() {
             *self.sandbox = worker.ready.sandbox.clone();
@@ -434,45 +477,9 @@ impl MilestoneRun<'_> {
                 .push(resources::check(&m.kernel, &info, compiled, dims));
         }
 
-        let budget = Duration::from_secs_f64(self.rubric.rubric.timeouts.milestone_s);
-        let mut metrics_by_case: HashMap<String, Metrics> = HashMap::new();
         let cases: Vec<Case> = self.rubric.cases_for(m).into_iter().cloned().collect();
-        let mut stopped = false;
-        for case in &cases {
-            if stopped {
-                self.checks.push(
-                    Check::skipped(
-                        CheckKind::Correctness,
-                        format!("correctness {}", case.name),
-                        "not run: an earlier case crashed or timed out",
-                    )
-                    .with_case(case.name.clone()),
-                );
-                continue;
-            }
-            if started.elapsed() > budget {
-                self.checks.push(
-                    Check::error(
-                        CheckKind::Runtime,
-                        format!("correctness {}", case.name),
-                        format!(
-                            "the milestone's time budget of {:.0} s ran out",
-                            budget.as_secs_f64()
-                        ),
-                    )
-                    .with_case(case.name.clone()),
-                );
-                stopped = true;
-                continue;
-            }
-            let (check, fatal, metrics) =
-                self.correctness_case(case, info.max_threads_per_block)?;
-            if let Some(mx) = metrics {
-                metrics_by_case.insert(case.name.clone(), mx);
-            }
-            self.checks.extend(check);
-            stopped = fatal;
-        }
+        let metrics_by_case =
+            self.correctness_phase(&cases, info.max_threads_per_block, started)?;
         self.mark_small_cases_only(&cases);
         // A kernel that hung on the GPU (a timeout or a deadlock) would only wait out the
         // emulator's ten-times-longer deadline there too, on every small case: its runtime
@@ -529,7 +536,7 @@ impl MilestoneRun<'_> {
             };
             self.checks.push(c);
         }
-        self.worker = None;
+        // A healthy worker goes on to the student's next milestone (`grade`).
         Ok(())
     }
 

@@ -106,6 +106,14 @@ impl MilestoneRun<'_> {
                 }
             })
             .collect();
+        let gpu = self.opts.gpu.clone();
+        if !self.timing_modules_loaded && self.worker.is_some() {
+            // Normally done in the correctness phase; the same texts again are free.
+            let _shared = gpu.as_deref().and_then(|k| lock::shared(k).ok());
+            if let Err(e) = self.preload_timing_modules() {
+                return Ok(perf_error(e));
+            }
+        }
         let mut blobs: Vec<&[u8]> = vec![self.reference.ptx.as_bytes(), harness.as_bytes()];
         blobs.extend(allocs.iter().map(Vec::as_slice));
         let bytes: usize = allocs.iter().map(Vec::len).sum();
@@ -118,21 +126,42 @@ impl MilestoneRun<'_> {
                 "not timed: the worker stopped earlier",
             ));
         };
-        // One GPU, one timer: nothing else runs on this GPU while the kernel is timed.
-        let gpu = self.opts.gpu.clone();
-        let held = match gpu.as_deref().map(lock::timing) {
-            Some(Err(e)) => {
-                return Ok(perf_error(format!(
-                    "cannot take the GPU's timing lock: {e}"
-                )));
-            }
-            Some(Ok(l)) => Some(l),
-            None => None,
+        // Setup (allocations, uploads, input tables) alongside other jobs' correctness runs;
+        // the worker answers `Staged` and waits.
+        let staged = {
+            let _shared = gpu.as_deref().and_then(|k| lock::shared(k).ok());
+            worker.call(&Request::Measure(Box::new(spec.clone())), &blobs, timeout)
         };
-        let before = gpu.as_deref().and_then(clocks::read);
-        let answer = worker.call(&Request::Measure(Box::new(spec.clone())), &blobs, timeout);
-        let after = gpu.as_deref().and_then(clocks::read);
-        drop(held);
+        let asked = std::time::Instant::now();
+        let (answer, before, after, got) = match staged {
+            Ok((Response::Staged, _)) => {
+                // One GPU, one timer: nothing else runs on this GPU while the kernel is timed.
+                let held = match gpu.as_deref().map(lock::timing) {
+                    Some(Err(e)) => {
+                        self.worker = None;
+                        return Ok(perf_error(format!(
+                            "cannot take the GPU's timing lock: {e}"
+                        )));
+                    }
+                    Some(Ok(l)) => Some(l),
+                    None => None,
+                };
+                let got = std::time::Instant::now();
+                let before = gpu.as_deref().and_then(clocks::read);
+                let answer = worker.call(&Request::Go, &[], timeout);
+                let after = gpu.as_deref().and_then(clocks::read);
+                drop(held);
+                (answer, before, after, got)
+            }
+            // The setup failed: the report says how.
+            other => (other, None, None, asked),
+        };
+        let held_s = got.elapsed().as_secs_f64();
+        let hold = |setup_s: f64| crate::measure::GpuHold {
+            waited_s: (got - asked).as_secs_f64(),
+            held_s,
+            setup_s,
+        };
         let printed = worker.output();
         let report = match answer {
             Ok((Response::Timed(r), _)) => *r,
@@ -158,7 +187,45 @@ impl MilestoneRun<'_> {
             (Some(b), Some(a)) => Some(clocks::ClockRecord::new(b, a)),
             _ => None,
         };
-        Ok(self.verdict(p, &case, &spec, &choice, report, clocks, &inv, bar))
+        let hold = hold(report.setup_s);
+        let mut c = self.verdict(p, &case, &spec, &choice, report, clocks, &inv, bar);
+        if let Some(t) = c.timing.as_mut() {
+            t.gpu = Some(hold);
+        }
+        Ok(c)
+    }
+
+    /// Load the reference and harness modules into the student's worker ahead of its timed
+    /// sections, so that the driver's JIT compiles them outside any timed section. The
+    /// caller holds the GPU's shared lock. Errors say what failed; the worker is dropped if
+    /// it broke.
+    pub(super) fn preload_timing_modules(&mut self) -> Result<(), String> {
+        let harness = self.reference.harness(self.opts)?;
+        let reference = self.reference.ptx.clone();
+        let Some(worker) = self.worker.as_mut() else {
+            return Err("not timed: the worker stopped earlier".into());
+        };
+        match worker.call(
+            &Request::LoadSlots,
+            &[reference.as_bytes(), harness.as_bytes()],
+            Duration::from_secs(120),
+        ) {
+            Ok((Response::Loaded { error: None }, _)) => {
+                self.timing_modules_loaded = true;
+                Ok(())
+            }
+            Ok((Response::Loaded { error: Some(e) }, _)) => {
+                Err(format!("cannot load the reference and timing kernels: {e}"))
+            }
+            Ok((other, _)) => Err(format!(
+                "unexpected answer from the worker: {}",
+                variant(&other)
+            )),
+            Err(f) => {
+                self.worker = None;
+                Err(format!("the worker failed loading the timing kernels: {f}"))
+            }
+        }
     }
 
     /// Turn a timing report into the check.
@@ -289,6 +356,7 @@ impl MilestoneRun<'_> {
             ratio: Some(iv),
             near_edge: None,
             clocks,
+            gpu: None,
             lower_bound_ms: lower,
         };
         let unit = choice.unit;

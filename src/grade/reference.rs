@@ -15,8 +15,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Expected allocations by (kernel, case, trial).
-type ExpectedOutputs = HashMap<(String, String, u32), Vec<Vec<u8>>>;
+/// Expected allocations by (kernel, case, trial), with the reference run's seconds.
+type ExpectedOutputs = HashMap<(String, String, u32), Expected>;
+
+/// What the reference kernel produced on one trial.
+#[derive(Debug, Clone)]
+pub(super) struct Expected {
+    /// Whole allocations (guards included), in buffer order.
+    pub(super) allocations: Vec<Vec<u8>>,
+    /// The reference launch's time as its worker saw it (start to the kernel's end): what a
+    /// student's launch on the same case may take is a multiple of it
+    /// (`Timeouts::correctness_deadline`).
+    pub(super) seconds: f64,
+}
 
 /// The trusted side: the reference module in its own worker, with caches.
 pub struct Reference {
@@ -147,7 +158,9 @@ impl Reference {
             .ok_or_else(|| Infrastructure("no reference worker".into()))
     }
 
-    /// Expected allocations for one trial (computed once per run).
+    /// Expected allocations for one trial (computed once per run). `gpu_lock`: the GPU's
+    /// lock key to take for the run, `None` when the caller holds it already.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn expected(
         &mut self,
         kernel: &str,
@@ -156,7 +169,8 @@ impl Reference {
         inv: &Invocation,
         dims: LaunchDims,
         limit: Duration,
-    ) -> Result<Vec<Vec<u8>>, Infrastructure> {
+        gpu_lock: Option<&str>,
+    ) -> Result<Expected, Infrastructure> {
         let key = (kernel.to_string(), case.to_string(), trial);
         let cached = self
             .outputs
@@ -167,15 +181,18 @@ impl Reference {
         if let Some(v) = cached {
             return Ok(v);
         }
-        let gpu = self.gpu.clone();
         let w = self.worker()?;
-        match run_on(w, kernel, inv, dims, limit * 4, gpu.as_deref()) {
+        match run_on(w, kernel, inv, dims, limit * 4, gpu_lock) {
             Ok(r) => {
+                let e = Expected {
+                    allocations: r.allocations,
+                    seconds: r.seconds,
+                };
                 self.outputs
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(key, r.allocations.clone());
-                Ok(r.allocations)
+                    .insert(key, e.clone());
+                Ok(e)
             }
             Err(e) => {
                 self.worker = None;
@@ -261,7 +278,10 @@ pub fn validate_reference(rubric: &LoadedRubric, opts: &Options) -> Result<bool,
                 .reference_kernel
                 .clone()
                 .unwrap_or_else(|| m.kernel.clone());
-            let expected = reference.expected(&kernel, &case.name, 0, &inv, dims, limit)?;
+            let gpu = reference.gpu.clone();
+            let expected = reference
+                .expected(&kernel, &case.name, 0, &inv, dims, limit, gpu.as_deref())?
+                .allocations;
             let mut args = host_args(&inv, case);
             if let Err(e) = f(&mut args, crate::baseline::Threads::Single) {
                 println!("  {}: CPU `{cpu}` failed on {}: {e}", m.id, case.name);

@@ -13,6 +13,8 @@ pub(super) struct Ran {
     /// Whole allocations (guards included), in buffer order.
     pub(super) allocations: Vec<Vec<u8>>,
     pub(super) report: LaunchReport,
+    /// The launch itself, start to the kernel's end, as the worker timed it (seconds).
+    pub(super) seconds: f64,
 }
 
 pub(super) enum RunError {
@@ -60,6 +62,7 @@ pub(super) fn run_on(
                 )));
             }
             Ok(Ran {
+                seconds: report.seconds,
                 allocations: blobs,
                 report,
             })
@@ -88,6 +91,7 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::NumbaCompiled(_) => "NumbaCompiled",
         Response::KernelInfo(_) => "KernelInfo",
         Response::Ran { .. } => "Ran",
+        Response::Staged => "Staged",
         Response::Timed(_) => "Timed",
         Response::Failed { .. } => "Failed",
     }

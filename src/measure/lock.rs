@@ -1,8 +1,10 @@
 //! One GPU, one timer: a reader-writer lock per GPU, held across processes.
 //!
-//! Timed sections take the lock exclusively; correctness runs take it shared, so any number of
+//! Timed sections take the lock exclusively; correctness phases (a milestone's cases and
+//! trials, taken once per phase) and timed sections' setups take it shared, so any number of
 //! them overlap each other (and compilation never takes it) but none runs on a GPU while a
-//! kernel on it is being timed. `grade --jobs N` may therefore exceed the GPU count without
+//! kernel on it is being timed. A holder of the shared lock must not take it again (a timer
+//! waiting at the turnstile would deadlock with it). `grade --jobs N` may therefore exceed the GPU count without
 //! distorting any measurement. A turnstile lock keeps a waiting timer from being starved by a
 //! stream of correctness runs. The locks are `flock`s on files under a shared directory, keyed
 //! by the GPU's PCI bus id, so processes that number GPUs differently still agree; the kernel

@@ -84,10 +84,27 @@ pub struct Measurement {
     /// SM clocks and throttling around the measurement, where NVML could read them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks: Option<clocks::ClockRecord>,
+    /// How long this check had the GPU to itself, and how long it waited for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuHold>,
     /// The fastest time the device could possibly reach on this case (bytes / peak bandwidth,
     /// flops / peak), in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lower_bound_ms: Option<f64>,
+}
+
+/// A timed section's share of the GPU: every other job's work on the GPU waits while it runs
+/// (`measure::lock`), so these add up to the part of a cohort's wall time that one GPU
+/// serialises.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuHold {
+    /// Waiting for the GPU's timing lock (other timed sections, correctness runs in flight).
+    pub waited_s: f64,
+    /// Holding it: the timed launches.
+    pub held_s: f64,
+    /// The worker's setup before the lock was taken (allocations, uploads, input tables),
+    /// alongside other jobs' correctness runs.
+    pub setup_s: f64,
 }
 
 /// The baseline side of a ratio.

@@ -171,7 +171,12 @@ pub struct TimingReport {
     pub verified: u32,
     pub problem: Option<Problem>,
     pub facts: DeviceFacts,
+    /// The whole request, setup and the wait for the parent's go included.
     pub seconds: f64,
+    /// Seconds of setup before the timed launches (module loads, allocations, uploads),
+    /// done before the parent takes the GPU's timing lock.
+    #[serde(default)]
+    pub setup_s: f64,
 }
 
 /// Launches after the probe that run without resetting the student's `__device__` variables.
@@ -369,10 +374,15 @@ fn read_f64(bytes: &[u8], elem: u32) -> f64 {
 /// initial allocation (guards included) in `spec.buffers` order; empty for a buffer drawn on the
 /// device. Device failures end up in
 /// `problem`; an `Err` is a failure of the set-up itself.
-pub fn run(t: &mut dyn Timer, spec: &MeasureSpec, blobs: &[Vec<u8>]) -> TimingReport {
+pub fn run(
+    t: &mut dyn Timer,
+    spec: &MeasureSpec,
+    blobs: &[Vec<u8>],
+    gate: &mut dyn FnMut() -> Result<(), BackendError>,
+) -> TimingReport {
     let started = Instant::now();
     let mut report = TimingReport::default();
-    let outcome = measure(t, spec, blobs, started, &mut report);
+    let outcome = measure(t, spec, blobs, gate, &mut report);
     if let Err(error) = outcome {
         report.problem = Some(Problem::Failed {
             launch: report.verified,
@@ -383,13 +393,16 @@ pub fn run(t: &mut dyn Timer, spec: &MeasureSpec, blobs: &[Vec<u8>]) -> TimingRe
     report
 }
 
+/// Set up (modules, allocations, uploads, input tables), pass `gate` (the worker tells the
+/// parent it is ready and waits until the parent holds the GPU's timing lock), then time.
 fn measure(
     t: &mut dyn Timer,
     spec: &MeasureSpec,
     blobs: &[Vec<u8>],
-    started: Instant,
+    gate: &mut dyn FnMut() -> Result<(), BackendError>,
     report: &mut TimingReport,
 ) -> Result<(), BackendError> {
+    let set_up = Instant::now();
     let text = |i: usize| String::from_utf8_lossy(blobs.get(i).map_or(&[][..], |b| b)).into_owned();
     if blobs.len() != spec.buffers.len() + 2 {
         return Err(BackendError::Other("measure: wrong number of blobs".into()));
@@ -489,10 +502,14 @@ fn measure(
         max_samples: spec.max_samples.max(1),
         budget: Duration::from_millis(spec.budget_ms),
     };
-    let hard_stop = started + 2 * rule.budget;
     let same_kernel = matches!(&spec.baseline, BaselinePlan::Reference(r) if *r == spec.verify);
     let cold = spec.cache == CacheMode::Cold;
     let mut last_cost = Duration::ZERO;
+    report.setup_s = set_up.elapsed().as_secs_f64();
+    // Setup done: the parent takes the GPU for the timed launches (the budget starts now).
+    gate()?;
+    let started = Instant::now();
+    let hard_stop = started + 2 * rule.budget;
     for i in 0u64.. {
         let iteration = Instant::now();
         let set = (i as usize) % d.sets.len();

@@ -190,6 +190,7 @@ fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
     for (key, t) in [
         ("compile_s", rb.timeouts.compile_s),
         ("launch_s", rb.timeouts.launch_s),
+        ("launch_min_s", rb.timeouts.launch_min_s),
         ("milestone_s", rb.timeouts.milestone_s),
     ] {
         if !(t > 0.0 && t <= 3600.0) {
@@ -198,6 +199,12 @@ fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
                 "timeouts must be between 0 and 3600 seconds",
             ));
         }
+    }
+    if !(rb.timeouts.launch_factor >= 1.0 && rb.timeouts.launch_factor <= 1e9) {
+        return Err(r.error_at(
+            "timeouts.launch_factor",
+            "launch_factor must be at least 1: a correctness launch may take this many times the reference kernel's time",
+        ));
     }
     check_cases(r)?;
     for (name, c) in &rb.contracts {

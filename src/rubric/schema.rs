@@ -105,9 +105,17 @@ pub struct Timeouts {
     /// NVRTC compile of the submission, seconds.
     #[serde(default = "t_compile")]
     pub compile_s: f64,
-    /// One kernel launch (correctness), seconds.
+    /// One kernel launch (correctness), seconds: the most any launch may take.
     #[serde(default = "t_launch")]
     pub launch_s: f64,
+    /// A correctness launch also stops after `launch_factor` times the reference kernel's
+    /// time on the same case and trial, but never before `launch_min_s` (see
+    /// [`Timeouts::correctness_deadline`]): a hung kernel costs a second, not `launch_s`, of
+    /// a GPU that timed sections wait for.
+    #[serde(default = "t_launch_min")]
+    pub launch_min_s: f64,
+    #[serde(default = "t_launch_factor")]
+    pub launch_factor: f64,
     /// A whole worker (one milestone: load, every case and trial, timing), seconds.
     #[serde(default = "t_worker")]
     pub milestone_s: f64,
@@ -122,12 +130,79 @@ fn t_launch() -> f64 {
 fn t_worker() -> f64 {
     300.0
 }
+fn t_launch_min() -> f64 {
+    1.0
+}
+fn t_launch_factor() -> f64 {
+    1000.0
+}
+
+impl Timeouts {
+    /// The deadline of one correctness launch whose reference launch took `reference_s`
+    /// (seconds, from the launch to the kernel's end), and why it is that long.
+    pub fn correctness_deadline(&self, reference_s: f64) -> (f64, String) {
+        let scaled = self.launch_factor * reference_s.max(0.0);
+        let d = scaled.max(self.launch_min_s).min(self.launch_s);
+        let took = if reference_s < 1e-3 {
+            format!("{:.0} µs", reference_s * 1e6)
+        } else {
+            format!("{:.1} ms", reference_s * 1e3)
+        };
+        let why = if d >= self.launch_s {
+            "timeouts.launch_s".to_string()
+        } else if scaled > self.launch_min_s {
+            format!(
+                "{}x the reference kernel's {took} on this case: timeouts.launch_factor",
+                self.launch_factor
+            )
+        } else {
+            format!("timeouts.launch_min_s; the reference kernel took {took} on this case")
+        };
+        (d, why)
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::Timeouts;
+
+    #[test]
+    fn a_correctness_deadline_is_a_multiple_of_the_reference_between_the_floor_and_the_cap() {
+        let t = Timeouts::default();
+        // A fast reference: the floor.
+        let (d, why) = t.correctness_deadline(20e-6);
+        assert_eq!(d, 1.0);
+        assert!(
+            why.contains("launch_min_s") && why.contains("20 µs"),
+            "{why}"
+        );
+        // A slower one: 1000 times it.
+        let (d, why) = t.correctness_deadline(3e-3);
+        assert!((d - 3.0).abs() < 1e-9);
+        assert!(
+            why.contains("launch_factor") && why.contains("3.0 ms"),
+            "{why}"
+        );
+        // Never past launch_s.
+        let (d, why) = t.correctness_deadline(0.5);
+        assert_eq!(d, 10.0);
+        assert_eq!(why, "timeouts.launch_s");
+        // launch_min_s = launch_s: a fixed deadline, as before.
+        let fixed = Timeouts {
+            launch_min_s: 10.0,
+            ..Timeouts::default()
+        };
+        assert_eq!(fixed.correctness_deadline(1e-6).0, 10.0);
+    }
+}
 
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
             compile_s: t_compile(),
             launch_s: t_launch(),
+            launch_min_s: t_launch_min(),
+            launch_factor: t_launch_factor(),
             milestone_s: t_worker(),
         }
     }

@@ -95,7 +95,24 @@ pub fn main(config_json: &str) -> i32 {
                 return 3;
             }
         };
-        let (resp, out_blobs, fatal) = serve(req, blobs, &mut backend);
+        let (resp, out_blobs, fatal) = {
+            // A `Measure` tells the parent it is set up and waits for its `Go`.
+            let max = config.max_request_bytes;
+            let mut gate = || -> Result<(), BackendError> {
+                let _ = std::io::stdout().flush();
+                write_frame(&mut out, &Response::Staged, &[])
+                    .map_err(|e| BackendError::Other(format!("cannot answer the parent: {e}")))?;
+                match read_frame::<Request>(&mut input, max) {
+                    Ok(Some((Request::Go, _))) => Ok(()),
+                    Ok(Some((other, _))) => Err(BackendError::Other(format!(
+                        "expected the parent's go, got {other:?}"
+                    ))),
+                    Ok(None) => Err(BackendError::Other("the parent went away".into())),
+                    Err(e) => Err(BackendError::Other(format!("bad request: {e}"))),
+                }
+            };
+            serve(req, blobs, &mut backend, &mut gate)
+        };
         let refs: Vec<&[u8]> = out_blobs.iter().map(Vec::as_slice).collect();
         // Flush what the kernel printed before answering, so the parent has it with the answer.
         let _ = std::io::stdout().flush();
@@ -128,7 +145,12 @@ pub(super) fn make_backend(
 
 type Served = (Response, Vec<Vec<u8>>, bool);
 
-fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend>>) -> Served {
+fn serve(
+    req: Request,
+    blobs: Vec<Vec<u8>>,
+    backend: &mut Option<Box<dyn Backend>>,
+    gate: &mut dyn FnMut() -> Result<(), BackendError>,
+) -> Served {
     let backend = backend.as_deref_mut();
     let no_backend = || {
         (
@@ -198,6 +220,24 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
                 false,
             )
         }
+        Request::LoadSlots => {
+            let Some(b) = backend else {
+                return no_backend();
+            };
+            let text = |i: usize| {
+                String::from_utf8_lossy(blobs.get(i).map_or(&[][..], |b| b)).into_owned()
+            };
+            let error = match b.timer() {
+                None => Some(BackendError::Other(
+                    "this backend cannot time kernels".into(),
+                )),
+                Some(t) => t
+                    .load_slot(crate::backend::Slot::Reference, &text(0))
+                    .and_then(|()| t.load_slot(crate::backend::Slot::Harness, &text(1)))
+                    .err(),
+            };
+            (Response::Loaded { error }, vec![], false)
+        }
         Request::KernelInfo { kernel } => {
             let Some(b) = backend else {
                 return no_backend();
@@ -245,7 +285,7 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
                     false,
                 );
             };
-            let report = crate::measure::session::run(t, &spec, &blobs);
+            let report = crate::measure::session::run(t, &spec, &blobs, gate);
             // A fault or a timeout leaves the CUDA context unusable: end the worker.
             let fatal = matches!(
                 &report.problem,
@@ -261,6 +301,13 @@ fn serve(req: Request, blobs: Vec<Vec<u8>>, backend: &mut Option<Box<dyn Backend
             }
             (Response::Timed(Box::new(report)), vec![], fatal)
         }
+        Request::Go => (
+            Response::Failed {
+                message: "go without a measurement in progress".into(),
+            },
+            vec![],
+            false,
+        ),
     }
 }
 

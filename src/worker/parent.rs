@@ -280,6 +280,21 @@ impl Worker {
         self.output.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
+    /// Whether the worker still runs and keeps to the protocol.
+    pub fn is_alive(&mut self) -> bool {
+        !self.dead && matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Forget what the worker printed so far (a worker that goes on to another milestone:
+    /// each milestone's checks show that milestone's output, with the full capture limit).
+    pub fn clear_output(&self) {
+        // What was written just before the last answer reaches the drain thread first.
+        std::thread::sleep(Duration::from_millis(5));
+        if let Ok(mut c) = self.output.lock() {
+            *c = Captured::default();
+        }
+    }
+
     /// End the whole process group: SIGTERM, a short grace, SIGKILL.
     pub fn kill(&mut self) {
         if self.dead {

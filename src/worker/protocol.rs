@@ -45,9 +45,17 @@ pub enum Request {
     KernelInfo { kernel: String },
     /// Allocate, fill from the blobs, launch, read back. Answer: `Ran`.
     Run(RunSpec),
+    /// Load the reference PTX (blob 0) and the harness PTX (blob 1) into their slots ahead of
+    /// a `Measure` that sends the same texts, so that the driver's JIT compiles them outside
+    /// the timed section (where every other job waits for the GPU). Answer: `Loaded`.
+    LoadSlots,
     /// The timed section of one performance check (`measure::session`). Blobs: reference PTX,
-    /// harness PTX, every buffer's initial allocation. Answer: `Timed`.
+    /// harness PTX, every buffer's initial allocation. Answer: `Staged` once set up (then the
+    /// parent takes the GPU's timing lock and sends `Go`), then `Timed`; `Timed` at once when
+    /// the setup failed.
     Measure(Box<crate::measure::session::MeasureSpec>),
+    /// Start the timed launches of the `Measure` that answered `Staged`. Answer: `Timed`.
+    Go,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,6 +95,8 @@ pub enum Response {
         error: Option<BackendError>,
         report: LaunchReport,
     },
+    /// A `Measure` is set up and waits for `Go`.
+    Staged,
     /// What a `Measure` found.
     Timed(Box<crate::measure::session::TimingReport>),
     /// The worker could not serve the request (e.g. the backend failed to start).

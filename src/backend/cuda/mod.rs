@@ -48,6 +48,8 @@ pub struct CudaBackend {
     cublas: Option<cudarc::cublas::sys::cublasHandle_t>,
     /// Modules of the other slots (reference, harness) for timed sections.
     slots: HashMap<Slot, sys::CUmodule>,
+    /// A digest of each slot's PTX text, so that loading the same text again is free.
+    slot_digests: HashMap<Slot, u64>,
     /// The student's `__device__` globals: (address, device copy of the value at load, bytes).
     globals: Vec<(sys::CUdeviceptr, sys::CUdeviceptr, usize)>,
     /// Scratch written to flush L2 (address, bytes), allocated on first use.
@@ -165,6 +167,7 @@ impl CudaBackend {
             allocs: Vec::new(),
             cublas: None,
             slots: HashMap::new(),
+            slot_digests: HashMap::new(),
             globals: Vec::new(),
             scratch: None,
             flushes: 0,
@@ -394,16 +397,39 @@ impl Backend for CudaBackend {
         deadline: Instant,
     ) -> Result<LaunchReport, BackendError> {
         let f = self.function(kernel)?;
-        let done = self.event()?;
-        self.launch_raw(f, dims, params)?;
-        // SAFETY: done is a live event; null stream.
-        unsafe { cu::event::record(done, std::ptr::null_mut()) }
-            .map_err(|e| classify(e, "cuEventRecord"))?;
-        let r = self.wait_event(done, deadline);
-        // SAFETY: event no longer used.
-        let _ = unsafe { cu::event::destroy(done) };
-        r?;
-        Ok(LaunchReport::default())
+        let start = self.event()?;
+        let done = match self.event() {
+            Ok(e) => e,
+            Err(e) => {
+                // SAFETY: event no longer used.
+                let _ = unsafe { cu::event::destroy(start) };
+                return Err(e);
+            }
+        };
+        let ran = (|| {
+            // SAFETY: start and done are live events; null stream.
+            unsafe { cu::event::record(start, std::ptr::null_mut()) }
+                .map_err(|e| classify(e, "cuEventRecord"))?;
+            self.launch_raw(f, dims, params)?;
+            // SAFETY: as above.
+            unsafe { cu::event::record(done, std::ptr::null_mut()) }
+                .map_err(|e| classify(e, "cuEventRecord"))?;
+            self.wait_event(done, deadline)?;
+            // The kernel's own time on the device (module loading on first use excluded).
+            // SAFETY: both events were recorded and have completed.
+            let ms = unsafe { cu::event::elapsed(start, done) }
+                .map_err(|e| classify(e, "cuEventElapsedTime"))?;
+            Ok(ms as f64 / 1e3)
+        })();
+        // SAFETY: events no longer used.
+        unsafe {
+            let _ = cu::event::destroy(start);
+            let _ = cu::event::destroy(done);
+        }
+        Ok(LaunchReport {
+            seconds: ran?,
+            ..LaunchReport::default()
+        })
     }
 
     fn timer(&mut self) -> Option<&mut dyn Timer> {

@@ -107,11 +107,23 @@ impl Timer for CudaBackend {
         if slot == Slot::Student {
             return crate::backend::Backend::load_module(self, ptx);
         }
+        // Loaded ahead of the timed section (`Request::LoadSlots`): the same text again is
+        // the same module.
+        let digest = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            ptx.hash(&mut h);
+            h.finish()
+        };
+        if self.slots.contains_key(&slot) && self.slot_digests.get(&slot) == Some(&digest) {
+            return Ok(());
+        }
         let image = CString::new(ptx)
             .map_err(|_| BackendError::Load("the PTX contains a NUL byte".into()))?;
         // SAFETY: image is a NUL-terminated PTX string that outlives the call.
         let module = unsafe { cu::module::load_data(image.as_ptr() as *const c_void) }
             .map_err(|e| classify(e, "cuModuleLoadData"))?;
+        self.slot_digests.insert(slot, digest);
         if let Some(old) = self.slots.insert(slot, module) {
             // SAFETY: the old module is ours and no longer used.
             let _ = unsafe { cu::module::unload(old) };

@@ -285,6 +285,7 @@ impl Backend for EmuBackend {
         params: &[ParamValue],
         deadline: Instant,
     ) -> Result<LaunchReport, BackendError> {
+        let started = Instant::now();
         let prog = self.prog()?.clone();
         let k = prog
             .kernels
@@ -450,6 +451,7 @@ impl Backend for EmuBackend {
         Ok(LaunchReport {
             diagnostics: diags,
             metrics: Some(metrics),
+            seconds: started.elapsed().as_secs_f64(),
         })
     }
 }
