@@ -139,7 +139,9 @@ fn t_launch_factor() -> f64 {
 
 impl Timeouts {
     /// The deadline of one correctness launch whose reference launch took `reference_s`
-    /// (seconds, from the launch to the kernel's end), and why it is that long.
+    /// (seconds, from the launch to the kernel's end), and why it is that long. Only a
+    /// deadline scaled from the reference names a measured time (and so differs between
+    /// runs); the floor and the cap read the same every time.
     pub fn correctness_deadline(&self, reference_s: f64) -> (f64, String) {
         let scaled = self.launch_factor * reference_s.max(0.0);
         let d = scaled.max(self.launch_min_s).min(self.launch_s);
@@ -156,7 +158,8 @@ impl Timeouts {
                 self.launch_factor
             )
         } else {
-            format!("timeouts.launch_min_s; the reference kernel took {took} on this case")
+            // No measured time here: the common case's message is the same on every run.
+            "timeouts.launch_min_s".to_string()
         };
         (d, why)
     }
@@ -172,10 +175,7 @@ mod deadline_tests {
         // A fast reference: the floor.
         let (d, why) = t.correctness_deadline(20e-6);
         assert_eq!(d, 1.0);
-        assert!(
-            why.contains("launch_min_s") && why.contains("20 µs"),
-            "{why}"
-        );
+        assert_eq!(why, "timeouts.launch_min_s");
         // A slower one: 1000 times it.
         let (d, why) = t.correctness_deadline(3e-3);
         assert!((d - 3.0).abs() < 1e-9);
