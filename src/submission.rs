@@ -6,7 +6,7 @@ use crate::compile::SourceFile;
 use crate::errors::ConfigError;
 use crate::rubric::expr::{Expression, Kind};
 use crate::rubric::locate::Locations;
-use crate::rubric::parse_yaml;
+use crate::rubric::parse_yaml_within;
 use crate::rubric::schema::Expr;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -238,7 +238,8 @@ fn collect(
 /// Parse and check a manifest; every expression must parse (variables are checked when the
 /// rubric is known, in [`check_against`]).
 pub fn parse_manifest(path: &Path, text: &str) -> Result<Manifest, SubmissionError> {
-    let m: Manifest = parse_yaml(path, text).map_err(SubmissionError::Manifest)?;
+    let m: Manifest = parse_yaml_within(path, text, &crate::rubric::bounds::MANIFEST)
+        .map_err(SubmissionError::Manifest)?;
     let locs = Locations::of(text);
     for (kernel, o) in &m.launch {
         for (key, list) in [("block", &o.block), ("grid", &o.grid)] {

@@ -4,6 +4,7 @@
 //! kernel: the schema (serde), every expression, and every name that refers to another entry.
 //! Any mistake is a [`ConfigError`] with `file:line:col`.
 
+pub mod bounds;
 pub mod expr;
 pub mod locate;
 pub mod schema;
@@ -152,11 +153,22 @@ pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
     Ok(loaded)
 }
 
-/// Deserialize YAML, turning serde_yaml's error into a positioned [`ConfigError`].
+/// Deserialize a rubric's YAML (see [`parse_yaml_within`]).
 pub fn parse_yaml<T: serde::de::DeserializeOwned>(
     path: &Path,
     source: &str,
 ) -> Result<T, ConfigError> {
+    parse_yaml_within(path, source, &bounds::RUBRIC)
+}
+
+/// Deserialize YAML that keeps within `limits` (size, nesting, values: checked first, see
+/// [`bounds`]), turning serde_yaml's error into a positioned [`ConfigError`].
+pub fn parse_yaml_within<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    source: &str,
+    limits: &bounds::YamlLimits,
+) -> Result<T, ConfigError> {
+    bounds::check(path, source, limits)?;
     serde_yaml::from_str(source).map_err(|e| {
         let pos = e.location().map(|l| Pos {
             line: l.line(),
