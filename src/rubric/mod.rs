@@ -7,6 +7,7 @@
 pub mod bounds;
 pub mod expr;
 pub mod locate;
+pub mod numbers;
 pub mod schema;
 
 use crate::errors::{ConfigError, Pos};
@@ -236,7 +237,7 @@ fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
     if rb.milestones.is_empty() {
         return Err(r.error_at("milestones", "a rubric needs at least one milestone"));
     }
-    Ok(())
+    numbers::check(r)
 }
 
 fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
@@ -303,6 +304,7 @@ fn parse_at(
     kind: Kind,
     known: &[String],
 ) -> Result<Expression, ConfigError> {
+    numbers::finite_literal(r, path, e)?;
     let parsed = Expression::parse(&e.source(), kind).map_err(|m| r.error_at(path, m))?;
     parsed
         .check_vars(known.iter().map(String::as_str))
@@ -374,7 +376,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
             ));
         };
         match ty {
-            ParamType::Buffer(_) => {
+            ParamType::Buffer(elem) => {
                 let Some(len) = &p.len else {
                     return Err(r.error_at(&pat, format!("buffer `{}` needs `len`", p.name)));
                 };
@@ -443,6 +445,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
                 if let Some(t) = &p.tolerance {
                     check_tolerance(r, &format!("{pat}.tolerance"), t, &tol_vars)?;
                 }
+                numbers::check_param(r, &pat, p, elem)?;
             }
             ParamType::Scalar(_) => {
                 let Some(v) = &p.value else {
@@ -639,7 +642,7 @@ pub fn case_elements(contract: &Contract, case: &Case) -> usize {
         .iter()
         .filter(|p| p.len.is_some())
         .filter_map(|p| eval_len(p, &vars).ok())
-        .sum()
+        .fold(0usize, usize::saturating_add)
 }
 
 pub fn case_vars(case: &Case) -> Vars {
@@ -805,6 +808,69 @@ milestones:
         let text = GOOD.replace("  add:", "  add: [");
         let err = load_text(&text).unwrap_err();
         assert!(err.contains("--> r.yaml:"), "{err}");
+    }
+
+    #[test]
+    fn non_finite_and_overflowing_numbers_are_refused_at_their_line() {
+        for (from, to, want, line) in [
+            ("points: 10", "points: .nan", "points must be a number", 17),
+            ("points: 10", "points: 1e308", "points must be a number", 17),
+            ("points: 10", "points: -.inf", "negative", 17),
+            (
+                "uniform: [-1, 1]",
+                "uniform: [-1e308, 1e308]",
+                "outside what a `f32`",
+                6,
+            ),
+            (
+                "uniform: [-1, 1]",
+                "uniform: [-1, .inf]",
+                "not a finite number",
+                6,
+            ),
+            ("uniform: [-1, 1]", "uniform: [1, -1]", "is empty", 6),
+            (
+                "uniform: [-1, 1]",
+                "normal: [0, 1e300]",
+                "standard deviation",
+                6,
+            ),
+            (
+                "dir: out, len: n }",
+                "dir: out, len: n, init: .nan }",
+                "init: .nan",
+                7,
+            ),
+            (
+                "gen: { uniform: [-1, 1] }",
+                "gen: { uniform: [-1, 1] }, specials: { values: [], fraction: 0.5 }",
+                "at least one value",
+                6,
+            ),
+        ] {
+            let text = GOOD.replace(from, to);
+            assert_ne!(text, GOOD, "{from}");
+            let e = load_text(&text).unwrap_err();
+            assert!(e.contains(want), "{to}: {e}");
+            assert!(e.contains(&format!("--> r.yaml:{line}:")), "{to}: {e}");
+        }
+        // Data may be special on purpose: values and specials take .inf and .nan, init -.inf.
+        let text = GOOD
+            .replace(
+                "gen: { uniform: [-1, 1] }",
+                "gen: { values: [.inf, .nan, 1] }, specials: { values: [.nan], fraction: 0.1 }",
+            )
+            .replace("dir: out, len: n }", "dir: out, len: n, init: -.inf }");
+        load_text(&text).unwrap();
+        let text = GOOD.replace("n: 1000 }", "n: 9223372036854775807 }");
+        let e = load_text(&text).unwrap_err();
+        assert!(e.contains("too large") && e.contains("r.yaml:12:33"), "{e}");
+        let text = GOOD.replace("contracts:", "trials: 100000\ncontracts:");
+        assert!(
+            load_text(&text)
+                .unwrap_err()
+                .contains("trials must be between 2 and 1000")
+        );
     }
 
     #[test]
