@@ -122,6 +122,13 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
     let mut total = 0u64;
     for (rel, full) in &files {
         let size = std::fs::metadata(full).map(|m| m.len()).unwrap_or(0);
+        let manifest_cap = crate::rubric::bounds::MANIFEST.max_bytes as u64;
+        if rel == "cugrade.yaml" && size > manifest_cap {
+            return Err(SubmissionError::Manifest(ConfigError::whole_file(
+                full,
+                format!("the file is {size} bytes; a cugrade.yaml may have at most {manifest_cap}"),
+            )));
+        }
         if size > MAX_FILE_BYTES {
             return Err(SubmissionError::Other(format!(
                 "`{rel}` is {size} bytes; a submission file may have at most {MAX_FILE_BYTES}"

@@ -313,16 +313,20 @@ fn gradescope_run_autograder_writes_valid_results_even_for_unreadable_submission
         let tmp = tempfile::tempdir().unwrap();
         let ag = tmp.path();
         std::fs::create_dir_all(ag.join("source/rubrics")).unwrap();
+        std::fs::create_dir_all(ag.join("source/reference-kernels")).unwrap();
         std::fs::create_dir_all(ag.join("submission")).unwrap();
+        // The bundle's layout (ci/gradescope/make-bundle.sh): the reference beside rubrics/.
+        std::fs::copy(
+            root().join("reference-kernels/reduction.cu"),
+            ag.join("source/reference-kernels/reduction.cu"),
+        )
+        .unwrap();
         let rubric =
             std::fs::read_to_string(root().join("tests/fixtures/cohort/reduction-small.yaml"))
                 .unwrap()
                 .replace(
                     "../../../reference-kernels/reduction.cu",
-                    root()
-                        .join("reference-kernels/reduction.cu")
-                        .to_str()
-                        .unwrap(),
+                    "../reference-kernels/reduction.cu",
                 );
         std::fs::write(ag.join("source/rubrics/reduction.yaml"), rubric).unwrap();
         for (n, t) in files {

@@ -5,6 +5,7 @@
 //! Any mistake is a [`ConfigError`] with `file:line:col`.
 
 pub mod bounds;
+pub mod confine;
 pub mod expr;
 pub mod locate;
 pub mod numbers;
@@ -135,14 +136,21 @@ pub fn perf_bar(p: &PerfSpec) -> f64 {
         .unwrap_or_else(|| p.tiers.iter().map(|t| t.min).fold(0.0, f64::max))
 }
 
-/// Read and check a rubric.
+/// Read and check a rubric of a course (its files confined to its course tree, see
+/// [`confine`]).
 pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
-    let source = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::whole_file(path, format!("cannot read rubric: {e}")))?;
+    load_within(path, None)
+}
+
+/// Read and check a rubric whose files must all lie in `within` when given (a rubric a
+/// submission's manifest names: the submission's folder), else in its course tree.
+pub fn load_within(path: &Path, within: Option<&Path>) -> Result<LoadedRubric, ConfigError> {
+    let (_, root) = confine::rubric_file(path, within)?;
+    let source = read_bounded(path, bounds::RUBRIC.max_bytes)?;
     let rubric: Rubric = parse_yaml(path, &source)?;
     let locations = Locations::of(&source);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let reference_path = dir.join(&rubric.reference);
+    let reference_path = confine::reference(path, &rubric.reference, &root, within.is_some())
+        .map_err(|m| ConfigError::new(path, locations.value("reference"), m, &source))?;
     let loaded = LoadedRubric {
         rubric,
         path: path.to_path_buf(),
@@ -152,6 +160,25 @@ pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
     };
     check(&loaded)?;
     Ok(loaded)
+}
+
+/// The text of `path`, refused unread past `max` bytes.
+fn read_bounded(path: &Path, max: usize) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let unreadable =
+        |e: std::io::Error| ConfigError::whole_file(path, format!("cannot read rubric: {e}"));
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut text = String::new();
+    file.take(max as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(unreadable)?;
+    if text.len() > max {
+        return Err(ConfigError::whole_file(
+            path,
+            format!("the file is over {max} bytes; a rubric may have at most {max} bytes"),
+        ));
+    }
+    Ok(text)
 }
 
 /// Deserialize a rubric's YAML (see [`parse_yaml_within`]).

@@ -76,7 +76,7 @@ fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubric, CliErro
     let dir = manifest.parent().unwrap_or(Path::new("."));
     match labs::resolve_manifest_rubric(value, dir) {
         Ok(RubricSource::File(p)) => Ok(Rubric {
-            loaded: rubric::load(&p)?,
+            loaded: rubric::load_within(&p, Some(dir))?,
             path: p,
             _lab: None,
         }),
