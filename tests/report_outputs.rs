@@ -77,6 +77,8 @@ fn compile_failure() -> GradeResult {
         assignment: "reduction".into(),
         student: "bob".into(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: "cuda".into(),
         seed: 1234,
         score: 0.0,
@@ -150,6 +152,8 @@ fn mixed() -> GradeResult {
         assignment: "reduction".into(),
         student: "alice".into(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: "emu".into(),
         seed: 987654321,
         score: 30.0,
@@ -179,6 +183,7 @@ fn mixed() -> GradeResult {
             milestone("reduce_shuffle", "Warp shuffle", 40.0, 0.0, vec![timed(timeout, 10.0)]),
         ],
         submission_sha256: String::new(),
+        rubric_sha256: String::new(),
         compile: Some(CompileSummary {
             ok: true,
             log: "reduce.cu(5): warning #177-D: variable \"unused\" was declared but never referenced\n"

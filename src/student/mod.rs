@@ -162,9 +162,9 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         o.markdown.as_deref(),
     )?;
     if let Some(p) = &o.gradescope {
-        std::fs::write(p, crate::report::gradescope::to_string(&result)).map_err(|e| {
-            CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
-        })?;
+        crate::report::atomic::write(p, crate::report::gradescope::to_string(&result)).map_err(
+            |e| CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display()))),
+        )?;
     }
     let dir = if o.submission.is_dir() {
         Some(o.submission.as_path())
