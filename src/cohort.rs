@@ -387,6 +387,13 @@ fn read_entry(entry: &Entry, unpack: &Path, protected: &[PathBuf]) -> Result<Sub
                 entry.name
             ));
         }
+        EntryKind::Special => {
+            return Err(format!(
+                "the cohort entry `{}` is not a regular file or folder (a FIFO, socket or \
+                 device); it was not opened",
+                entry.name
+            ));
+        }
         EntryKind::Archive(_) => {
             submission::unpack(&entry.path, &unpack.join(&entry.id), protected)?
         }

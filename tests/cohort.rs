@@ -307,6 +307,13 @@ fn merge_refuses_conflicting_shards_and_bad_usage() {
     let (code, err) = run(&[&tmp.path().join("m"), &tmp.path().join("a")]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("is not a cugrade result.json"), "{err}");
+    // A shard of the layout before students/ is read too.
+    let legacy = tmp.path().join("legacy/x");
+    std::fs::create_dir_all(&legacy).unwrap();
+    std::fs::write(legacy.join("result.json"), "{not json").unwrap();
+    let (code, err) = run(&[&tmp.path().join("m2"), &tmp.path().join("legacy")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("legacy/x/result.json"), "{err}");
 }
 
 /// ci/gradescope/run_autograder in a fake /autograder: a graded submission, and one cugrade

@@ -108,6 +108,7 @@ fn compile_failure() -> GradeResult {
         ],
         submission_sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
             .into(),
+        rubric_sha256: String::new(),
         compile: Some(CompileSummary {
             ok: false,
             log: COMPILE_LOG.into(),

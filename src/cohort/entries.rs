@@ -25,6 +25,8 @@ pub enum Kind {
     Archive(ArchiveKind),
     /// A symbolic link (refused, never followed).
     Link,
+    /// A FIFO, socket or device named like a submission (refused, never opened).
+    Special,
 }
 
 /// One submission of a cohort.
@@ -82,7 +84,7 @@ fn kind_of(name: &str, path: &Path, file_type: std::fs::FileType) -> Option<Kind
         return Some(Kind::Dir);
     }
     if !file_type.is_file() {
-        return None;
+        return (source || archive.is_some()).then_some(Kind::Special);
     }
     match archive {
         Some(a) => Some(Kind::Archive(a)),
@@ -156,13 +158,22 @@ mod tests {
         std::fs::write(d.path().join("a_b.cu"), "").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", d.path().join("eve.cu")).unwrap();
         std::os::unix::fs::symlink("/etc", d.path().join("mallory")).unwrap();
+        let fifo = std::ffi::CString::new(
+            d.path()
+                .join("pipe.cu")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         let got: Vec<(String, String, Kind)> = list(d.path())
             .unwrap()
             .into_iter()
             .map(|e| (e.id, e.student, e.kind))
             .collect();
         let ids: Vec<&str> = got.iter().map(|g| g.0.as_str()).collect();
-        assert_eq!(ids.len(), 9, "{got:?}");
+        assert_eq!(ids.len(), 10, "{got:?}");
         assert!(ids.contains(&"a_b.cu"));
         assert!(ids.iter().any(|i| i.starts_with("a_b.cu-")), "{ids:?}");
         for (id, student, kind) in &got {
@@ -171,6 +182,7 @@ mod tests {
                     assert_eq!(student, "alice")
                 }
                 "eve.cu" | "mallory" => assert_eq!(*kind, Kind::Link),
+                "pipe.cu" => assert_eq!(*kind, Kind::Special),
                 _ => {}
             }
         }

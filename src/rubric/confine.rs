@@ -6,26 +6,30 @@
 //! link; so the rubric file and its reference must both lie, once every link is resolved, in
 //! the course tree:
 //!
-//! - the git work tree that holds the rubric's folder, if there is one (a course repository),
-//! - else the parent of the rubric's folder (the `rubrics/` + `reference-kernels/` layout of
-//!   a Gradescope bundle or of `cugrade init`'s built-in labs),
+//! - the parent of the rubric's folder (the `rubrics/` + `reference-kernels/` layout of this
+//!   repository, of a Gradescope bundle and of `cugrade init`'s built-in labs),
+//! - or, when it is larger, the git work tree that holds the rubric's folder (a course
+//!   repository with rubrics deeper down),
 //! - and never the file system's root: a rubric in `/x/` is confined to `/x/` itself;
 //! - for a rubric a submission's manifest names, the submission's own folder.
 
 use crate::errors::ConfigError;
 use std::path::{Path, PathBuf};
 
-/// The course tree of a rubric in `dir` (a canonical directory).
+/// The course tree of a rubric in `dir` (a canonical directory): the larger of its parent and
+/// the git work tree holding it, never `/`.
 pub fn course_root(dir: &Path) -> PathBuf {
+    let parent = match dir.parent() {
+        Some(p) if p.parent().is_some() => p,
+        _ => dir,
+    };
     let git = dir
         .ancestors()
         .find(|a| a.parent().is_some() && a.join(".git").exists());
-    if let Some(g) = git {
-        return g.to_path_buf();
-    }
-    match dir.parent() {
-        Some(p) if p.parent().is_some() => p.to_path_buf(),
-        _ => dir.to_path_buf(),
+    match git {
+        // Both are ancestors of `dir`: the one with fewer components holds the other.
+        Some(g) if g.components().count() < parent.components().count() => g.to_path_buf(),
+        _ => parent.to_path_buf(),
     }
 }
 
@@ -64,7 +68,7 @@ fn tree_name(root: &Path, submission: bool) -> String {
         format!("the submission's folder `{}`", root.display())
     } else {
         format!(
-            "the course tree `{}` (the git work tree holding the rubric, else its folder's parent)",
+            "the course tree `{}` (the rubric's folder's parent, or the git work tree holding it)",
             root.display()
         )
     }
@@ -121,6 +125,10 @@ mod tests {
         assert_eq!(course_root(&rubrics), base.join("course/rubrics"));
         std::fs::create_dir(base.join("course/.git")).unwrap();
         assert_eq!(course_root(&rubrics), base.join("course"));
+        // A repository of rubrics alone still reaches its parent's reference-kernels/.
+        std::fs::remove_dir(base.join("course/.git")).unwrap();
+        std::fs::create_dir(base.join("course/rubrics/hw1/.git")).unwrap();
+        assert_eq!(course_root(&rubrics), base.join("course/rubrics"));
         assert_eq!(course_root(Path::new("/etc")), PathBuf::from("/etc"));
     }
 

@@ -358,9 +358,12 @@ fn read_archive(archive: &Path, name: &str) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(archive)
         .map_err(|e| format!("cannot open {name}: {e}"))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("{name} is not a regular file"));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_ARCHIVE_BYTES + 1)
         .read_to_end(&mut bytes)
