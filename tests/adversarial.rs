@@ -162,7 +162,7 @@ fn every_attack_gets_its_verdict_and_harms_nothing() {
 
     let mut failures = Vec::new();
     for (name, exp) in &expected {
-        let dir = out.join(name);
+        let dir = out.join("students").join(name);
         let (check, verdict, acceptable) = match &exp.emu {
             Some(v) => (&v.check, &v.verdict, &v.acceptable),
             None => (&exp.check, &exp.verdict, &exp.acceptable),
@@ -241,9 +241,10 @@ fn every_attack_gets_its_verdict_and_harms_nothing() {
         .unwrap();
     let alone: cugrade::result::GradeResult =
         serde_json::from_slice(&alone.stdout).expect("bob alone");
-    let together: cugrade::result::GradeResult =
-        serde_json::from_str(&std::fs::read_to_string(out.join("bob/result.json")).unwrap())
-            .unwrap();
+    let together: cugrade::result::GradeResult = serde_json::from_str(
+        &std::fs::read_to_string(out.join("students/bob/result.json")).unwrap(),
+    )
+    .unwrap();
     let verdicts = |r: &cugrade::result::GradeResult| {
         r.milestones
             .iter()

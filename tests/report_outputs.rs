@@ -835,7 +835,8 @@ fn cohort_writes_summary_csv_and_junit() {
             "max_score",
             "speed_measured",
             "status",
-            "entry"
+            "entry",
+            "id"
         ]
     );
     let rows: Vec<Vec<String>> = csv
@@ -851,7 +852,7 @@ fn cohort_writes_summary_csv_and_junit() {
     assert_eq!(
         by_name("alice"),
         &[
-            "alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice"
+            "alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice", "alice"
         ]
     );
     assert_eq!(
@@ -898,7 +899,7 @@ fn student_files_stay_inside_the_output_dir() {
     let mut r = hostile();
     r.student = "../escape".into();
     let written = cohort::write_student(&r, dir.path()).unwrap();
-    assert_eq!(written, dir.path().join("_._escape"));
+    assert_eq!(written, dir.path().join("students/_._escape"));
     for f in ["result.json", "report.md", "junit.xml"] {
         assert!(written.join(f).is_file(), "{f} missing");
     }
