@@ -92,8 +92,18 @@ extern "C" fn on_stop(sig: libc::c_int) {
 /// when the grader is gone, then leave as the worker left.
 fn supervise(worker: libc::pid_t, alive: OwnedFd, own_uid: bool) -> ! {
     close_all_but(&[0, 1, 2, alive.as_raw_fd()]);
-    // SAFETY: installing a handler that only stores to an atomic.
+    // SAFETY: resetting dispositions and the mask, then installing a handler that only stores
+    // to an atomic. A supervisor forked from a process with handlers of its own (the doctor's
+    // probe) must not run them: they may write to descriptors closed just above.
     unsafe {
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_stop as *const () as usize;
