@@ -203,6 +203,7 @@ pub fn main() -> i32 {
     // Ctrl-C or SIGTERM: end every worker and remove every temp folder before exiting.
     crate::worker::interrupt::install();
     let code = run_command(command);
+    crate::worker::interrupt::wait_if_interrupted();
     crate::sandbox::scratch::remove_run_dir();
     code
 }

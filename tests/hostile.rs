@@ -329,11 +329,16 @@ fn reported(r: &Value) -> String {
         .iter()
         .find(|c| c["status"] != "pass")
         .unwrap_or_else(|| panic!("no failing check: {r}"));
-    let text = format!("{} {}", c["message"].as_str().unwrap_or(""), c["details"]);
+    // The message is cut short; the traceback in the details ends with the whole line.
+    let text = c["details"].as_str().unwrap_or("");
     let at = text
-        .find("RESULT")
+        .rfind("RuntimeError: RESULT ")
         .unwrap_or_else(|| panic!("the attack reported nothing: {c}"));
-    text[at..].lines().next().unwrap_or("").to_string()
+    text[at + "RuntimeError: ".len()..]
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 const KERNEL: &str = "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n";
@@ -436,7 +441,7 @@ fn a_double_forked_setsid_daemon_dies_with_its_worker() {
         let s = scene(leg, "");
         // The daemon's argv names the run's TMPDIR, so `survivors` finds it if it lives.
         let body = format!(
-            "import time\nif os.fork() == 0:\n\
+            "import os, sys, time\nif os.fork() == 0:\n\
              \x20   try:\n\
              \x20       os.setsid()\n\
              \x20   except OSError:\n\
@@ -463,11 +468,15 @@ fn memfd_and_tmpfs_filling_are_bounded() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     for leg in legs() {
         let s = scene(leg, "");
-        let body = "try:\n    fd = os.memfd_create('x')\n    out['memfd'] = 'ok'\nexcept OSError as e:\n    out['memfd'] = 'denied ' + str(e.errno)\n\
-                    out['dev shm'] = os.path.exists('/dev/shm')\n\
-                    mib = 0\nchunk = b'x' * (16 << 20)\n\
+        let fill = "mib = 0\nchunk = b'x' * (16 << 20)\n\
                     try:\n    for i in range(1000):\n        with open(os.path.join(os.environ['TMPDIR'], 'f%d' % i), 'wb') as f:\n            for _ in range(8):\n                f.write(chunk)\n                mib += 16\nexcept OSError as e:\n    out['fill'] = e.__class__.__name__ + ' ' + str(e.errno)\nout['mib'] = mib\n";
-        let sub = s.submission("mallory", "k.py", &attack(body));
+        // Fill, then free the space again so that the outcome can be reported.
+        let body = format!(
+            "try:\n    fd = os.memfd_create('x')\n    out['memfd'] = 'ok'\nexcept OSError as e:\n    out['memfd'] = 'denied ' + str(e.errno)\n\
+             out['dev shm'] = os.path.exists('/dev/shm')\n{fill}\
+             for n in os.listdir(os.environ['TMPDIR']):\n    if n.startswith('f'):\n        os.remove(os.path.join(os.environ['TMPDIR'], n))\n"
+        );
+        let sub = s.submission("mallory", "k.py", &attack(&body));
         let r = s.check(&sub);
         let got = reported(&r);
         assert!(got.contains("\"memfd\": \"denied 1\""), "{leg:?}: {got}");
@@ -476,14 +485,23 @@ fn memfd_and_tmpfs_filling_are_bounded() {
             got.contains("\"fill\": \"OSError 28\""),
             "{leg:?}: no ENOSPC: {got}"
         );
-        let v: Value = serde_json::from_str(
-            got.trim_start_matches("RESULT ")
-                .trim_end_matches(['"', '\\']),
-        )
-        .unwrap_or(Value::Null);
-        if let Some(mib) = v["mib"].as_u64() {
-            assert!(mib <= 1024, "{leg:?}: wrote {mib} MiB");
-        }
+        let v: Value = serde_json::from_str(got.trim_start_matches("RESULT ")).unwrap();
+        let mib = v["mib"].as_u64().unwrap();
+        assert!((512..=1024).contains(&mib), "{leg:?}: wrote {mib} MiB");
+        // Left full, the scratch has no room for the compiler's answer: the student's fault,
+        // said so, never the grading machine's.
+        let sub = s.submission(
+            "filler",
+            "k.py",
+            &format!("import os\nout = {{}}\n{fill}{KERNEL}"),
+        );
+        let r = s.check(&sub);
+        let c = &milestone(&r)["checks"][0];
+        assert_eq!(c["status"], "fail", "{leg:?}: {c}");
+        assert!(
+            c["message"].as_str().unwrap().contains("filled"),
+            "{leg:?}: {c}"
+        );
         s.assert_clean("memfd/tmpfs");
     }
 }
@@ -542,10 +560,23 @@ fn a_fork_bomb_does_not_change_another_students_grade() {
         };
         let graded = read("honest");
         assert_eq!(graded["score"], alone["score"], "{leg:?}: {graded}");
-        assert_eq!(
-            milestone(&graded)["checks"],
-            milestone(&alone)["checks"],
-            "{leg:?}"
+        // Every check the same but for the seconds it took.
+        let verdicts = |r: &Value| -> Vec<(Value, Value, Value)> {
+            milestone(r)["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| (c["name"].clone(), c["status"].clone(), c["message"].clone()))
+                .collect()
+        };
+        assert_eq!(verdicts(&graded), verdicts(&alone), "{leg:?}");
+        // The bomb's own verdict: it never finished importing.
+        let bomb_check = &read("bomb")["milestones"][0]["checks"][0];
+        assert!(
+            bomb_check["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("did not finish")),
+            "{leg:?}: {bomb_check}"
         );
         let bomb = read("bomb");
         assert_eq!(bomb["score"], 0.0, "{leg:?}");

@@ -360,7 +360,12 @@ pub fn apply_after_init(policy: &Policy) -> Report {
          connection to ncu needs the host's network",
     )];
     layers.push(filesystem::restrict(policy, threads));
-    layers.push(limits::set(policy, false));
+    // Nsight Compute's process is no worker of its own uid or user namespace: no RLIMIT_NPROC.
+    let no_nproc = Policy {
+        processes: 0,
+        ..policy.clone()
+    };
+    layers.push(limits::set(&no_nproc, false));
     layers.push(seccomp(nnp, policy));
     Report { layers }
 }

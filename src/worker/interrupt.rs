@@ -7,6 +7,21 @@
 //! library resets it in every child).
 
 use nix::sys::signal::{SigSet, Signal};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The signal being handled, 0 while none.
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+/// Called by the main thread when the command is done: if an interrupt is being handled (the
+/// grading may have stopped *because* its workers were ended), wait for the handler, which
+/// exits with 128 + the signal, instead of exiting with the command's own code.
+pub fn wait_if_interrupted() {
+    if RECEIVED.load(Ordering::SeqCst) != 0 {
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
 
 /// Install the handler thread. Call it before any other thread starts.
 pub fn install() {
@@ -21,6 +36,7 @@ pub fn install() {
         .name("cugrade-signals".into())
         .spawn(move || {
             if let Ok(sig) = set.wait() {
+                RECEIVED.store(sig as i32, Ordering::SeqCst);
                 super::parent::end_all();
                 crate::sandbox::scratch::remove_run_dir();
                 eprintln!(

@@ -99,6 +99,9 @@ struct Live {
 
 static LIVE: Mutex<BTreeMap<u32, Live>> = Mutex::new(BTreeMap::new());
 
+/// Set by [`end_all`]: no worker starts after it.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Why GPU workers run in compat mode (without the private mount view and the uid of their
 /// own), once CUDA was seen not to start inside the full sandbox on this machine.
 static GPU_COMPAT: Mutex<Option<String>> = Mutex::new(None);
@@ -111,6 +114,7 @@ fn live() -> std::sync::MutexGuard<'static, BTreeMap<u32, Live>> {
 /// exits. Each supervisor gets SIGTERM (it ends its worker's processes), then every group gets
 /// SIGKILL, and every worker uid too.
 pub fn end_all() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
     let workers: Vec<(u32, Option<u32>, PathBuf)> = live()
         .iter()
         .map(|(pid, l)| (*pid, l.uid, l.temp.clone()))
@@ -227,6 +231,9 @@ impl Worker {
     }
 
     fn spawn_with(opts: &WorkerOptions, compat: Option<String>) -> Result<Worker, String> {
+        if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("grading was interrupted".into());
+        }
         let temp = sandbox::scratch::tempdir("worker-")
             .map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let mut policy = sandbox::Policy::worker(
