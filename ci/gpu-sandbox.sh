@@ -145,11 +145,11 @@ class Leg:
 
     def run(self, args, tmp, home, timeout=900):
         c, env = self.cmd(args, tmp, home)
-        return subprocess.run(c, env=env, cwd=WORK, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(c, env=env, cwd=WORK, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
     def spawn(self, args, tmp, home):
         c, env = self.cmd(args, tmp, home)
-        return subprocess.Popen(c, env=env, cwd=WORK, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(c, env=env, cwd=WORK, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def survivors(tmp):
@@ -194,7 +194,7 @@ def judge(result, want):
     bad = []
     for m in result["milestones"]:
         got = m["status"]
-        exp = want["gpu"].get(m["id"]) or want["milestones"].get(m["id"])
+        exp = (want["gpu"].get(m["id"]) if BACKEND == "cuda" else None) or want["milestones"].get(m["id"])
         if exp == "skipped":
             wrong = [c for c in m["checks"] if c["kind"] != "performance" and c["status"] != "pass"]
             if wrong:
@@ -270,10 +270,12 @@ def check_one(leg, tag, text, rubric_extra=""):
 
 
 def reported(res):
+    """What the attack raised at import: the traceback's last `RuntimeError: RESULT {...}`."""
     for c in res["milestones"][0]["checks"]:
-        t = f'{c.get("message", "")} {c.get("details", "")}'
-        if "RESULT " in t:
-            return json.loads(t[t.index("RESULT ") + 7:].splitlines()[0].strip().strip('"'))
+        t = c.get("details") or ""
+        at = t.rfind("RuntimeError: RESULT ")
+        if at >= 0:
+            return json.loads(t[at + len("RuntimeError: RESULT "):].splitlines()[0])
     return None
 
 
