@@ -328,7 +328,10 @@ def attacks(leg):
         "try:\n    os.memfd_create('x'); out['memfd'] = 'ok'\nexcept OSError as e:\n    out['memfd'] = 'denied ' + str(e.errno)\n"
         "out['dev shm'] = os.path.exists('/dev/shm')\nmib = 0\nchunk = b'x' * (16 << 20)\n"
         "try:\n    for i in range(1000):\n        with open(os.path.join(os.environ['TMPDIR'], 'f%d' % i), 'wb') as f:\n"
-        "            for _ in range(8):\n                f.write(chunk); mib += 16\nexcept OSError as e:\n    out['fill'] = e.errno\nout['mib'] = mib\n"))
+        "            for _ in range(8):\n                f.write(chunk); mib += 16\nexcept OSError as e:\n    out['fill'] = e.errno\nout['mib'] = mib\n"
+        # Free the space again, so that the outcome can be reported (a scratch left full is
+        # the submission's compile failure: "filled its ... scratch space").
+        "for n in os.listdir(os.environ['TMPDIR']):\n    if n.startswith('f'):\n        os.remove(os.path.join(os.environ['TMPDIR'], n))\n"))
     got = res and reported(res)
     say(f"{leg.name} memfd/tmpfs: {got}")
     if not got or got.get("memfd") == "ok" or got.get("fill") != 28 or got.get("mib", 0) > 1024:
