@@ -53,10 +53,12 @@ pub fn worker_uid(pid: u32) -> u32 {
 /// are not open to everyone (`NVreg_DeviceFileMode=0660`, group `video`): then their group.
 pub(super) fn worker_gid(uid: u32, gpu: bool) -> u32 {
     use std::os::unix::fs::MetadataExt;
-    if gpu && let Ok(m) = std::fs::metadata("/dev/nvidiactl") {
-        if m.mode() & 0o006 != 0o006 && m.gid() != 0 {
-            return m.gid();
-        }
+    if gpu
+        && let Ok(m) = std::fs::metadata("/dev/nvidiactl")
+        && m.mode() & 0o006 != 0o006
+        && m.gid() != 0
+    {
+        return m.gid();
     }
     uid
 }
