@@ -5,7 +5,8 @@
 # attacks of tests/hostile.rs are contained on the `--backend cuda` path too.
 #
 # Usage (from the repository root, as root, after ci/gpu-numba.sh --unpack installed Numba):
-#   ci/gpu-sandbox.sh BINARY OUTDIR
+#   ci/gpu-sandbox.sh BINARY OUTDIR [LEG...]     (LEG: root, nobody; default both)
+# Each leg takes a few minutes on an H100; run them as two calls if one must stay under 10.
 # Writes OUTDIR/gpu-sandbox.log (and each run's files under OUTDIR/<leg>/). Exit 0 when every
 # check held. Per leg it records:
 #   - `doctor`'s sandbox lines (as root: `identity: uid 19xxxxxxxx ...`; as nobody: uid 65534);
@@ -36,11 +37,13 @@ done
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   uname -r; id; "$bin" --version
   ls -l /dev/nvidia* 2>&1 | head -20
-} 2>&1 | tee "$out/gpu-sandbox.log"
-exec python3 - "$bin" "$out" <<'PY'
+} 2>&1 | tee -a "$out/gpu-sandbox.log"
+shift 2
+exec python3 - "$bin" "$out" "$@" <<'PY'
 import json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 
 BIN, OUT = sys.argv[1], sys.argv[2]
+LEGS = sys.argv[3:] or ["root", "nobody"]
 REPO = os.getcwd()
 LOG = open(os.path.join(OUT, "gpu-sandbox.log"), "a")
 NOBODY = 65534
@@ -392,7 +395,7 @@ def attacks(leg):
         clean(leg, tmp, signal.Signals(sig).name)
 
 
-for leg in (Leg("root"), Leg("nobody")):
+for leg in (Leg(n) for n in LEGS):
     say(f"\n## leg: {leg.name}")
     tmp, home, _, _ = leg.fresh("doctor")
     d = leg.run(["doctor"], tmp, home)
