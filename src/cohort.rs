@@ -223,7 +223,9 @@ pub fn run(
     let common = common_hashes(&rubric, &opts.starter)?;
     let rubric_hash = rubric_sha256(&rubric);
     let progress = progress::Progress::new(entries.len(), progress::wants_bar());
-    let unpack_dir = tempfile::tempdir().map_err(|e| Fatal::new(format!("temp dir: {e}")))?;
+    // In the run's temp folder, which an interrupt or the next run removes.
+    let unpack_dir = crate::sandbox::scratch::tempdir("unpack-")
+        .map_err(|e| Fatal::new(format!("temp dir: {e}")))?;
     let devices = if req.gpus.is_empty() {
         vec![0]
     } else {
