@@ -33,6 +33,10 @@ pub struct Manifest {
     /// Launch overrides by kernel name.
     #[serde(default)]
     pub launch: BTreeMap<String, LaunchOverride>,
+    /// The language of every `.py` file (`numba` or `cupy`), instead of reading their imports
+    /// (`compile::cupy::python_language`).
+    #[serde(default)]
+    pub lang: Option<crate::rubric::schema::Language>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -421,10 +425,23 @@ impl Submission {
         if !self.ptx.is_empty() {
             v.push(Language::Ptx);
         }
-        if !self.python.is_empty() {
+        use crate::compile::cupy::PyLang;
+        let langs: Vec<PyLang> = self.python.iter().map(|f| self.python_language(f)).collect();
+        let any = |l: PyLang| langs.iter().any(|x| *x == l || *x == PyLang::Both);
+        // Helper modules alone are Numba, as before CuPy was graded.
+        if any(PyLang::Numba) || (!langs.is_empty() && !any(PyLang::Cupy)) {
             v.push(Language::Numba);
         }
+        if any(PyLang::Cupy) {
+            v.push(Language::Cupy);
+        }
         v
+    }
+
+    /// How one `.py` file of this submission takes part (its imports, or the manifest's
+    /// `lang:`).
+    pub fn python_language(&self, f: &SourceFile) -> crate::compile::cupy::PyLang {
+        crate::compile::cupy::python_language(&f.text, self.manifest.lang)
     }
 }
 

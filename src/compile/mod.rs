@@ -10,8 +10,10 @@
 //!
 //! CUDA's own headers (`<cooperative_groups.h>`, `<cuda_fp16.h>`, CCCL) come from NVIDIA's
 //! wheels ([`toolchain`]), passed as `-I` directories the sandbox lets the worker read. Numba
-//! submissions (`.py`) compile in the same kind of worker through [`numba`].
+//! submissions (`.py`) compile in the same kind of worker through [`numba`]; CuPy submissions
+//! (`.py`) are read there through [`cupy`] and become CUDA C++ for NVRTC.
 
+pub mod cupy;
 pub mod numba;
 pub mod toolchain;
 

@@ -144,6 +144,11 @@ fn numba_installed(dir: &Path) -> bool {
         && std::fs::read_to_string(dir.join(PINS_STAMP)).is_ok_and(|s| s == pins_stamp())
 }
 
+/// The interpreter and what the worker must read to run it (CuPy submissions need no wheels).
+pub fn python_interpreter() -> Result<(PathBuf, Vec<PathBuf>), String> {
+    python()
+}
+
 /// The interpreter and its prefixes: `python3` from `$CUGRADE_PYTHON` or `PATH`.
 fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
     let exe = std::env::var_os("CUGRADE_PYTHON")

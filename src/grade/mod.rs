@@ -13,11 +13,12 @@
 //! (metric checks on the emulator's counters), `performance` (speed checks through the
 //! `measure` stage) and `baselines` (what a speed is compared with: CPU, reference, cuBLAS,
 //! copy bandwidth). `numba` compiles `.py` kernels and carries their calling convention to the
-//! launches.
+//! launches; `cupy` turns CuPy `.py` kernels into CUDA C++ for `compiling`.
 
 mod baselines;
 mod compiling;
 mod correctness;
+mod cupy;
 mod metrics;
 mod numba;
 mod performance;
@@ -111,12 +112,20 @@ pub fn grade(
     let refused_langs: Vec<Language> = refused.iter().map(|(l, _)| *l).collect();
     let accepts = |l| !refused_langs.contains(&l);
     let none: &[crate::compile::SourceFile] = &[];
+    // CuPy kernels become CUDA C++ and compile with the `.cu` files.
+    let (cupy_sources, cupy_checks) = if accepts(Language::Cupy) {
+        cupy::sources(rubric, sub, opts)
+    } else {
+        (vec![], vec![])
+    };
+    let mut sources = if accepts(Language::Cuda) {
+        sub.sources.clone()
+    } else {
+        vec![]
+    };
+    sources.extend(cupy_sources);
     let (modules, mut compile_checks, summary) = compile_all(
-        if accepts(Language::Cuda) {
-            &sub.sources
-        } else {
-            none
-        },
+        &sources,
         &sub.headers,
         if accepts(Language::Ptx) {
             &sub.ptx
@@ -127,7 +136,8 @@ pub fn grade(
         Duration::from_secs_f64(timeouts.compile_s),
     );
     compile_checks.extend(refused.into_iter().map(|(_, c)| c));
-    let numba_kernels = if accepts(Language::Numba) {
+    compile_checks.extend(cupy_checks);
+    let numba_kernels = if accepts(Language::Numba) && sub.languages().contains(&Language::Numba) {
         numba::compile(rubric, sub, opts)
     } else {
         numba::NumbaKernels::new()
@@ -202,7 +212,7 @@ pub fn grade(
         milestones,
         submission_sha256: sub.sha256.clone(),
         rubric_sha256: String::new(),
-        compile: (!sub.sources.is_empty()).then_some(summary),
+        compile: (!sources.is_empty()).then_some(summary),
         run,
         notes: sub.notes.clone(),
     })

@@ -89,6 +89,7 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::Compiled { .. } => "Compiled",
         Response::Loaded { .. } => "Loaded",
         Response::NumbaCompiled(_) => "NumbaCompiled",
+        Response::CupyExtracted(_) => "CupyExtracted",
         Response::KernelInfo(_) => "KernelInfo",
         Response::Ran { .. } => "Ran",
         Response::Staged => "Staged",

@@ -62,13 +62,14 @@ pub struct Rubric {
     pub numba_arrays: ArrayStyle,
 }
 
-/// A submission language: CUDA C++ (`.cu`), hand-written PTX (`.ptx`), Numba (`.py`).
+/// A submission language: CUDA C++ (`.cu`), hand-written PTX (`.ptx`), Numba or CuPy (`.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Language {
     Cuda,
     Ptx,
     Numba,
+    Cupy,
 }
 
 impl Language {
@@ -77,6 +78,7 @@ impl Language {
             Language::Cuda => "cuda",
             Language::Ptx => "ptx",
             Language::Numba => "numba",
+            Language::Cupy => "cupy",
         }
     }
 }

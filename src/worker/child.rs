@@ -237,6 +237,15 @@ fn serve(
             };
             (Response::NumbaCompiled(r), ptx, false)
         }
+        Request::ExtractCupy {
+            files,
+            entries,
+            interpreter,
+        } => {
+            let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+            let r = crate::compile::cupy::extract(&interpreter, &files, &entries, &temp);
+            (Response::CupyExtracted(r), vec![], false)
+        }
         Request::Load => {
             let Some(b) = backend else {
                 return no_backend();

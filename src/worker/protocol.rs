@@ -39,6 +39,13 @@ pub enum Request {
         arch: String,
         toolchain: crate::compile::toolchain::NumbaToolchain,
     },
+    /// Import CuPy modules (`entries` of `files`) with cugrade's `cupy` stand-in and report
+    /// their kernel definitions. Answer: `CupyExtracted`.
+    ExtractCupy {
+        files: Vec<SourceFile>,
+        entries: Vec<String>,
+        interpreter: crate::compile::cupy::Interpreter,
+    },
     /// Load the PTX in blob 0 on the worker's backend. Answer: `Loaded`.
     Load,
     /// Answer: `KernelInfo`.
@@ -96,6 +103,8 @@ pub enum Response {
     },
     /// Per requested kernel; `Err` when the toolchain itself failed (not the student).
     NumbaCompiled(Result<Vec<crate::compile::numba::Outcome>, String>),
+    /// `Err` when the machinery failed (not the student).
+    CupyExtracted(Result<crate::compile::cupy::Extracted, String>),
     KernelInfo(Result<KernelInfo, BackendError>),
     /// Blobs: every buffer, whole allocation, in `RunSpec::buffers` order (absent on error).
     Ran {

@@ -1,0 +1,405 @@
+//! CuPy submissions: kernels defined in `.py` files as `cp.RawKernel` / `cp.RawModule` (CUDA
+//! C++ in a string) or `cp.ElementwiseKernel` / `cp.ReductionKernel` (CuPy's own kernel
+//! language). They are found by importing the modules in the sandboxed compile worker with
+//! cugrade's `cupy` stand-in first on `sys.path` ([`extract`], `cupy_stub.py`): no GPU and no
+//! real CuPy is needed, and student Python never runs in the grader.
+//!
+//! What was found becomes CUDA C++ with `#line` directives naming the Python file and the line
+//! of the string that holds each piece ([`kernel_source`]): a RawKernel's source as it is, an
+//! Elementwise or Reduction kernel through the code CuPy's semantics define ([`translate`]),
+//! with the contract's parameters. NVRTC then compiles it like a `.cu` file (in the compile
+//! worker too), so NVRTC's errors and the PTX's `.loc` lines, and with them every finding,
+//! name `vector_add.py:LINE`.
+//!
+//! Which `.py` files are CuPy and which are Numba ([`python_language`]): a manifest's `lang:`
+//! decides for all of them; otherwise a file importing `cupy` (and not `numba`) is CuPy, one
+//! importing `numba` (and not `cupy`) is Numba, one importing both is read by both, and one
+//! importing neither is a helper module both may import.
+
+pub mod translate;
+
+use super::SourceFile;
+use crate::rubric::schema::Contract;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const DRIVER: &str = include_str!("cupy_driver.py");
+const STUB: &str = include_str!("cupy_stub.py");
+
+/// How a `.py` file takes part in grading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PyLang {
+    Numba,
+    Cupy,
+    /// Imports both: read by both drivers (each finds only its own kernel objects).
+    Both,
+    /// Imports neither: a helper module.
+    Neither,
+}
+
+/// A `.py` file's language from its imports (see the module's documentation); `forced` is
+/// the manifest's `lang:`.
+pub fn python_language(text: &str, forced: Option<crate::rubric::schema::Language>) -> PyLang {
+    use crate::rubric::schema::Language;
+    match forced {
+        Some(Language::Cupy) => return PyLang::Cupy,
+        Some(Language::Numba) => return PyLang::Numba,
+        _ => {}
+    }
+    let re = regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+(cupy|numba)\b")
+        .expect("static regex");
+    let mut cupy = false;
+    let mut numba = false;
+    for c in re.captures_iter(text) {
+        match &c[1] {
+            "cupy" => cupy = true,
+            _ => numba = true,
+        }
+    }
+    match (numba, cupy) {
+        (true, true) => PyLang::Both,
+        (true, false) => PyLang::Numba,
+        (false, true) => PyLang::Cupy,
+        (false, false) => PyLang::Neither,
+    }
+}
+
+/// Where a source string sits in the submission: `exact` when line 1 of the string is `line`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct At {
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    #[serde(default)]
+    pub exact: bool,
+}
+
+/// One kernel definition the driver recorded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    /// `raw_kernel`, `raw_module`, `elementwise` or `reduction`.
+    pub kind: String,
+    /// The kernel's name argument (a RawKernel's entry, an ElementwiseKernel's `name`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Where it was created.
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// Module-level Python names bound to it (or, for a RawModule, to its functions).
+    #[serde(default)]
+    pub variables: Vec<String>,
+    /// RawModule: Python name of a `get_function` result → the function's name.
+    #[serde(default)]
+    pub aliases: std::collections::BTreeMap<String, String>,
+    /// RawModule: names passed to `get_function`.
+    #[serde(default)]
+    pub functions: Vec<String>,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub code_at: Option<At>,
+    #[serde(default)]
+    pub in_params: Option<String>,
+    #[serde(default)]
+    pub out_params: Option<String>,
+    #[serde(default)]
+    pub operation: Option<String>,
+    #[serde(default)]
+    pub operation_at: Option<At>,
+    #[serde(default)]
+    pub map_expr: Option<String>,
+    #[serde(default)]
+    pub map_expr_at: Option<At>,
+    #[serde(default)]
+    pub reduce_expr: Option<String>,
+    #[serde(default)]
+    pub reduce_expr_at: Option<At>,
+    #[serde(default)]
+    pub post_map_expr: Option<String>,
+    #[serde(default)]
+    pub post_map_expr_at: Option<At>,
+    #[serde(default)]
+    pub identity: Option<String>,
+    #[serde(default)]
+    pub reduce_type: Option<String>,
+    #[serde(default)]
+    pub preamble: Option<String>,
+    #[serde(default)]
+    pub preamble_at: Option<At>,
+    #[serde(default)]
+    pub loop_prep: Option<String>,
+    #[serde(default)]
+    pub loop_prep_at: Option<At>,
+    #[serde(default)]
+    pub after_loop: Option<String>,
+    #[serde(default)]
+    pub after_loop_at: Option<At>,
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+/// An exception while a module was imported.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImportError {
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub message: String,
+    #[serde(default)]
+    pub details: String,
+    /// Top-level code launched a kernel (or used an array) without a GPU: expected, not the
+    /// student's error, unless no kernel was defined before it.
+    #[serde(default)]
+    pub no_gpu: bool,
+}
+
+/// What the driver found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Extracted {
+    pub definitions: Vec<Definition>,
+    pub errors: Vec<ImportError>,
+}
+
+/// The interpreter the worker runs and what it may read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interpreter {
+    pub python: PathBuf,
+    /// NumPy for top-level array code (the Numba wheels' copy, when installed).
+    pub numpy_site: Option<PathBuf>,
+    pub read_dirs: Vec<PathBuf>,
+}
+
+/// `python3` (or `$CUGRADE_PYTHON`), with NumPy from cugrade's Numba cache when it is there.
+pub fn interpreter() -> Result<Interpreter, String> {
+    let (python, mut read_dirs) = super::toolchain::python_interpreter()?;
+    let numba = super::toolchain::numba_dir();
+    let numpy_site = numba.join("numpy").is_dir().then_some(numba);
+    read_dirs.extend(numpy_site.iter().cloned());
+    Ok(Interpreter {
+        python,
+        numpy_site,
+        read_dirs,
+    })
+}
+
+/// In the worker: write the sources and the stand-in, run the driver, read its answer. `Err`
+/// is a failure of the machinery (not the student's), with what Python printed.
+pub fn extract(
+    tool: &Interpreter,
+    files: &[SourceFile],
+    entries: &[String],
+    temp: &Path,
+) -> Result<Extracted, String> {
+    let src = temp.join("cupy-src");
+    let stub = temp.join("cupy-stub");
+    let io = |e: std::io::Error| format!("cannot prepare the CuPy import: {e}");
+    std::fs::create_dir_all(&src).map_err(io)?;
+    std::fs::create_dir_all(stub.join("cupy")).map_err(io)?;
+    std::fs::write(stub.join("cupy/__init__.py"), STUB).map_err(io)?;
+    for f in files {
+        let rel = Path::new(&f.name);
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(format!("`{}` is not a relative path", f.name));
+        }
+        let path = src.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        std::fs::write(&path, &f.text).map_err(io)?;
+    }
+    let driver = temp.join("cugrade_cupy_driver.py");
+    std::fs::write(&driver, DRIVER).map_err(io)?;
+    let request = serde_json::json!({
+        "src": src,
+        "stub": stub,
+        "numpy_site": tool.numpy_site,
+        "files": files.iter().map(|f| &f.name).collect::<Vec<_>>(),
+        "entries": entries,
+    });
+    let req_path = temp.join("cupy-request.json");
+    std::fs::write(&req_path, request.to_string()).map_err(io)?;
+    let answer_path = temp.join("cupy-answer.json");
+    let log_path = temp.join("cupy-output.txt");
+    let log = std::fs::File::create(&log_path).map_err(io)?;
+    let status = Command::new(&tool.python)
+        .args(["-I", "-B"])
+        .arg(&driver)
+        .arg(&req_path)
+        .arg(&answer_path)
+        .env_clear()
+        .env("HOME", temp)
+        .env("TMPDIR", temp)
+        .env("PATH", "/usr/bin:/bin")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(temp)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(io)?)
+        .stderr(log)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", tool.python.display()))?;
+    let printed = {
+        let b = std::fs::read(&log_path).unwrap_or_default();
+        String::from_utf8_lossy(&b[..b.len().min(16 * 1024)]).into_owned()
+    };
+    let text = match std::fs::read(&answer_path) {
+        Ok(b) if b.len() <= 64 << 20 => String::from_utf8_lossy(&b).into_owned(),
+        Ok(_) => return Err("the CuPy driver's answer is too large".into()),
+        Err(_) => {
+            return Err(format!(
+                "Python exited ({status}) without an answer:\n{printed}"
+            ));
+        }
+    };
+    serde_json::from_str(&text)
+        .map_err(|e| format!("malformed answer from the CuPy driver: {e}\n{printed}"))
+}
+
+/// The definition that provides lab kernel `kernel`: by its CUDA or CuPy name first, then by
+/// the Python name it is bound to. The `String` is the entry's name in the compiled code.
+pub fn find<'a>(defs: &'a [Definition], kernel: &str) -> Option<(&'a Definition, String)> {
+    let by_name = defs.iter().find(|d| match d.kind.as_str() {
+        "raw_module" => {
+            d.functions.iter().any(|f| f == kernel)
+                || d.code.as_deref().is_some_and(|c| defines(c, kernel))
+        }
+        _ => d.name.as_deref() == Some(kernel),
+    });
+    if let Some(d) = by_name {
+        return Some((d, kernel.to_string()));
+    }
+    defs.iter().find_map(|d| match d.kind.as_str() {
+        "raw_module" => d.aliases.get(kernel).map(|f| (d, f.clone())),
+        _ if d.variables.iter().any(|v| v == kernel) => {
+            Some((d, d.name.clone().unwrap_or_else(|| kernel.to_string())))
+        }
+        _ => None,
+    })
+}
+
+/// Whether CUDA source `code` declares a function named `name` (`name(` after `void`).
+fn defines(code: &str, name: &str) -> bool {
+    let re = regex::Regex::new(&format!(r"\bvoid\s+{}\s*\(", regex::escape(name)))
+        .expect("escaped regex");
+    re.is_match(code)
+}
+
+/// `#line` for a located string (NVRTC's errors and the PTX's `.loc` then name the `.py`).
+pub(crate) fn line_directive(at: Option<&At>, fallback: (&Option<String>, Option<u32>)) -> String {
+    let (file, line) = match at {
+        Some(At {
+            file: Some(f),
+            line: Some(l),
+            ..
+        }) => (f.clone(), *l),
+        _ => match fallback {
+            (Some(f), Some(l)) => (f.clone(), l),
+            _ => return String::new(),
+        },
+    };
+    format!("#line {line} \"{}\"\n", file.replace(['"', '\\', '\n'], "_"))
+}
+
+/// A translation that cannot be done: the student's error, at the Python line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub message: String,
+}
+
+/// The CUDA C++ that implements lab kernel `kernel` from `def`, named `FILE.py (KERNEL)`.
+pub fn kernel_source(
+    def: &Definition,
+    entry: &str,
+    kernel: &str,
+    contract: &Contract,
+) -> Result<SourceFile, Refused> {
+    let file = def.file.clone().unwrap_or_else(|| "cupy".into());
+    let text = match def.kind.as_str() {
+        "raw_kernel" | "raw_module" => {
+            let code = def.code.clone().unwrap_or_default();
+            let mut text = String::new();
+            if entry != kernel {
+                // The Python name is the lab's; the CUDA function has another name.
+                text.push_str(&format!("#define {entry} {kernel}\n"));
+            }
+            text.push_str(&line_directive(
+                def.code_at.as_ref(),
+                (&def.file, def.line),
+            ));
+            text.push_str(&code);
+            text.push('\n');
+            text
+        }
+        "elementwise" => translate::elementwise(def, kernel, contract)?,
+        "reduction" => translate::reduction(def, kernel, contract)?,
+        other => {
+            return Err(Refused {
+                file: def.file.clone(),
+                line: def.line,
+                message: format!("unknown CuPy definition `{other}`"),
+            });
+        }
+    };
+    Ok(SourceFile {
+        name: format!("{file} ({kernel})"),
+        text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn languages_by_import_and_manifest() {
+        use crate::rubric::schema::Language;
+        assert_eq!(python_language("import cupy as cp\n", None), PyLang::Cupy);
+        assert_eq!(
+            python_language("from numba import cuda\n", None),
+            PyLang::Numba
+        );
+        assert_eq!(
+            python_language("import numpy as np\nimport cupy\nfrom numba import cuda\n", None),
+            PyLang::Both
+        );
+        assert_eq!(python_language("# import cupy\nx = 1\n", None), PyLang::Neither);
+        assert_eq!(
+            python_language("from numba import cuda\n", Some(Language::Cupy)),
+            PyLang::Cupy
+        );
+    }
+
+    #[test]
+    fn kernels_are_found_by_name_then_variable() {
+        let defs = vec![
+            Definition {
+                kind: "raw_kernel".into(),
+                name: Some("vadd".into()),
+                variables: vec!["vector_add".into()],
+                ..Default::default()
+            },
+            Definition {
+                kind: "raw_module".into(),
+                code: Some("extern \"C\" __global__ void reduce_naive(float* x) {}".into()),
+                aliases: [("shared".to_string(), "reduce_shared".to_string())].into(),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(find(&defs, "vector_add").map(|x| x.1), Some("vadd".into()));
+        assert_eq!(
+            find(&defs, "reduce_naive").map(|x| x.1),
+            Some("reduce_naive".into())
+        );
+        assert_eq!(
+            find(&defs, "shared").map(|x| x.1),
+            Some("reduce_shared".into())
+        );
+        assert!(find(&defs, "other").is_none());
+    }
+}

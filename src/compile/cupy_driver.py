@@ -1,0 +1,150 @@
+# cugrade's CuPy driver: imports a submission's CuPy modules with cugrade's `cupy` stand-in
+# first on sys.path and reports every kernel definition (RawKernel, RawModule,
+# ElementwiseKernel, ReductionKernel) with the Python line that holds each source string. It
+# runs inside the sandboxed compile worker (namespaces, Landlock, seccomp, rlimits, a
+# deadline): importing a module runs the student's code. Its answer goes to a file, never to
+# stdout; a student who tampers with it only hands in other kernel source, which is then
+# compiled in the same sandbox and graded.
+import ast
+import json
+import os
+import sys
+import traceback
+
+REQUEST = json.load(open(sys.argv[1], encoding="utf-8"))
+SRC = os.path.realpath(REQUEST["src"])
+ANSWER = sys.argv[2]
+
+sys.path.insert(0, REQUEST["stub"])
+if REQUEST.get("numpy_site"):
+    sys.path.append(REQUEST["numpy_site"])
+import cupy as _stub  # noqa: E402  (the stand-in)
+
+_stub._SRC = SRC + os.sep
+
+
+def rel(path):
+    try:
+        real = os.path.realpath(path)
+    except (TypeError, ValueError):
+        return None
+    if not real.startswith(SRC + os.sep):
+        return None
+    return real[len(SRC) + 1 :]
+
+
+def scrub(text):
+    return text.replace(SRC + os.sep, "").replace(SRC, ".")
+
+
+# Every string literal of every file: (file, line of the opening quote, value).
+literals = []
+for path in REQUEST["files"]:
+    try:
+        text = open(os.path.join(SRC, path), encoding="utf-8", errors="replace").read()
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, OSError):
+        continue
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            literals.append((path, node.lineno, node.value, text))
+
+
+def locate(value, fallback):
+    """Where a source string is: the literal that is it, else the literal it starts with, else
+    the line holding its first non-blank line; `exact` says whether line 1 of the string is
+    that line."""
+    if not value:
+        return {"file": fallback[0], "line": fallback[1], "exact": False}
+    # The literal nearest the definition: `'x'` may be written more than once.
+    near = sorted(literals, key=lambda x: (x[0] != fallback[0], abs(x[1] - (fallback[1] or 0))))
+    for path, line, lit, _ in near:
+        if lit == value:
+            return {"file": path, "line": line, "exact": True}
+    for path, line, lit, _ in near:
+        if len(lit) > 16 and value.startswith(lit):
+            return {"file": path, "line": line, "exact": True}
+    first = next((x.strip() for x in value.splitlines() if x.strip()), "")
+    skip = value.splitlines().index(next(x for x in value.splitlines() if x.strip())) if first else 0
+    if first:
+        for path in REQUEST["files"]:
+            try:
+                lines = open(os.path.join(SRC, path), encoding="utf-8", errors="replace").read().splitlines()
+            except OSError:
+                continue
+            for i, text in enumerate(lines):
+                if first in text:
+                    return {"file": path, "line": i + 1 - skip, "exact": False}
+    return {"file": fallback[0], "line": fallback[1], "exact": False}
+
+
+def failure(path, exc, tb):
+    where = (path, None)
+    for frame in traceback.extract_tb(tb):
+        name = rel(frame.filename)
+        if name:
+            where = (name, frame.lineno)
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = (rel(exc.filename) or path, exc.lineno)
+        message = f"SyntaxError: {exc.msg}"
+    details = scrub("".join(traceback.format_exception(type(exc), exc, tb)[-30:]))
+    return {
+        "file": where[0],
+        "line": where[1],
+        "message": scrub(message)[:300],
+        "details": details[-8000:],
+        "no_gpu": isinstance(exc, _stub._NoGpu),
+    }
+
+
+sys.path.insert(1, SRC)
+os.chdir(SRC)
+modules = []
+errors = []
+import importlib.util  # noqa: E402
+
+for path in REQUEST["entries"]:
+    mod_name = path[:-3].replace("/", ".")
+    if mod_name.endswith(".__init__"):
+        mod_name = mod_name[: -len(".__init__")]
+    if mod_name in sys.modules:
+        mod_name = "_cugrade_student_" + mod_name
+    spec = importlib.util.spec_from_file_location(mod_name, os.path.join(SRC, path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as e:  # keep what was defined before the failure
+        errors.append(failure(path, e, e.__traceback__))
+    modules.append((path, vars(module)))
+
+definitions = []
+for obj in _stub._registry:
+    d = dict(obj._cugrade)
+    d["file"] = rel(d["file"]) if d["file"] else None
+    d["variables"] = sorted(
+        {k for _, ns in modules for k, v in list(ns.items()) if v is obj}
+        | {
+            k
+            for _, ns in modules
+            for k, v in list(ns.items())
+            if isinstance(v, _stub._Function) and v.module is obj
+        }
+    )
+    if d["kind"] == "raw_module":
+        d["aliases"] = {
+            k: v.name
+            for _, ns in modules
+            for k, v in list(ns.items())
+            if isinstance(v, _stub._Function) and v.module is obj
+        }
+    at = (d["file"], d["line"])
+    for key in ("code", "operation", "map_expr", "reduce_expr", "post_map_expr", "preamble",
+                "loop_prep", "after_loop"):
+        if d.get(key):
+            d[key + "_at"] = locate(d[key], at)
+    definitions.append(d)
+
+with open(ANSWER, "w", encoding="utf-8") as f:
+    json.dump({"definitions": definitions, "errors": errors}, f)
