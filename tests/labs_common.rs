@@ -102,7 +102,7 @@ pub struct Example {
 }
 
 impl Example {
-    /// A Numba submission (`.py` files) rather than CUDA C++.
+    /// A Python submission (Numba or CuPy `.py` files) rather than CUDA C++.
     pub fn is_numba(&self) -> bool {
         std::fs::read_dir(&self.dir)
             .unwrap()

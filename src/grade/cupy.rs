@@ -16,6 +16,15 @@ use std::time::Duration;
 
 const CUPY_HINT: &str = "CuPy kernels are graded with the assignment's kernel signature: a RawKernel's CUDA source takes the contract's parameters in order; an ElementwiseKernel's or ReductionKernel's parameters are matched to the contract's by name, else in order (docs/submissions.md#cupy-submissions).";
 
+/// A check of a CuPy-only submission: a missing kernel's hint says how to define it in CuPy.
+pub fn speak_cupy(check: &mut Check, kernel: &str) {
+    if check.kind == CheckKind::Kernel && check.status != crate::result::Status::Pass {
+        check.hint = Some(format!(
+            "Define the kernel under the contract's name: `{kernel} = cp.RawKernel(code, \"{kernel}\")` with `extern \"C\" __global__ void {kernel}(...)` in the code (or a RawModule holding it), or `cp.ElementwiseKernel(in_params, out_params, operation, \"{kernel}\")` / `cp.ReductionKernel(...)`, at the top level of a module."
+        ));
+    }
+}
+
 /// Whether any `.py` file of the submission is CuPy.
 pub fn has_cupy(sub: &Submission) -> bool {
     sub.python

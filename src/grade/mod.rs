@@ -142,6 +142,7 @@ pub fn grade(
     } else {
         numba::NumbaKernels::new()
     };
+    let cupy_only = sub.sources.is_empty() && sub.ptx.is_empty() && sub.languages() == [Language::Cupy];
     let mut milestones = Vec::new();
     let mut run = RunInfo {
         device: opts.device_name.clone(),
@@ -189,6 +190,10 @@ pub fn grade(
         if ctx.numba_source {
             for c in &mut ctx.checks {
                 numba::speak_numba(c, sub);
+            }
+        } else if cupy_only {
+            for c in &mut ctx.checks {
+                cupy::speak_cupy(c, &m.kernel);
             }
         }
         match result {

@@ -315,7 +315,7 @@ fn frame(
         let name = &b.cupy.name;
         let p = format!("_cg_p{}", b.index);
         if !b.buffer {
-            per_kernel.push_str(&format!("  const {t} {name} = ({t}){p};\n"));
+            per_kernel.push_str(&format!("  const {t} {name} = ({t}){p}; (void){name};\n"));
         } else if b.cupy.raw {
             if t != b.c_type {
                 return Err(format!(
@@ -324,7 +324,7 @@ fn frame(
                 ));
             }
             let n = c_expr(&len_src(b.param), contract)?;
-            per_kernel.push_str(&format!("  _cg_raw<{t}> {name} = {{{p}, {n}}};\n"));
+            per_kernel.push_str(&format!("  _cg_raw<{t}> {name} = {{{p}, {n}}}; (void){name};\n"));
         } else if b.cupy.out && size_from_inputs {
             // A reduction's outputs are its one value, bound where the total is written.
             continue;
@@ -347,11 +347,11 @@ fn frame(
                         b.cupy.ty, b.param.name, b.param.ty
                     ));
                 }
-                per_element.push_str(&format!("    {t} &{name} = {p}[{index}];\n"));
+                per_element.push_str(&format!("    {t} &{name} = {p}[{index}]; (void){name};\n"));
             } else if t == b.c_type {
-                per_element.push_str(&format!("    const {t} &{name} = {p}[{index}];\n"));
+                per_element.push_str(&format!("    const {t} &{name} = {p}[{index}]; (void){name};\n"));
             } else {
-                per_element.push_str(&format!("    const {t} {name} = ({t}){p}[{index}];\n"));
+                per_element.push_str(&format!("    const {t} {name} = ({t}){p}[{index}]; (void){name};\n"));
             }
         }
     }
@@ -472,89 +472,124 @@ pub fn reduction(def: &Definition, kernel: &str, contract: &Contract) -> Result<
     let identity = def.identity.clone().unwrap_or_default();
     let dir = |at: Option<&super::At>| line_directive(at, (&def.file, def.line));
     let map_expr = def.map_expr.clone().unwrap_or_default();
-    Ok(format!(
-        "{head}\ntypedef {reduce_type} _type_reduce;\n\
-{dr}#define REDUCE(a, b) ({reduce})\n\
-{dp}#define POST_MAP(a) ({post})\n\
-#line 1 \"<cugrade: ReductionKernel {kernel}>\"\n\
-__device__ unsigned long long _cg_word;\n\
-__device__ int _cg_lock, _cg_has;\n\
-__device__ _type_reduce _cg_value;\n\
-__device__ unsigned int _cg_done;\n\
-union _cg_bits {{ _type_reduce v; unsigned int u; }};\n\
-__device__ void _cg_combine(_type_reduce _p) {{\n\
-  if constexpr (sizeof(_type_reduce) == 4) {{\n\
-    unsigned long long _seen, _cur = atomicAdd(&_cg_word, 0ull);\n\
-    do {{\n\
-      _seen = _cur;\n\
-      _type_reduce _v = _p;\n\
-      if (_seen >> 32) {{ _cg_bits _x; _x.u = (unsigned int)_seen; _type_reduce _a = _x.v; _type_reduce _b = _p; _v = REDUCE(_a, _b); }}\n\
-      _cg_bits _y; _y.v = _v;\n\
-      _cur = atomicCAS(&_cg_word, _seen, (1ull << 32) | _y.u);\n\
-    }} while (_cur != _seen);\n\
-  }} else {{\n\
-    while (atomicCAS(&_cg_lock, 0, 1) != 0) {{}}\n\
-    __threadfence();\n\
-    if (*(volatile int*)&_cg_has) {{ _type_reduce _a = *(volatile _type_reduce*)&_cg_value; _type_reduce _b = _p; *(volatile _type_reduce*)&_cg_value = REDUCE(_a, _b); }}\n\
-    else {{ *(volatile _type_reduce*)&_cg_value = _p; *(volatile int*)&_cg_has = 1; }}\n\
-    __threadfence();\n\
-    atomicExch(&_cg_lock, 0);\n\
-  }}\n\
-}}\n\
-__device__ _type_reduce _cg_take() {{\n\
-  _type_reduce _a = _type_reduce({identity});\n\
-  if constexpr (sizeof(_type_reduce) == 4) {{\n\
-    unsigned long long _w = atomicExch(&_cg_word, 0ull);\n\
-    if (_w >> 32) {{ _cg_bits _x; _x.u = (unsigned int)_w; _a = _x.v; }}\n\
-  }} else {{\n\
-    if (*(volatile int*)&_cg_has) _a = *(volatile _type_reduce*)&_cg_value;\n\
-    *(volatile int*)&_cg_has = 0;\n\
-  }}\n\
-  return _a;\n\
-}}\n\
-extern \"C\" __global__ void {kernel}({sig}) {{\n\
-  __shared__ _type_reduce _sdata[1024];\n\
-  _cg_index _ind; _ind._n = {size}; _ind._i = 0;\n{pk}\
-  _type_reduce _s = _type_reduce({identity});\n\
-  for (long long i = (long long)_CG_BLOCK * _CG_BLOCK_SIZE + _CG_THREAD; i < _ind.size(); i += (long long)_CG_BLOCKS * _CG_BLOCK_SIZE) {{\n\
-    _ind.set(i);\n{pe}\
-{dm}    _type_reduce _a = static_cast<_type_reduce>({map_expr});\n\
-#line 200 \"<cugrade: ReductionKernel {kernel}>\"\n\
-    _type_reduce _b = _s;\n\
-    _s = REDUCE(_b, _a);\n\
-  }}\n\
-  const unsigned int _tid = _CG_THREAD, _bs = _CG_BLOCK_SIZE;\n\
-  _sdata[_tid] = _s;\n\
-  __syncthreads();\n\
-  unsigned int _half = 1;\n\
-  while (_half < _bs) _half <<= 1;\n\
-  for (unsigned int _off = _half / 2; _off > 0; _off /= 2) {{\n\
-    if (_tid < _off && _tid + _off < _bs) {{ _type_reduce _a = _sdata[_tid], _b = _sdata[_tid + _off]; _sdata[_tid] = REDUCE(_a, _b); }}\n\
-    __syncthreads();\n\
-  }}\n\
-  if (_tid == 0) {{\n\
-    _cg_combine(_sdata[0]);\n\
-    __threadfence();\n\
-    if (atomicAdd(&_cg_done, 1u) == _CG_BLOCKS - 1u) {{\n\
-      __threadfence();\n\
-      _type_reduce a = _cg_take();\n\
-      _cg_done = 0;\n{outs}\
-      POST_MAP(a);\n\
-    }}\n\
-  }}\n\
-}}\n",
-        head = f.head,
-        dr = dir(def.reduce_expr_at.as_ref()),
-        reduce = def.reduce_expr.clone().unwrap_or_default(),
-        dp = dir(def.post_map_expr_at.as_ref()),
-        post = def.post_map_expr.clone().unwrap_or_default(),
-        dm = dir(def.map_expr_at.as_ref()),
-        sig = f.signature,
-        size = f.size,
-        pk = f.per_kernel,
-        pe = per_element,
-    ))
+    Ok(REDUCTION
+        .replace("@HEAD@", &f.head)
+        .replace("@RT@", &reduce_type)
+        .replace("@DR@", &dir(def.reduce_expr_at.as_ref()))
+        .replace("@REDUCE@", def.reduce_expr.as_deref().unwrap_or_default())
+        .replace("@DP@", &dir(def.post_map_expr_at.as_ref()))
+        .replace("@POST@", def.post_map_expr.as_deref().unwrap_or_default())
+        .replace("@DM@", &dir(def.map_expr_at.as_ref()))
+        .replace("@MAP@", &map_expr)
+        .replace("@ID@", &identity)
+        .replace("@SIG@", &f.signature)
+        .replace("@SIZE@", &f.size)
+        .replace("@PK@", &f.per_kernel)
+        .replace("@PE@", &per_element)
+        .replace("@OUTS@", &outs)
+        .replace("@KERNEL@", kernel))
 }
+
+/// A reduction: each thread folds its elements (grid-stride), each block folds its threads in
+/// shared memory, each block's value goes into one of `_CG_SLOTS` slots (a has-value bit with
+/// the bits, updated by compare-and-swap, or a slot lock for types that are not 4 bytes), and
+/// the last block to finish folds the slots, empties them for the next launch and applies
+/// `POST_MAP` once. `@...@` are filled in by [`reduction`]; the student's pieces come last
+/// so that nothing they define changes cugrade's own code.
+const REDUCTION: &str = r#"@HEAD@
+typedef @RT@ _type_reduce;
+#line 1 "<cugrade: ReductionKernel @KERNEL@>"
+#define _CG_SLOTS 4096
+__device__ unsigned long long _cg_word[_CG_SLOTS];
+__device__ int _cg_lock[_CG_SLOTS], _cg_has[_CG_SLOTS];
+__device__ _type_reduce _cg_value[_CG_SLOTS];
+__device__ unsigned int _cg_done;
+union _cg_bits { _type_reduce v; unsigned int u; };
+@DR@#define REDUCE(a, b) (@REDUCE@)
+@DP@#define POST_MAP(a) (@POST@)
+#line 20 "<cugrade: ReductionKernel @KERNEL@>"
+__device__ void _cg_combine(unsigned int _k, _type_reduce _p) {
+  if constexpr (sizeof(_type_reduce) == 4) {
+    unsigned long long _seen, _cur = atomicAdd(&_cg_word[_k], 0ull);
+    do {
+      _seen = _cur;
+      _type_reduce _v = _p;
+      if (_seen >> 32) { _cg_bits _x; _x.u = (unsigned int)_seen; _type_reduce _a = _x.v; _type_reduce _b = _p; _v = REDUCE(_a, _b); }
+      _cg_bits _y; _y.v = _v;
+      _cur = atomicCAS(&_cg_word[_k], _seen, (1ull << 32) | _y.u);
+    } while (_cur != _seen);
+  } else {
+    while (atomicCAS(&_cg_lock[_k], 0, 1) != 0) {}
+    __threadfence();
+    volatile _type_reduce* _slot = &_cg_value[_k];
+    if (*(volatile int*)&_cg_has[_k]) { _type_reduce _a = *_slot; _type_reduce _b = _p; *_slot = REDUCE(_a, _b); }
+    else { *_slot = _p; *(volatile int*)&_cg_has[_k] = 1; }
+    __threadfence();
+    atomicExch(&_cg_lock[_k], 0);
+  }
+}
+__device__ bool _cg_take(unsigned int _k, _type_reduce& _out) {
+  if constexpr (sizeof(_type_reduce) == 4) {
+    unsigned long long _w = atomicExch(&_cg_word[_k], 0ull);
+    if (!(_w >> 32)) return false;
+    _cg_bits _x; _x.u = (unsigned int)_w; _out = _x.v;
+    return true;
+  } else {
+    if (!*(volatile int*)&_cg_has[_k]) return false;
+    _out = *(volatile _type_reduce*)&_cg_value[_k];
+    *(volatile int*)&_cg_has[_k] = 0;
+    return true;
+  }
+}
+__device__ _type_reduce _cg_block_fold(_type_reduce _s, _type_reduce* _sdata) {
+  const unsigned int _tid = _CG_THREAD, _bs = _CG_BLOCK_SIZE;
+  _sdata[_tid] = _s;
+  __syncthreads();
+  unsigned int _half = 1;
+  while (_half < _bs) _half <<= 1;
+  for (unsigned int _off = _half / 2; _off > 0; _off /= 2) {
+    if (_tid < _off && _tid + _off < _bs) { _type_reduce _a = _sdata[_tid], _b = _sdata[_tid + _off]; _sdata[_tid] = REDUCE(_a, _b); }
+    __syncthreads();
+  }
+  _type_reduce _t = _sdata[0];
+  __syncthreads();
+  return _t;
+}
+extern "C" __global__ void @KERNEL@(@SIG@) {
+  __shared__ _type_reduce _sdata[1024];
+  __shared__ int _cg_last;
+  _cg_index _ind; _ind._n = @SIZE@; _ind._i = 0;
+@PK@  _type_reduce _s = _type_reduce(@ID@);
+  for (long long i = (long long)_CG_BLOCK * _CG_BLOCK_SIZE + _CG_THREAD; i < _ind.size(); i += (long long)_CG_BLOCKS * _CG_BLOCK_SIZE) {
+    _ind.set(i);
+@PE@@DM@    _type_reduce _a = static_cast<_type_reduce>(@MAP@);
+#line 80 "<cugrade: ReductionKernel @KERNEL@>"
+    _type_reduce _b = _s;
+    _s = REDUCE(_b, _a);
+  }
+  const unsigned int _tid = _CG_THREAD, _bs = _CG_BLOCK_SIZE;
+  _type_reduce _t = _cg_block_fold(_s, _sdata);
+  if (_tid == 0) {
+    _cg_combine(_CG_BLOCK % _CG_SLOTS, _t);
+    __threadfence();
+    _cg_last = atomicAdd(&_cg_done, 1u) == _CG_BLOCKS - 1u;
+  }
+  __syncthreads();
+  if (_cg_last) {
+    __threadfence();
+    _type_reduce _u = _type_reduce(@ID@);
+    for (unsigned int _k = _tid; _k < _CG_SLOTS; _k += _bs) {
+      _type_reduce _v;
+      if (_cg_take(_k, _v)) { _type_reduce _a = _u, _b = _v; _u = REDUCE(_a, _b); }
+    }
+    _type_reduce a = _cg_block_fold(_u, _sdata);
+    if (_tid == 0) {
+      _cg_done = 0;
+@OUTS@      POST_MAP(a);
+    }
+  }
+}
+"#;
 
 #[cfg(test)]
 mod tests {
