@@ -1,5 +1,6 @@
 //! What a student handed in: a `.cu`/`.ptx`/`.py` file, or a directory of them with an optional
-//! `cugrade.yaml` manifest (docs/submissions.md). `.py` files hold Numba `@cuda.jit` kernels. Archives (`.zip`, `.tar.gz`) are unpacked
+//! `cugrade.yaml` manifest (docs/submissions.md). `.py` files hold Numba `@cuda.jit` kernels or
+//! CuPy kernel definitions (`compile::cupy::python_language` tells which). Archives (`.zip`, `.tar.gz`) are unpacked
 //! into a temp dir with size limits first, so a zip bomb is a message, not a full disk.
 
 pub mod archive;
@@ -272,6 +273,20 @@ pub fn parse_manifest(path: &Path, text: &str) -> Result<Manifest, SubmissionErr
     let m: Manifest = parse_yaml_within(path, text, &crate::rubric::bounds::MANIFEST)
         .map_err(SubmissionError::Manifest)?;
     let locs = Locations::of(text);
+    if let Some(l) = m.lang {
+        use crate::rubric::schema::Language;
+        if !matches!(l, Language::Numba | Language::Cupy) {
+            return Err(SubmissionError::Manifest(ConfigError::new(
+                path,
+                locs.value("lang"),
+                format!(
+                    "`lang:` says how `.py` files are read: `numba` or `cupy`, not `{}`",
+                    l.as_str()
+                ),
+                text,
+            )));
+        }
+    }
     for (kernel, o) in &m.launch {
         for (key, list) in [("block", &o.block), ("grid", &o.grid)] {
             if let Some(l) = list {
@@ -523,6 +538,27 @@ mod tests {
         assert_eq!(single.python[0].name, "reduce.py");
         let cohort = crate::cohort::entries::list(&d.path().join("lab")).unwrap();
         assert_eq!(cohort.len(), 1);
+    }
+
+    #[test]
+    fn python_files_are_numba_or_cupy() {
+        use crate::rubric::schema::Language;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("k.py"), "import cupy as cp\n").unwrap();
+        std::fs::write(d.path().join("util.py"), "X = 1\n").unwrap();
+        assert_eq!(load(d.path()).unwrap().languages(), vec![Language::Cupy]);
+        std::fs::write(d.path().join("n.py"), "from numba import cuda\n").unwrap();
+        assert_eq!(
+            load(d.path()).unwrap().languages(),
+            vec![Language::Numba, Language::Cupy]
+        );
+        std::fs::write(d.path().join("cugrade.yaml"), "lang: cupy\n").unwrap();
+        assert_eq!(load(d.path()).unwrap().languages(), vec![Language::Cupy]);
+        std::fs::write(d.path().join("cugrade.yaml"), "lang: cuda\n").unwrap();
+        let SubmissionError::Manifest(e) = load(d.path()).unwrap_err() else {
+            panic!("expected a manifest error")
+        };
+        assert!(e.message.contains("`numba` or `cupy`"), "{}", e.message);
     }
 
     #[test]
