@@ -2,6 +2,7 @@
 //! from the submission's `cugrade.yaml`, empty kernels reported as "not implemented yet",
 //! `--watch` to grade again on every save) and `cugrade init` for a lab's starter.
 
+mod cupy_starter;
 pub mod starter;
 mod watch;
 

@@ -168,7 +168,7 @@ fn kernels(r: &LoadedRubric) -> Vec<(&str, &str)> {
     seen
 }
 
-fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
+pub(super) fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "// {}", lab.heading().replace('`', ""));
     let _ = writeln!(s, "//");
