@@ -441,7 +441,11 @@ impl Submission {
             v.push(Language::Ptx);
         }
         use crate::compile::cupy::PyLang;
-        let langs: Vec<PyLang> = self.python.iter().map(|f| self.python_language(f)).collect();
+        let langs: Vec<PyLang> = self
+            .python
+            .iter()
+            .map(|f| self.python_language(f))
+            .collect();
         let any = |l: PyLang| langs.iter().any(|x| *x == l || *x == PyLang::Both);
         // Helper modules alone are Numba, as before CuPy was graded.
         if any(PyLang::Numba) || (!langs.is_empty() && !any(PyLang::Cupy)) {

@@ -84,7 +84,11 @@ fn correct(r: &Value, id: &str) -> Result<(), String> {
         .filter(|c| c["kind"] != "performance" && c["status"] != "pass")
         .map(|c| format!("{}: {} {}", c["name"], c["message"], c["details"]))
         .collect();
-    if bad.is_empty() { Ok(()) } else { Err(bad.join("\n")) }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(bad.join("\n"))
+    }
 }
 
 fn first_failure(r: &Value, id: &str) -> Value {
@@ -174,7 +178,10 @@ fn findings_name_the_python_line() {
         &[("k.py", "import cupy as cp\n\ndef broken(:\n    pass\n")],
     );
     let f = first_failure(&r, "vector_add");
-    assert!(f["message"].as_str().unwrap().contains("SyntaxError"), "{f}");
+    assert!(
+        f["message"].as_str().unwrap().contains("SyntaxError"),
+        "{f}"
+    );
     assert_eq!(f["location"], "k.py:3", "{f}");
     // NVRTC's error inside a RawKernel string: at the Python line of the offending CUDA line.
     let r = grade(
@@ -233,4 +240,35 @@ fn a_rubric_may_refuse_cupy() {
             .any(|c| c["name"] == "language cupy" && c["status"] == "fail"),
         "{c:?}"
     );
+}
+
+#[test]
+fn numba_kernels_beside_cupy_host_arrays_still_compile() {
+    if !ready() {
+        return;
+    }
+    if let Err(e) = cugrade::compile::toolchain::numba() {
+        eprintln!("SKIPPED: {e}");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let vadd = rubric(d.path(), "vector-add", "");
+    // A file importing both: Numba compiles the kernel (CuPy's import is cugrade's stand-in),
+    // the CuPy driver finds no CuPy kernel in it, and the host code under main never runs.
+    let r = grade(
+        &vadd,
+        &[(
+            "k.py",
+            "import cupy as cp\nfrom numba import cuda\n\n\
+             @cuda.jit\n\
+             def vector_add(a, b, c, n):\n\
+             \x20   i = cuda.grid(1)\n\
+             \x20   if i < n:\n\
+             \x20       c[i] = a[i] + b[i]\n\n\
+             if __name__ == '__main__':\n\
+             \x20   x = cp.arange(4, dtype=cp.float32)\n\
+             \x20   vector_add[1, 4](x, x, x, 4)\n",
+        )],
+    );
+    correct(&r, "vector_add").unwrap();
 }

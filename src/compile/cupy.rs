@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const DRIVER: &str = include_str!("cupy_driver.py");
-const STUB: &str = include_str!("cupy_stub.py");
+pub(crate) const STUB: &str = include_str!("cupy_stub.py");
 
 /// How a `.py` file takes part in grading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,8 +47,8 @@ pub fn python_language(text: &str, forced: Option<crate::rubric::schema::Languag
         Some(Language::Numba) => return PyLang::Numba,
         _ => {}
     }
-    let re = regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+(cupy|numba)\b")
-        .expect("static regex");
+    let re =
+        regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+(cupy|numba)\b").expect("static regex");
     let mut cupy = false;
     let mut numba = false;
     for c in re.captures_iter(text) {
@@ -301,7 +301,10 @@ pub(crate) fn line_directive(at: Option<&At>, fallback: (&Option<String>, Option
             _ => return String::new(),
         },
     };
-    format!("#line {line} \"{}\"\n", file.replace(['"', '\\', '\n'], "_"))
+    format!(
+        "#line {line} \"{}\"\n",
+        file.replace(['"', '\\', '\n'], "_")
+    )
 }
 
 /// A translation that cannot be done: the student's error, at the Python line.
@@ -328,10 +331,7 @@ pub fn kernel_source(
                 // The Python name is the lab's; the CUDA function has another name.
                 text.push_str(&format!("#define {entry} {kernel}\n"));
             }
-            text.push_str(&line_directive(
-                def.code_at.as_ref(),
-                (&def.file, def.line),
-            ));
+            text.push_str(&line_directive(def.code_at.as_ref(), (&def.file, def.line)));
             text.push_str(&code);
             text.push('\n');
             text
@@ -365,10 +365,16 @@ mod tests {
             PyLang::Numba
         );
         assert_eq!(
-            python_language("import numpy as np\nimport cupy\nfrom numba import cuda\n", None),
+            python_language(
+                "import numpy as np\nimport cupy\nfrom numba import cuda\n",
+                None
+            ),
             PyLang::Both
         );
-        assert_eq!(python_language("# import cupy\nx = 1\n", None), PyLang::Neither);
+        assert_eq!(
+            python_language("# import cupy\nx = 1\n", None),
+            PyLang::Neither
+        );
         assert_eq!(
             python_language("from numba import cuda\n", Some(Language::Cupy)),
             PyLang::Cupy

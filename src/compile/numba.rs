@@ -214,6 +214,12 @@ pub fn compile(
         }
         std::fs::write(&path, &f.text).map_err(io)?;
     }
+    // A module that imports `cupy` for its host arrays (CuPy arrays passed to Numba kernels)
+    // imports cugrade's stand-in: there is no CuPy in the Numba toolchain.
+    if !src.join("cupy").exists() && !src.join("cupy.py").exists() {
+        std::fs::create_dir_all(src.join("cupy")).map_err(io)?;
+        std::fs::write(src.join("cupy/__init__.py"), super::cupy::STUB).map_err(io)?;
+    }
     let driver = temp.join("cugrade_numba_driver.py");
     std::fs::write(&driver, DRIVER).map_err(io)?;
     let request = serde_json::json!({

@@ -142,7 +142,8 @@ pub fn grade(
     } else {
         numba::NumbaKernels::new()
     };
-    let cupy_only = sub.sources.is_empty() && sub.ptx.is_empty() && sub.languages() == [Language::Cupy];
+    let cupy_only =
+        sub.sources.is_empty() && sub.ptx.is_empty() && sub.languages() == [Language::Cupy];
     let mut milestones = Vec::new();
     let mut run = RunInfo {
         device: opts.device_name.clone(),

@@ -71,7 +71,11 @@ mod tests {
                 let src =
                     cupy::kernel_source(def, &entry, &ms.kernel, r.contract(&ms.contract)).unwrap();
                 // The CUDA lines map back to the `.py`: line 1 of the string is SOURCE's line.
-                assert!(src.text.contains(&format!("#line 10 \"{name}\"")), "{}", src.text);
+                assert!(
+                    src.text.contains(&format!("#line 10 \"{name}\"")),
+                    "{}",
+                    src.text
+                );
             }
         }
     }

@@ -47,7 +47,9 @@ fn parse_params(list: &str, out: bool) -> Result<Vec<CupyParam>, String> {
             ));
         };
         let ident = |s: &str| {
-            s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+            s.chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '_')
                 && s.chars().all(|c| c.is_alphanumeric() || c == '_')
         };
         if !ident(ty) || !ident(name) {
@@ -73,9 +75,7 @@ fn dtype_c(name: &str) -> Option<&'static str> {
         "uint16" | "u2" | "H" => "unsigned short",
         "int32" | "i4" | "i" | "intc" => "int",
         "uint32" | "u4" | "I" | "uintc" => "unsigned int",
-        "int64" | "i8" | "l" | "q" | "int" | "intp" | "int_" | "long" | "longlong" => {
-            "long long"
-        }
+        "int64" | "i8" | "l" | "q" | "int" | "intp" | "int_" | "long" | "longlong" => "long long",
         "uint64" | "u8" | "L" | "Q" | "uint" | "uintp" | "ulonglong" => "unsigned long long",
         "float32" | "f4" | "f" | "single" => "float",
         "float64" | "f8" | "d" | "float" | "double" | "float_" => "double",
@@ -135,7 +135,10 @@ fn bind<'a>(params: &[CupyParam], contract: &'a Contract) -> Result<Vec<Bound<'a
             _ => false,
         };
         let Some(j) = (0..cparams.len()).find(|&j| !used[j] && fits(cparams[j].1)) else {
-            let names: Vec<String> = cparams.iter().map(|(_, p)| format!("{} {}", p.ty, p.name)).collect();
+            let names: Vec<String> = cparams
+                .iter()
+                .map(|(_, p)| format!("{} {}", p.ty, p.name))
+                .collect();
             return Err(format!(
                 "parameter `{}` has no counterpart in the assignment's kernel ({})",
                 cp.name,
@@ -150,7 +153,10 @@ fn bind<'a>(params: &[CupyParam], contract: &'a Contract) -> Result<Vec<Bound<'a
         let Some(j) = j else { continue };
         let (index, param) = cparams[j];
         let Some((buffer, t)) = kind(param) else {
-            return Err(format!("the contract's `{}` has an unknown type", param.name));
+            return Err(format!(
+                "the contract's `{}` has an unknown type",
+                param.name
+            ));
         };
         if cp.out && !buffer {
             return Err(format!(
@@ -241,7 +247,10 @@ fn c_expr(src: &str, contract: &Contract) -> Result<String, String> {
 }
 
 fn len_src(p: &Param) -> String {
-    p.len.as_ref().map(|e| e.source()).unwrap_or_else(|| "1".into())
+    p.len
+        .as_ref()
+        .map(|e| e.source())
+        .unwrap_or_else(|| "1".into())
 }
 
 const HELPERS: &str = r#"struct _cg_index {
@@ -302,7 +311,11 @@ fn frame(
     let sizer = if size_from_inputs {
         arrays.iter().find(|b| !b.cupy.out).copied()
     } else {
-        arrays.iter().find(|b| b.cupy.out).or(arrays.first()).copied()
+        arrays
+            .iter()
+            .find(|b| b.cupy.out)
+            .or(arrays.first())
+            .copied()
     }
     .or_else(|| bound.iter().find(|b| b.buffer && b.cupy.out))
     .ok_or_else(|| format!("`{kernel}` has no array parameter to size its loop"))?;
@@ -324,7 +337,9 @@ fn frame(
                 ));
             }
             let n = c_expr(&len_src(b.param), contract)?;
-            per_kernel.push_str(&format!("  _cg_raw<{t}> {name} = {{{p}, {n}}}; (void){name};\n"));
+            per_kernel.push_str(&format!(
+                "  _cg_raw<{t}> {name} = {{{p}, {n}}}; (void){name};\n"
+            ));
         } else if b.cupy.out && size_from_inputs {
             // A reduction's outputs are its one value, bound where the total is written.
             continue;
@@ -349,14 +364,21 @@ fn frame(
                 }
                 per_element.push_str(&format!("    {t} &{name} = {p}[{index}]; (void){name};\n"));
             } else if t == b.c_type {
-                per_element.push_str(&format!("    const {t} &{name} = {p}[{index}]; (void){name};\n"));
+                per_element.push_str(&format!(
+                    "    const {t} &{name} = {p}[{index}]; (void){name};\n"
+                ));
             } else {
-                per_element.push_str(&format!("    const {t} {name} = ({t}){p}[{index}]; (void){name};\n"));
+                per_element.push_str(&format!(
+                    "    const {t} {name} = ({t}){p}[{index}]; (void){name};\n"
+                ));
             }
         }
     }
     if let Some(pre) = def.preamble.as_deref().filter(|p| !p.trim().is_empty()) {
-        head.push_str(&line_directive(def.preamble_at.as_ref(), (&def.file, def.line)));
+        head.push_str(&line_directive(
+            def.preamble_at.as_ref(),
+            (&def.file, def.line),
+        ));
         head.push_str(pre);
         head.push('\n');
     }
@@ -389,11 +411,10 @@ fn refuse(def: &Definition, message: String) -> Refused {
 }
 
 fn params_of(def: &Definition) -> Result<Vec<CupyParam>, Refused> {
-    let mut p = parse_params(def.in_params.as_deref().unwrap_or(""), false)
-        .map_err(|m| refuse(def, m))?;
+    let mut p =
+        parse_params(def.in_params.as_deref().unwrap_or(""), false).map_err(|m| refuse(def, m))?;
     p.extend(
-        parse_params(def.out_params.as_deref().unwrap_or(""), true)
-            .map_err(|m| refuse(def, m))?,
+        parse_params(def.out_params.as_deref().unwrap_or(""), true).map_err(|m| refuse(def, m))?,
     );
     Ok(p)
 }
@@ -466,7 +487,14 @@ pub fn reduction(def: &Definition, kernel: &str, contract: &Contract) -> Result<
     let outs: String = bound
         .iter()
         .filter(|b| b.cupy.out)
-        .map(|b| format!("      {} &{} = _cg_p{}[0];\n", declared(b, &map), b.cupy.name, b.index))
+        .map(|b| {
+            format!(
+                "      {} &{} = _cg_p{}[0];\n",
+                declared(b, &map),
+                b.cupy.name,
+                b.index
+            )
+        })
         .collect();
     let per_element = f.per_element.clone();
     let identity = def.identity.clone().unwrap_or_default();
@@ -631,15 +659,32 @@ launch: {block: [256], grid: [\"ceil_div(n, 256)\"]}
         assert!(code.contains("typedef float T;"), "{code}");
         assert!(code.contains("extern \"C\" __global__ void vector_add(float* __restrict__ _cg_p0, float* __restrict__ _cg_p1, float* __restrict__ _cg_p2, int _cg_p3)"), "{code}");
         assert!(code.contains("_ind._n = (((long long)_cg_p3));"), "{code}");
-        assert!(code.contains("const T &x = _cg_p0[i];") || code.contains("const float &x = _cg_p0[i];"), "{code}");
+        assert!(
+            code.contains("const T &x = _cg_p0[i];")
+                || code.contains("const float &x = _cg_p0[i];"),
+            "{code}"
+        );
         assert!(code.contains("float &z = _cg_p2[i];"), "{code}");
         assert!(code.contains("#line 4 \"k.py\"\nz = x + y\n"), "{code}");
         // Explicit dtypes: an output of another type than the assignment's is refused.
-        let e = elementwise(&def("elementwise", "float32 x, float32 y", "float64 z"), "vector_add", &c)
-            .unwrap_err();
-        assert!(e.message.contains("output `float64 z` is double"), "{}", e.message);
+        let e = elementwise(
+            &def("elementwise", "float32 x, float32 y", "float64 z"),
+            "vector_add",
+            &c,
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("output `float64 z` is double"),
+            "{}",
+            e.message
+        );
         // Names bind first, whatever the order.
-        let code = elementwise(&def("elementwise", "float32 b, float32 a", "float32 c"), "k", &c).unwrap();
+        let code = elementwise(
+            &def("elementwise", "float32 b, float32 a", "float32 c"),
+            "k",
+            &c,
+        )
+        .unwrap();
         assert!(code.contains("const float &b = _cg_p1[i];"), "{code}");
     }
 
@@ -655,14 +700,24 @@ launch: {block: [256], grid: [\"ceil_div(n, 256)\"]}
 launch: {block: [256], grid: [\"ceil_div(rows * cols, 256)\"]}
 ",
         );
-        let mut d = def("elementwise", "float32 x, raw float32 bias, int32 cols", "float32 y");
+        let mut d = def(
+            "elementwise",
+            "float32 x, raw float32 bias, int32 cols",
+            "float32 y",
+        );
         d.operation = Some("y = x + bias[i % cols]".into());
         let code = elementwise(&d, "bias_add", &c).unwrap();
-        assert!(code.contains("_cg_raw<float> bias = {_cg_p1, (((long long)_cg_p4))};"), "{code}");
+        assert!(
+            code.contains("_cg_raw<float> bias = {_cg_p1, (((long long)_cg_p4))};"),
+            "{code}"
+        );
         assert!(code.contains("const int cols = (int)_cg_p4;"), "{code}");
         let d = def("elementwise", "float32 x, float32 bias", "float32 y");
         let code = elementwise(&d, "bias_add", &c).unwrap();
-        assert!(code.contains("const float &bias = _cg_p1[i % (((long long)_cg_p4))];"), "{code}");
+        assert!(
+            code.contains("const float &bias = _cg_p1[i % (((long long)_cg_p4))];"),
+            "{code}"
+        );
     }
 
     #[test]
