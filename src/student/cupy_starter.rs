@@ -63,7 +63,8 @@ mod tests {
                 name: name.clone(),
                 text,
             }];
-            let found = cupy::extract(&python, &files, &[name.clone()], tmp.path()).unwrap();
+            let found =
+                cupy::extract(&python, &files, std::slice::from_ref(&name), tmp.path()).unwrap();
             assert!(found.errors.is_empty(), "{}: {:?}", lab.name, found.errors);
             for ms in &r.rubric.milestones {
                 let (def, entry) = cupy::find(&found.definitions, &ms.kernel)
