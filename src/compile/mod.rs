@@ -12,7 +12,9 @@
 //! wheels ([`toolchain`]), passed as `-I` directories the sandbox lets the worker read. Numba
 //! submissions (`.py`) compile in the same kind of worker through [`numba`].
 
+pub mod install;
 pub mod numba;
+pub mod nvrtc_lib;
 pub mod toolchain;
 
 use crate::result::KernelResources;

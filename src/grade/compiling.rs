@@ -136,6 +136,70 @@ pub(super) fn compile_all(
     (modules, checks, summary)
 }
 
+/// Whether the failed compiles among `checks` are the grading machine's fault rather than the
+/// student's: a CUDA header the submission includes that this machine lacks, or NVRTC failing
+/// without naming a line of the submission while it also fails on cugrade's own kernel in a
+/// fresh compile worker (a missing or broken NVRTC, its builtins library, the sandbox around
+/// it). `Some` says what is wrong and how to fix it: the caller stops grading (exit 3).
+pub(super) fn machine_fault(checks: &[Check], opts: &Options) -> Option<String> {
+    use crate::compile::toolchain;
+    use crate::result::Status;
+    let failed: Vec<&Check> = checks
+        .iter()
+        .filter(|c| c.kind == CheckKind::Compile && c.status == Status::Fail)
+        .collect();
+    let dirs = toolchain::cuda_include_dirs();
+    for c in &failed {
+        let log = c.details.as_deref().unwrap_or(&c.message);
+        if let Some(h) = toolchain::missing_cuda_header(log, &dirs) {
+            return Some(format!(
+                "the submission includes <{h}>, one of CUDA's own headers, and this machine \
+                 does not have it: the grading machine's fault, not the submission's \
+                 ({}).\nfix: `cugrade doctor --install` (downloads CUDA's headers from PyPI \
+                 into {}), or install the CUDA 13.0 toolkit",
+                c.location.as_deref().unwrap_or("compile"),
+                toolchain::headers_dir().display()
+            ));
+        }
+    }
+    // NVRTC's log names the student's file and line for everything the source did; a failure
+    // without one is checked against a kernel that cannot fail.
+    if !failed
+        .iter()
+        .any(|c| c.location.is_none() && c.details.is_some())
+    {
+        return None;
+    }
+    let probe = SourceFile {
+        name: "cugrade-probe.cu".into(),
+        text: "extern \"C\" __global__ void cugrade_probe(float* x) { x[threadIdx.x] = 1.0f; }\n"
+            .into(),
+    };
+    let (modules, probe_checks, summary) = compile_all(
+        std::slice::from_ref(&probe),
+        &[],
+        &[],
+        opts,
+        Duration::from_secs(120),
+    );
+    if !modules.is_empty() {
+        return None;
+    }
+    let why = probe_checks
+        .iter()
+        .map(|c| c.message.as_str())
+        .chain(std::iter::once(summary.log.as_str()))
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    Some(format!(
+        "NVRTC does not compile even cugrade's own test kernel on this machine: the grading \
+         machine's fault, not the submission's.\n{why}\nfix: run `cugrade doctor`; remove \
+         {} and run cugrade again to download NVRTC anew, or repair the CUDA toolkit's NVRTC",
+        toolchain::cache_root().join("nvidia").display()
+    ))
+}
+
 /// NVRTC logs are the student's own diagnostics; cap them.
 pub(super) fn sanitize_log(log: &str) -> String {
     const CAP: usize = 32 * 1024;

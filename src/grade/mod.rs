@@ -127,8 +127,11 @@ pub fn grade(
         Duration::from_secs_f64(timeouts.compile_s),
     );
     compile_checks.extend(refused.into_iter().map(|(_, c)| c));
+    if let Some(fault) = compiling::machine_fault(&compile_checks, opts) {
+        return Err(Infrastructure(fault));
+    }
     let numba_kernels = if accepts(Language::Numba) {
-        numba::compile(rubric, sub, opts)
+        numba::compile(rubric, sub, opts)?
     } else {
         numba::NumbaKernels::new()
     };

@@ -32,6 +32,10 @@ pub struct WorkerConfig {
     pub policy: sandbox::Policy,
     /// Largest request the worker accepts, in bytes of blobs.
     pub max_request_bytes: usize,
+    /// The folder to load NVRTC from when the system has none (the parent's cugrade cache:
+    /// the worker's `HOME` is its temp dir). The policy lets the worker read it.
+    #[serde(default)]
+    pub nvrtc_dir: Option<std::path::PathBuf>,
 }
 
 /// Entry point of `cugrade __worker CONFIG_JSON`. Returns the exit code.
@@ -53,6 +57,9 @@ pub fn main(config_json: &str) -> i32 {
         File::from_raw_fd(fd)
     };
     let mut out = BufWriter::new(proto);
+    if let Some(dir) = &config.nvrtc_dir {
+        crate::compile::nvrtc_lib::use_dir(dir.clone());
+    }
     let sandbox_report = sandbox::apply(&config.policy);
     let mut input = BufReader::new(std::io::stdin().lock());
 
