@@ -140,8 +140,26 @@ enum Command {
         /// Rubric files (YAML) whose CPU baselines to measure.
         rubrics: Vec<PathBuf>,
     },
-    /// Say what this machine offers: driver, GPUs, NVRTC, sandbox layers, and what is missing.
-    Doctor,
+    /// Say what this machine offers (driver, GPUs, NVRTC, CUDA headers, Numba, sandbox) and
+    /// what is missing; exit 3 when something the rubric needs is missing.
+    Doctor {
+        /// The rubric whose needs count (NVRTC, headers; Numba if it accepts .py kernels).
+        /// Without it, the rubric the submission's cugrade.yaml names.
+        #[arg(long, value_name = "FILE")]
+        rubric: Option<PathBuf>,
+        /// The submission folder whose cugrade.yaml and files count [default: .]; Numba is
+        /// needed when it has .py kernels.
+        #[arg(value_name = "SUBMISSION")]
+        submission: Option<PathBuf>,
+        /// Where kernels will run: with `cuda`, a GPU (and cuBLAS, where the rubric compares
+        /// against it) is needed too.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        /// First install what is needed and missing (NVRTC, CUDA's headers, Numba) from PyPI
+        /// into cugrade's cache.
+        #[arg(long)]
+        install: bool,
+    },
     /// Write a student starter for a lab: stub kernels, cugrade.yaml and a README.
     Init {
         /// The lab (`cugrade init --list` lists them).
@@ -198,7 +216,17 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Worker { config } => return crate::worker::child::main(&config),
         Command::ProfileKernel { job } => return crate::worker::profiled::main(&job),
-        Command::Doctor => Ok(crate::doctor::run()),
+        Command::Doctor {
+            rubric,
+            submission,
+            backend,
+            install,
+        } => crate::doctor::run(&crate::doctor::DoctorOptions {
+            rubric,
+            submission,
+            backend,
+            install,
+        }),
         Command::Calibrate { rubrics } => crate::calibrate::run(&rubrics),
         Command::Validate {
             rubrics,

@@ -33,8 +33,8 @@ pub struct CheckOptions {
 }
 
 /// The rubric to grade against, and the temp folder of a built-in lab, kept while grading.
-struct Rubric {
-    loaded: LoadedRubric,
+pub(crate) struct Rubric {
+    pub(crate) loaded: LoadedRubric,
     path: PathBuf,
     _lab: Option<labs::Materialized>,
 }
@@ -49,7 +49,7 @@ fn load_submission(path: &Path) -> Result<Submission, CliError> {
 }
 
 /// `--rubric FILE`, else what `cugrade.yaml` names.
-fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubric, CliError> {
+pub(crate) fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubric, CliError> {
     if let Some(p) = given {
         return Ok(Rubric {
             loaded: rubric::load(p)?,
