@@ -11,10 +11,13 @@ use std::path::PathBuf;
 #[command(
     name = "cugrade",
     version,
-    about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA kernels",
-    long_about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA \
-                  kernels against a YAML rubric, on the GPU or on cugrade's PTX emulator.\n\n\
-                  Students: `cugrade init LAB` writes a starter, `cugrade check` grades it.",
+    about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA kernels \
+             (.cu, .ptx, Numba .py)",
+    long_about = "Auto-grader for GPU programming courses: compiles, runs and checks GPU \
+                  kernels (CUDA C++ .cu, PTX .ptx, Numba @cuda.jit in .py) against a YAML \
+                  rubric, on the GPU or on cugrade's PTX emulator.\n\n\
+                  Students: `cugrade init LAB` (or `cugrade init LAB --lang numba`) writes a \
+                  starter, `cugrade check` grades it.",
     max_term_width = 80
 )]
 struct Cli {
@@ -45,7 +48,7 @@ pub struct CheckArgs {
     /// (`rubric: LAB` for a lab built into cugrade, or a file next to cugrade.yaml).
     #[arg(long, value_name = "FILE")]
     pub rubric: Option<PathBuf>,
-    /// The submission: a .cu or .ptx file, or a folder of them.
+    /// The submission: a .cu, .ptx or .py (Numba) file, or a folder of them.
     #[arg(default_value = ".", value_name = "SUBMISSION")]
     pub submission: PathBuf,
     /// Write result.json here.
@@ -60,7 +63,8 @@ pub struct CheckArgs {
     /// Write Gradescope's results.json here (e.g. /autograder/results/results.json).
     #[arg(long, value_name = "FILE")]
     pub gradescope: Option<PathBuf>,
-    /// Grade again each time a source file of the submission changes (Ctrl-C stops).
+    /// Grade again each time a file of the submission (.cu, .cuh, .h, .ptx, .py,
+    /// cugrade.yaml) or the rubric changes (Ctrl-C stops).
     #[arg(long)]
     pub watch: bool,
     /// Print only the total line (GitHub annotations and JSON are unaffected).
@@ -76,7 +80,7 @@ pub struct CheckArgs {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Grade one submission (a .cu or .ptx file, or a folder) and print a summary.
+    /// Grade one submission (a .cu, .ptx or .py file, or a folder) and print a summary.
     Check {
         #[command(flatten)]
         args: CheckArgs,
@@ -88,8 +92,8 @@ enum Command {
         /// Rubric file (YAML).
         #[arg(long, value_name = "FILE")]
         rubric: PathBuf,
-        /// Folder of submissions: each subfolder, .cu/.ptx file or .zip/.tar.gz archive is one
-        /// student.
+        /// Folder of submissions: each subfolder, .cu/.ptx/.py file or .zip/.tar.gz archive is
+        /// one student.
         cohort: PathBuf,
         /// Folder for the results (created if missing).
         #[arg(long, value_name = "DIR")]
@@ -160,7 +164,8 @@ enum Command {
         #[arg(long)]
         install: bool,
     },
-    /// Write a student starter for a lab: stub kernels, cugrade.yaml and a README.
+    /// Write a student starter for a lab: stub kernels (CUDA C++, or Numba with --lang
+    /// numba), cugrade.yaml and a README.
     Init {
         /// The lab (`cugrade init --list` lists them).
         #[arg(value_name = "LAB", required_unless_present = "list",
@@ -170,9 +175,14 @@ enum Command {
         /// but not the starter's kernels or cugrade.yaml.
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
-        /// List the labs built into this cugrade and exit.
+        /// List the labs built into this cugrade, with the languages each has starters in,
+        /// and exit.
         #[arg(long)]
         list: bool,
+        /// The language of the starter's kernels: CUDA C++ (LAB.cu) or Numba @cuda.jit
+        /// functions in Python (LAB.py).
+        #[arg(long, value_enum, default_value = "cuda")]
+        lang: crate::student::starter::StarterLang,
     },
     /// Print a shell completion script, e.g. `cugrade completions bash > ~/.local/share/bash-completion/completions/cugrade`.
     Completions {
@@ -259,7 +269,12 @@ pub fn main() -> i32 {
                 crate::student::check(&opts)
             }
         }
-        Command::Init { lab, dir, list } => crate::student::init(lab.as_deref(), dir, list),
+        Command::Init {
+            lab,
+            dir,
+            list,
+            lang,
+        } => crate::student::init(lab.as_deref(), dir, list, lang),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "cugrade", &mut std::io::stdout());
             Ok(exit::OK)

@@ -2,6 +2,7 @@
 //! from the submission's `cugrade.yaml`, empty kernels reported as "not implemented yet",
 //! `--watch` to grade again on every save) and `cugrade init` for a lab's starter.
 
+mod numba_starter;
 pub mod starter;
 mod watch;
 
@@ -214,11 +215,24 @@ pub fn watch(o: &CheckOptions) -> Result<i32, CliError> {
     })
 }
 
-/// `cugrade init LAB [DIR]` and `cugrade init --list`.
-pub fn init(lab: Option<&str>, dir: Option<PathBuf>, list: bool) -> Result<i32, CliError> {
+/// `cugrade init LAB [DIR] [--lang numba]` and `cugrade init --list`.
+pub fn init(
+    lab: Option<&str>,
+    dir: Option<PathBuf>,
+    list: bool,
+    lang: starter::StarterLang,
+) -> Result<i32, CliError> {
     if list {
+        println!("{:<12} {:<12} about", "lab", "--lang");
         for l in labs::LABS {
-            println!("{:<12} {}", l.name, l.heading().replace('`', ""));
+            let langs: Vec<&str> = starter::languages(l).iter().map(|x| x.as_str()).collect();
+            let about = l.heading().replace('`', "");
+            println!(
+                "{:<12} {:<12} {}",
+                l.name,
+                langs.join(", "),
+                about.strip_prefix("Lab: ").unwrap_or(&about)
+            );
         }
         return Ok(exit::OK);
     }
@@ -230,9 +244,13 @@ pub fn init(lab: Option<&str>, dir: Option<PathBuf>, list: bool) -> Result<i32, 
         ))
     })?;
     let dir = dir.unwrap_or_else(|| PathBuf::from(lab.name));
-    let files = starter::init(lab, &dir).map_err(CliError::Usage)?;
+    let files = starter::init(lab, &dir, lang).map_err(CliError::Usage)?;
     println!(
-        "wrote a starter for the {} lab in {}:",
+        "wrote a {} starter for the {} lab in {}:",
+        match lang {
+            starter::StarterLang::Cuda => "CUDA C++",
+            starter::StarterLang::Numba => "Numba",
+        },
         lab.name,
         dir.display()
     );
