@@ -22,8 +22,7 @@
 #
 # The release build of `cargo install` reuses compiled dependencies through CARGO_TARGET_DIR
 # (under $CUGRADE_CI_TOOLS): the command and everything it installs are the templates' own.
-# cargo resolves crates offline (CARGO_NET_OFFLINE) from ~/.cargo, which building this checkout
-# filled: CI reaches PyPI and npm, not crates.io.
+# Crates come from ~/.cargo's cache and crates.io's index, as for building this checkout.
 #
 # Usage: ci/check-templates.sh   (installs HEAD: commit what it should check)
 set -euo pipefail
@@ -85,11 +84,11 @@ git -C "$course" tag -f "$tag" HEAD >/dev/null
 course_url="file://$course"
 echo "ok: $course_url at $tag ($(git -C "$course" rev-parse --short HEAD))"
 
-# What every runner here shares with a real one: Rust where rustup put it, crates offline,
-# compiled dependencies reused. HOME is the runner's own, fresh for each.
+# What every runner here shares with a real one: Rust where rustup put it, and compiled
+# dependencies reused. HOME is the runner's own, fresh for each.
 export RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}"
 export PATH="$CARGO_HOME/bin:$PATH"
-export CARGO_TARGET_DIR="$tools/install-target" CARGO_NET_OFFLINE=true CARGO_TERM_COLOR=never
+export CARGO_TARGET_DIR="$tools/install-target" CARGO_TERM_COLOR=never
 
 # Sample student repositories, made by `cugrade init` (this checkout's debug build, only to
 # write the starter files: every job installs and runs its own cugrade).
@@ -302,7 +301,7 @@ mkdir -p "$student_home"
 installed="$(find "$gh_store" -mindepth 1 -maxdepth 1 -type d -name 'cugrade-Linux-*')/0/bin"
 (
   export HOME="$student_home" PATH="$installed:$PATH"
-  unset CARGO_TARGET_DIR CARGO_NET_OFFLINE RUSTUP_HOME CARGO_HOME
+  unset CARGO_TARGET_DIR RUSTUP_HOME CARGO_HOME
   cd "$HOME"
   cugrade init reduction my-reduction > init.log
   cd my-reduction
