@@ -11,7 +11,8 @@
 #      LD_LIBRARY_PATH anywhere), `cugrade check` on a half-done reduction: the job fails, and
 #      the cache is saved anyway (`if: always()`); then the same repository on another fresh
 #      runner: the cache is restored, nothing is built or downloaded; then a finished
-#      vector-add: the job passes;
+#      vector-add: the job passes; then a Numba repository (`init --lang numba`): Numba is
+#      installed with the compilers and cached under the key for .py repositories;
 #   4. the GitLab emulator pipeline with gitlab-ci-local (shell executor, isolated builds):
 #      the same install from the course repository, a failing job whose cache is saved
 #      (`cache: when: always`) and reused by the next run, and a passing job; the GPU pipeline
@@ -221,6 +222,32 @@ finished "$vadd"
 finish_repo "$vadd"
 expect "the job" "$(gh_run third "$vadd")" pass "$work/third.log"
 all_correct "$work/artifacts-third/cugrade/result.json"
+
+echo "--- GitHub: a Numba repository (Numba installed with the compilers, cached under its own key)"
+started=$SECONDS
+numba="$work/gh-numba"
+make_repo "$numba" reduction --lang numba
+implement "$numba/reduction.py" 'def reduce_naive(in_, out, n):
+    # TODO: your code here.
+    pass' 'def reduce_naive(in_, out, n):
+    i = cuda.grid(1)
+    if i < n:
+        cuda.atomic.add(out, 0, in_[i])'
+finish_repo "$numba"
+expect "the job" "$(gh_run numba "$numba")" fail "$work/numba.log"
+log="$work/numba.log"
+has "$log" "installing numba-cuda 0.30.4"
+expect "Save (after the failed grading)" "$(outcome numba "Save cugrade and its compilers")" success "$log"
+saved=$(find "$gh_store" -mindepth 1 -maxdepth 1 -type d -name 'cugrade-Linux-*-numba')
+[ -f "$saved/1/numba/.cugrade-pins" ] || { ls -la "$gh_store"; echo "no Numba in the saved cache" >&2; exit 1; }
+"$venv/bin/python" - "$work/artifacts-numba/cugrade/result.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+status = {m["id"]: m["status"] for m in r["milestones"]}
+assert status["reduce_naive"] in ("pass", "skipped"), status
+assert status["reduce_shared"] == "fail" and status["reduce_shuffle"] == "fail", status
+PY
+echo "ok: Numba installed and cached, reduce_naive graded from reduction.py ($((SECONDS - started)) s)"
 
 echo "--- GitHub: a wrong tag fails with what to do"
 if "$venv/bin/python" ci/run-workflow.py ci/github/cugrade-emulator.yml --repo "$vadd" \
