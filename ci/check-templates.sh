@@ -333,7 +333,7 @@ PY
 echo "--- README's student path with the installed cugrade, on a fresh HOME"
 student_home="$work/student-home"
 mkdir -p "$student_home"
-installed="$(find "$gh_store" -mindepth 1 -maxdepth 1 -type d -name 'cugrade-Linux-*')/0/bin"
+installed="$(find "$gh_store" -mindepth 1 -maxdepth 1 -type d -name 'cugrade-Linux-*-nvrtc')/0/bin"
 (
   export HOME="$student_home" PATH="$installed:$PATH"
   unset CARGO_TARGET_DIR RUSTUP_HOME CARGO_HOME
