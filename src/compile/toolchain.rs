@@ -124,7 +124,9 @@ pub fn is_cuda_header(name: &str) -> bool {
 /// had) lack it: the grading machine's fault. `None` when every header the log names is there,
 /// or is not CUDA's (a student's typo is the student's).
 pub fn missing_cuda_header(log: &str, dirs: &[PathBuf]) -> Option<String> {
-    let re = regex::Regex::new(r#"could not open source file "([^"\n]+)""#).expect("static regex");
+    // NVRTC says "could not open" without include directories, "cannot open" with them.
+    let re = regex::Regex::new(r#"(?:could not|cannot) open source file "([^"\n]+)""#)
+        .expect("static regex");
     re.captures_iter(log)
         .map(|c| c[1].to_string())
         .find(|h| is_cuda_header(h) && !dirs.iter().any(|d| d.join(h).exists()))
@@ -421,6 +423,11 @@ mod tests {
         assert_eq!(
             missing_cuda_header(log, &[]).as_deref(),
             Some("cooperative_groups.h")
+        );
+        let with_dirs = "k.cu(1): catastrophic error: cannot open source file \"cuda_fp16.h\"\n";
+        assert_eq!(
+            missing_cuda_header(with_dirs, &[]).as_deref(),
+            Some("cuda_fp16.h")
         );
         let typo = "k.cu(1): catastrophic error: could not open source file \"mine.cuh\"\n";
         assert_eq!(missing_cuda_header(typo, &[]), None);
