@@ -107,7 +107,7 @@ fn save(dir: &Path, k: u32) {
         format!("{}{body}{}", &c[1], &c[2])
     });
     assert_ne!(new, text, "no kernel body in {text}");
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         let tmp = dir.join(".vector-add.cu.swp");
         std::fs::write(&tmp, new.as_bytes()).unwrap();
         std::fs::rename(&tmp, &p).unwrap();
