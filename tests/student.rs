@@ -257,6 +257,8 @@ fn completions_and_man_page_come_from_the_command_line() {
         let (out, _) = text(&o);
         assert_eq!(o.status.code(), Some(0));
         assert!(out.contains("cugrade") && out.contains("watch"), "{shell}");
+        // Numba is a language of its own: `init --lang numba` completes.
+        assert!(out.contains("lang") && out.contains("numba"), "{shell}");
     }
     let o = run(&["man"], here);
     let (out, _) = text(&o);
@@ -265,6 +267,12 @@ fn completions_and_man_page_come_from_the_command_line() {
         "{out}"
     );
     assert!(out.contains("check"), "{out}");
+    assert!(out.contains(".py") && out.contains("Numba"), "{out}");
+    // The help names .py where it names .cu.
+    for args in [vec!["--help"], vec!["check", "--help"], vec!["grade", "--help"]] {
+        let (out, _) = text(&run(&args, here));
+        assert!(out.contains(".py"), "{args:?}: {out}");
+    }
     let d = tempfile::tempdir().unwrap();
     let o = run(&["man", "--out", d.path().to_str().unwrap()], here);
     assert_eq!(o.status.code(), Some(0));
