@@ -269,7 +269,11 @@ fn completions_and_man_page_come_from_the_command_line() {
     assert!(out.contains("check"), "{out}");
     assert!(out.contains(".py") && out.contains("Numba"), "{out}");
     // The help names .py where it names .cu.
-    for args in [vec!["--help"], vec!["check", "--help"], vec!["grade", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["check", "--help"],
+        vec!["grade", "--help"],
+    ] {
         let (out, _) = text(&run(&args, here));
         assert!(out.contains(".py"), "{args:?}: {out}");
     }

@@ -387,15 +387,29 @@ fn definitions(src: &str, kernel: &str) -> Vec<(usize, bool)> {
 /// C++ or Numba), with the `file:line` of the (first) definition. PTX is never taken for a
 /// stub.
 pub fn stubs(sub: &Submission, r: &LoadedRubric) -> BTreeMap<String, String> {
+    // Files in a language the rubric refuses are not its kernels: grading says so instead.
+    let accepts = |l: crate::rubric::schema::Language| {
+        r.rubric.languages.as_ref().is_none_or(|v| v.contains(&l))
+    };
+    let cuda: &[crate::compile::SourceFile] = if accepts(crate::rubric::schema::Language::Cuda) {
+        &sub.sources
+    } else {
+        &[]
+    };
+    let python: &[crate::compile::SourceFile] = if accepts(crate::rubric::schema::Language::Numba) {
+        &sub.python
+    } else {
+        &[]
+    };
     let mut out = BTreeMap::new();
     for m in &r.rubric.milestones {
         let mut defs = Vec::new();
-        for f in sub.sources.iter().chain(&sub.headers) {
+        for f in cuda.iter().chain(&sub.headers) {
             for (line, empty) in definitions(&f.text, &m.kernel) {
                 defs.push((format!("{}:{line}", f.name), empty));
             }
         }
-        for f in &sub.python {
+        for f in python {
             for (line, empty) in super::numba_starter::definitions(&f.text, &m.kernel) {
                 defs.push((format!("{}:{line}", f.name), empty));
             }
