@@ -90,6 +90,9 @@ echo "ok: $course_url at $tag ($(git -C "$course" rev-parse --short HEAD))"
 export RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}"
 export PATH="$CARGO_HOME/bin:$PATH"
 export CARGO_TARGET_DIR="$tools/install-target" CARGO_TERM_COLOR=never
+# cargo takes a git package built at another commit (same name, version and tag) for fresh in
+# a reused target dir: only the dependencies may be reused, cugrade itself is built anew.
+rm -rf "$CARGO_TARGET_DIR"/release/.fingerprint/cugrade-*
 
 # Sample student repositories, made by `cugrade init` (this checkout's debug build, only to
 # write the starter files: every job installs and runs its own cugrade).
@@ -190,6 +193,7 @@ expect "Install NVRTC" "$(outcome first "Install NVRTC, CUDA's headers and Numba
 expect "Grade" "$(outcome first Grade)" failure "$log"
 expect "Save (after the failed grading)" "$(outcome first "Save cugrade and its compilers")" success "$log"
 expect "Job summary" "$(outcome first "Job summary")" success "$log"
+has "$log" "Compiling cugrade v$version (file://$course?tag=$tag"
 has "$log" "Installed package \`cugrade"
 has "$log" "installing NVRTC 13.0.88"
 has "$log" "installing CUDA 13.0's headers"
