@@ -152,8 +152,11 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
     // Sandbox: a degraded layer confines less, and grading still works.
     for l in crate::sandbox::probe().layers {
         match l.state {
-            crate::sandbox::LayerState::Active => {
+            crate::sandbox::LayerState::Active if l.detail.is_empty() => {
                 lines.push((Mark::Ok, format!("sandbox {}: available", l.name)))
+            }
+            crate::sandbox::LayerState::Active => {
+                lines.push((Mark::Ok, format!("sandbox {}: {}", l.name, l.detail)))
             }
             crate::sandbox::LayerState::Degraded(why) => {
                 lines.push((Mark::Optional, format!("sandbox {}: {why}", l.name)))
