@@ -138,13 +138,19 @@ fn doctor_exits_3_when_something_the_rubric_needs_is_missing() {
     assert!(out.lines().any(|l| l.starts_with("MISS Numba")), "{out}");
     assert!(out.contains("not ready for reduction"), "{out}");
     // --rubric decides: a rubric that accepts Numba needs it, one limited to CUDA does not.
+    // The rubric in a course tree of its own, its reference kernel beside it (cugrade reads a
+    // rubric's files only from its course tree).
+    let course = d.path().join("course");
+    std::fs::create_dir_all(course.join("rubrics")).unwrap();
+    std::fs::create_dir_all(course.join("reference-kernels")).unwrap();
+    std::fs::copy(
+        root().join("reference-kernels/vector-add.cu"),
+        course.join("reference-kernels/vector-add.cu"),
+    )
+    .unwrap();
     let rubric_of = |extra: &str| {
         let text = std::fs::read_to_string(root().join("rubrics/vector-add.yaml")).unwrap();
-        let text = text.replace(
-            "../reference-kernels",
-            &root().join("reference-kernels").to_string_lossy(),
-        );
-        let p = d.path().join(format!("vadd{}.yaml", extra.len()));
+        let p = course.join(format!("rubrics/vadd{}.yaml", extra.len()));
         std::fs::write(&p, format!("{text}\n{extra}\n")).unwrap();
         p
     };

@@ -104,6 +104,7 @@ fn pip_into(
                 .join(" ")
         ));
     }
+    open_to_all(staging);
     eprintln!(
         "cugrade: {what} installed in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -111,12 +112,48 @@ fn pip_into(
     Ok(())
 }
 
-/// A staging folder beside `dest`, unique to this process.
+/// A staging folder beside `dest`, unique to this process. The cache folder is made readable
+/// by everyone (see `open_to_all`).
 fn staging_for(dest: &Path, tag: &str) -> Result<PathBuf, String> {
     let parent = dest.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)
         .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    add_mode(parent, 0o055);
     Ok(parent.join(format!(".{tag}.partial-{}", std::process::id())))
+}
+
+/// Add `bits` to `path`'s mode (best effort: a file of another owner is left as it is).
+fn add_mode(path: &Path, bits: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && !m.file_type().is_symlink()
+        && m.permissions().mode() & bits != bits
+    {
+        let mode = (m.permissions().mode() | bits) & 0o7777;
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+    }
+}
+
+/// Make an install readable by every user: folders `a+rx`, files `a+r` (and `a+x` where the
+/// owner may run them), whatever the umask. A grader started as root runs its workers under
+/// uids of their own, and they load NVRTC, read the headers and import Numba from this cache.
+/// Nothing in it is secret (public wheels); nothing is made writable.
+fn open_to_all(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(m) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    if m.is_dir() {
+        add_mode(dir, 0o555);
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                open_to_all(&e.path());
+            }
+        }
+    } else if m.is_file() {
+        let exec = m.permissions().mode() & 0o100 != 0;
+        add_mode(dir, if exec { 0o555 } else { 0o444 });
+    }
 }
 
 /// Move `staging/rel` to `root/rel`, renaming the first ancestor of it that `root` lacks (so a
@@ -230,8 +267,11 @@ pub fn numba_into(dest: &Path) -> Result<(), String> {
         dest,
     )
     .and_then(|()| {
-        std::fs::write(staging.join(toolchain::PINS_STAMP), toolchain::pins_stamp())
-            .map_err(|e| format!("cannot write the pins' stamp: {e}"))
+        let stamp = staging.join(toolchain::PINS_STAMP);
+        std::fs::write(&stamp, toolchain::pins_stamp())
+            .map_err(|e| format!("cannot write the pins' stamp: {e}"))?;
+        add_mode(&stamp, 0o444);
+        Ok(())
     })
     .and_then(|()| replace_dir(&staging, dest));
     let _ = std::fs::remove_dir_all(&staging);
@@ -260,6 +300,40 @@ mod tests {
         // Already complete: nothing moves, nothing fails.
         std::fs::create_dir_all(staging.join("nvidia/cu13/lib")).unwrap();
         move_into(&staging, &root, Path::new("nvidia/cu13/lib")).unwrap();
+    }
+
+    #[test]
+    fn an_install_is_readable_by_everyone_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let set = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("staging");
+        std::fs::create_dir_all(root.join("nvidia/cu13/lib")).unwrap();
+        let lib = root.join("nvidia/cu13/lib/libnvrtc.so.13");
+        let header = root.join("nvidia/cu13/header.h");
+        std::fs::write(&lib, "elf").unwrap();
+        std::fs::write(&header, "//").unwrap();
+        // What pip writes under `umask 077`.
+        set(&lib, 0o700);
+        set(&header, 0o600);
+        for p in ["nvidia/cu13/lib", "nvidia/cu13", "nvidia", ""] {
+            set(&root.join(p), 0o700);
+        }
+        open_to_all(&root);
+        assert_eq!(mode(&lib), 0o755);
+        assert_eq!(mode(&header), 0o644);
+        for p in ["nvidia/cu13/lib", "nvidia/cu13", "nvidia", ""] {
+            assert_eq!(mode(&root.join(p)), 0o755, "{p}");
+        }
+        // The cache folder that holds the installs too.
+        let cache = d.path().join("cache");
+        std::fs::create_dir(&cache).unwrap();
+        set(&cache, 0o700);
+        staging_for(&cache.join("headers"), "headers").unwrap();
+        assert_eq!(mode(&cache), 0o755);
     }
 
     #[test]
