@@ -47,11 +47,14 @@ impl Student {
         Student { home, path }
     }
 
-    /// Run one shell line of the README in `cwd` (relative to HOME).
+    /// Run one shell line of the README in `cwd` (relative to HOME), under the strictest
+    /// common umask (077, as on many shared machines): what cugrade installs and what its
+    /// sandbox builds must still be readable by workers that a root grader (this test, as
+    /// root) runs under uids of their own.
     fn sh(&self, line: &str, cwd: &str) -> Output {
         Command::new("sh")
             .arg("-c")
-            .arg(line)
+            .arg(format!("umask 077; {line}"))
             .env_clear()
             .env("HOME", self.home.path())
             .env("PATH", &self.path)
