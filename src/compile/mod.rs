@@ -217,6 +217,53 @@ pub fn first_location(log: &str) -> Option<String> {
     re.captures(log).map(|c| format!("{}:{}", &c[1], &c[2]))
 }
 
+/// C, C++ or PTX source with its `//` and `/* */` comments blanked (string literals are kept
+/// as they are: a comment marker inside one is rare in kernel code and only makes this
+/// conservative).
+pub fn without_comments(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut chars = src.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('/', Some('/')) => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut prev = ' ';
+                for n in chars.by_ref() {
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    if n == '\n' {
+                        out.push('\n');
+                    }
+                    prev = n;
+                }
+                out.push(' ');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether `name` occurs in `code` as a whole identifier.
+pub fn mentions(code: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    !name.is_empty()
+        && code.match_indices(name).any(|(i, _)| {
+            let before = code[..i].chars().next_back();
+            let after = code[i + name.len()..].chars().next();
+            !before.is_some_and(ident) && !after.is_some_and(ident)
+        })
+}
+
 /// Names of the `.entry` kernels a PTX module defines.
 pub fn ptx_entries(ptx: &str) -> Vec<String> {
     let re = regex::Regex::new(
@@ -266,6 +313,16 @@ ptxas info    : Used 8 registers, 368 bytes cmem[0]";
         assert_eq!(first_location(log).as_deref(), Some("sum.cu:3"));
         let ptx = ".version 8.8\n.visible .entry vector_add(\n.param .u64 a\n)\n.entry helper(\n";
         assert_eq!(ptx_entries(ptx), vec!["vector_add", "helper"]);
+    }
+
+    #[test]
+    fn names_are_found_outside_comments_only() {
+        let src = "// reduce_old\n/* reduce_gone(\n */ extern \"C\" __global__ void reduce_naive2(int n) {}\n";
+        let code = without_comments(src);
+        assert!(mentions(&code, "reduce_naive2"));
+        assert!(!mentions(&code, "reduce_naive"), "a prefix is not the name");
+        assert!(!mentions(&code, "reduce_old") && !mentions(&code, "reduce_gone"));
+        assert_eq!(code.lines().count(), src.lines().count(), "lines stay put");
     }
 
     #[test]
