@@ -58,6 +58,7 @@ pub(super) fn compile_all(
             arch: opts.arch.clone(),
             include_dirs: include_dirs.clone(),
         };
+        let mut more = Vec::new();
         let mut check = match w.call(&req, &[], timeout) {
             Ok((Response::Compiled { ok, log }, blobs)) => {
                 let log = sanitize_log(&log);
@@ -80,15 +81,19 @@ pub(super) fn compile_all(
                     }
                     _ => {
                         summary.ok = false;
-                        let first = compile::diagnostics_only(&log)
-                            .lines()
-                            .find(|l| l.contains("error"))
-                            .unwrap_or("compilation failed")
-                            .to_string();
-                        Check::fail(CheckKind::Compile, format!("compile {}", src.name), first)
-                            .with_location(compile::first_location(&log))
-                            .with_hint(hints::COMPILE)
-                            .with_details(compile::diagnostics_only(&log))
+                        let mut errors = error_checks(&src.name, &log);
+                        more = errors.split_off(1.min(errors.len()));
+                        errors.pop().unwrap_or_else(|| {
+                            let first = compile::diagnostics_only(&log)
+                                .lines()
+                                .find(|l| l.contains("error"))
+                                .unwrap_or("compilation failed")
+                                .to_string();
+                            Check::fail(CheckKind::Compile, format!("compile {}", src.name), first)
+                                .with_location(compile::first_location(&log))
+                                .with_hint(hints::COMPILE)
+                                .with_details(compile::diagnostics_only(&log))
+                        })
                     }
                 }
             }
@@ -132,8 +137,46 @@ pub(super) fn compile_all(
         };
         check.seconds = Some(started.elapsed().as_secs_f64());
         checks.push(check);
+        checks.extend(more);
     }
     (modules, checks, summary)
+}
+
+/// Most errors of one file that become findings; the log (in the report) has the rest.
+const ERRORS_SHOWN: usize = 10;
+
+/// One failed compile check per error NVRTC reports, at its `file:line:col`, with its own part
+/// of the log as evidence: a second mistake in the file is a finding of its own, not a line
+/// lost in the first one's log. The first is `compile FILE`; the others `compile FILE (error
+/// 2)`, ... so that names stay unique within a milestone.
+fn error_checks(file: &str, log: &str) -> Vec<Check> {
+    let errors = compile::log_errors(log);
+    let total = errors.len();
+    errors
+        .into_iter()
+        .take(ERRORS_SHOWN)
+        .enumerate()
+        .map(|(i, e)| {
+            let name = if i == 0 {
+                format!("compile {file}")
+            } else {
+                format!("compile {file} (error {})", i + 1)
+            };
+            // The diagnostic shows the line and the column; the evidence is what NVRTC adds.
+            let mut details = e.notes.clone();
+            if i + 1 == ERRORS_SHOWN && total > ERRORS_SHOWN {
+                details.push_str(&format!(
+                    "\n\n({} more errors: the compile log in the report has them all)",
+                    total - ERRORS_SHOWN
+                ));
+            }
+            let c = Check::fail(CheckKind::Compile, name, e.message.clone())
+                .with_location(Some(e.location()))
+                .with_details(details);
+            // Later errors often follow from the first: the hint goes with it only.
+            if i == 0 { c.with_hint(hints::COMPILE) } else { c }
+        })
+        .collect()
 }
 
 /// NVRTC logs are the student's own diagnostics; cap them.
