@@ -267,15 +267,21 @@ fn file_and_line(location: &str) -> (String, Option<usize>) {
     (one_line(l.file), l.line.map(|n| n as usize))
 }
 
+/// Width a file report (Markdown, JUnit) lets a quoted source line have before the renderer
+/// shortens it; the terminal uses its own width.
+pub const REPORT_WIDTH: usize = 400;
+
 /// Render a finding as a compiler diagnostic: `title`, then the location with the student's
 /// line underlined (when the check quotes it), then `notes` and the `help` line.
-/// `color` gives ANSI styles (terminal only).
+/// `color` gives ANSI styles (terminal only); a source line wider than `width` columns is
+/// shortened around the underline, as rustc does.
 pub fn diagnostic(
     f: &Finding,
     title: &str,
     notes: &[String],
     help: Option<&str>,
     color: bool,
+    width: usize,
 ) -> String {
     let c = f.check;
     let level = match c.status {
@@ -322,7 +328,8 @@ pub fn diagnostic(
         Renderer::styled()
     } else {
         Renderer::plain()
-    };
+    }
+    .term_width(width);
     renderer.render(&[group])
 }
 
@@ -416,6 +423,7 @@ mod tests {
             &["cases n1".into()],
             Some("add a barrier"),
             false,
+            REPORT_WIDTH,
         );
         assert!(
             text.starts_with("FAIL: reduce_shared › racecheck: hazard"),
@@ -431,7 +439,7 @@ mod tests {
         assert!(text.contains("= help: add a barrier"), "{text}");
         // Without the line: the location alone.
         let checks = [race("n1", 9)];
-        let text = diagnostic(&group(&checks)[0], "t", &[], None, false);
+        let text = diagnostic(&group(&checks)[0], "t", &[], None, false, REPORT_WIDTH);
         assert!(text.contains("--> reduce.cu:9"), "{text}");
     }
 
@@ -444,7 +452,7 @@ mod tests {
             text: "\tif (i < n) c[i] = a[i] + bb[i];".into(),
         });
         let checks = [c];
-        let text = diagnostic(&group(&checks)[0], "t", &[], None, false);
+        let text = diagnostic(&group(&checks)[0], "t", &[], None, false, REPORT_WIDTH);
         assert!(text.contains("--> k.cu:4:27"), "{text}");
         let lines: Vec<&str> = text.lines().collect();
         let src = lines.iter().position(|l| l.contains("bb[i]")).unwrap();
@@ -463,7 +471,7 @@ mod tests {
             text: "x = 1; \u{1b}[2J\u{1b}]0;pwned\u{7} // \u{202e}".into(),
         });
         let checks = [c];
-        let text = diagnostic(&group(&checks)[0], "t\u{1b}[31m", &[], None, false);
+        let text = diagnostic(&group(&checks)[0], "t\u{1b}[31m", &[], None, false, 80);
         assert!(
             !text.contains('\u{1b}') && !text.contains("pwned"),
             "{text:?}"
