@@ -181,12 +181,14 @@ pub fn run(
     let results: Mutex<Vec<(GradeResult, Fingerprints)>> = Mutex::new(Vec::new());
     let fatal: Mutex<Option<String>> = Mutex::new(None);
     let used_names: Mutex<std::collections::BTreeSet<String>> = Mutex::new(Default::default());
+    // `--resume`: how many results were taken from the earlier run.
+    let reused = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for job in 0..opts.jobs {
             let device = devices[job % devices.len()];
             // One compile of the reference for the cohort; expected outputs computed once.
             let mut reference = reference.share(device, None);
-            let (queue, results, fatal, used_names, rubric, base, common, progress) = (
+            let (queue, results, fatal, used_names, rubric, base, common, progress, reused) = (
                 &queue,
                 &results,
                 &fatal,
@@ -195,6 +197,7 @@ pub fn run(
                 &base,
                 &common,
                 &progress,
+                &reused,
             );
             let unpack = unpack_dir.path();
             s.spawn(move || {
@@ -242,6 +245,7 @@ pub fn run(
                         opts.resume,
                         used_names,
                         common,
+                        reused,
                     ) {
                         Ok(r) => {
                             progress.graded(&r.0);
@@ -269,16 +273,44 @@ pub fn run(
     let pairs = integrity::pairs(&prints);
     let results: Vec<GradeResult> = graded.into_iter().map(|(r, _)| r).collect();
     report::write_cohort(&results, &pairs, out)?;
-    if opts.format != Format::Human {
-        for r in &results {
-            print_result(r, opts.format, None);
+    match opts.format {
+        Format::Human => {}
+        // JSON Lines on stdout, one result.json per line; everything for people goes to stderr.
+        Format::Json => {
+            for r in &results {
+                println!("{}", crate::report::output::json_line(r));
+            }
+        }
+        Format::Github => {
+            for r in &results {
+                // A folder entry's files are under cohort/<entry>; a single-file entry's
+                // location is its own file name, in the cohort folder.
+                let folder = cohort.join(&r.student);
+                let dir = if folder.is_dir() { folder } else { cohort.to_path_buf() };
+                print_result(r, opts.format, Some(&dir));
+            }
         }
     }
-    println!(
-        "graded {} submissions into {}",
+    let reused = reused.into_inner();
+    let resumed = if opts.resume {
+        format!(
+            " ({reused} result{} reused from the earlier run, {} graded anew)",
+            if reused == 1 { "" } else { "s" },
+            results.len().saturating_sub(reused)
+        )
+    } else {
+        String::new()
+    };
+    let summary = format!(
+        "graded {} submissions into {}{resumed}",
         results.len(),
         out.display()
     );
+    if opts.format == Format::Json {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     Ok(if results.iter().all(GradeResult::all_passed) {
         exit::OK
     } else {
@@ -310,6 +342,7 @@ fn grade_entry(
     resume: bool,
     used: &Mutex<std::collections::BTreeSet<String>>,
     common: &HashSet<u64>,
+    reused: &std::sync::atomic::AtomicUsize,
 ) -> Result<(GradeResult, Fingerprints), String> {
     let name = entry
         .file_name()
@@ -328,6 +361,7 @@ fn grade_entry(
         .trim_end_matches(".tgz")
         .trim_end_matches(".cu")
         .trim_end_matches(".ptx")
+        .trim_end_matches(".py")
         .to_string();
     let loaded = path.and_then(|p| submission::load(&p).map_err(|e| e.to_string()));
     let loaded = loaded.and_then(|s| {
@@ -380,7 +414,10 @@ fn grade_entry(
                     r.submission_sha256 == sub.sha256 && r.assignment == rubric.rubric.assignment
                 });
             match reuse {
-                Some(r) => r,
+                Some(r) => {
+                    reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    r
+                }
                 None => grade::grade(rubric, &sub, o, reference).map_err(|e| e.0)?,
             }
         }

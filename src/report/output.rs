@@ -252,18 +252,50 @@ pub fn print_result(r: &GradeResult, format: Format, dir: Option<&Path>) {
                 )
             )
         }
-        Format::Github => match dir
-            .map(|d| d.to_string_lossy().into_owned())
-            .filter(|d| !d.is_empty() && d != ".")
-        {
-            Some(d) => print!(
-                "{}",
-                report::terminal::github_in(r, d.trim_end_matches('/'))
-            ),
-            None => print!("{}", report::terminal::github(r)),
-        },
+        Format::Github => {
+            let prefix = repo_relative(dir.unwrap_or(Path::new(".")));
+            print!("{}", report::terminal::github_in(r, &prefix))
+        }
         Format::Json => println!("{}", report::terminal::json(r)),
     }
+}
+
+/// A folder as GitHub names files in annotations: relative to the root of the repository
+/// (`$GITHUB_WORKSPACE` in Actions, else the nearest folder above the current one that holds
+/// `.git`), so that `cugrade check` run in a subfolder (or on `submissions/alice`) still points
+/// at `lab1/reduce.cu`. A folder outside the repository stays as given; the root is `""`.
+pub fn repo_relative(dir: &Path) -> String {
+    let given = || {
+        let d = dir.to_string_lossy();
+        let d = d.trim_end_matches('/');
+        if d == "." { String::new() } else { d.trim_start_matches("./").to_string() }
+    };
+    let Ok(cwd) = std::env::current_dir() else {
+        return given();
+    };
+    let Ok(abs) = std::fs::canonicalize(cwd.join(dir)) else {
+        return given();
+    };
+    let root = std::env::var_os("GITHUB_WORKSPACE")
+        .filter(|w| !w.is_empty())
+        .and_then(|w| std::fs::canonicalize(w).ok())
+        .or_else(|| {
+            let cwd = std::fs::canonicalize(&cwd).ok()?;
+            cwd.ancestors()
+                .find(|a| a.join(".git").exists())
+                .map(Path::to_path_buf)
+        });
+    match root.as_deref().and_then(|r| abs.strip_prefix(r).ok()) {
+        Some(rel) => rel.to_string_lossy().into_owned(),
+        None => given(),
+    }
+}
+
+/// `grade --format json`: one line of JSON per student, each exactly that student's
+/// result.json (JSON Lines: `jq` reads it as a stream; a line is never split).
+pub fn json_line(r: &GradeResult) -> String {
+    serde_json::to_string(r)
+        .unwrap_or_else(|e| format!("{{\"error\": \"could not serialize result: {e}\"}}"))
 }
 
 /// Write the per-submission files that were asked for.
