@@ -138,3 +138,159 @@ fn validate_reports_every_mistake_of_every_file() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("a.yaml:19:13"), "{err}");
 }
+
+/// A repository with a cohort in `subs/`: `bob/` (a folder whose reduce.cu has two compile
+/// errors that stop all three milestones), `eve.cu` (the same file alone) and `niaj.py` (a
+/// Python file that does not parse).
+fn cohort_repo() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let subs = repo.path().join("subs");
+    std::fs::create_dir_all(subs.join("bob")).unwrap();
+    let src = root().join("submissions-example/reduction/compile_error/reduce.cu");
+    std::fs::copy(&src, subs.join("bob/reduce.cu")).unwrap();
+    std::fs::copy(&src, subs.join("eve.cu")).unwrap();
+    std::fs::write(subs.join("niaj.py"), "from numba import cuda\ndef reduce_naive(:\n").unwrap();
+    std::fs::create_dir(repo.path().join("ci")).unwrap();
+    repo
+}
+
+/// `grade --format json | jq`: stdout is JSON Lines (one result.json per student, nothing
+/// else), the human summary is on stderr; `--resume` says how many results it reused; a
+/// single-file entry is named without its extension and gets no note about a manifest.
+#[test]
+fn grade_json_is_json_lines_and_resume_counts_reused_results() {
+    if !nvrtc() {
+        return;
+    }
+    let repo = cohort_repo();
+    let rubric = root().join("rubrics/reduction.yaml");
+    let args = |extra: &[&'static str]| {
+        let mut a: Vec<String> = [
+            "grade",
+            "--rubric",
+            rubric.to_str().unwrap(),
+            "subs",
+            "--out",
+            "out",
+            "--backend",
+            "emu",
+            "--seed",
+            "3",
+            "--format",
+            "json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let call = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run(&a, Some(repo.path()))
+    };
+    let o = call(args(&[]));
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let mut students = Vec::new();
+    for line in out.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: a line of stdout is not JSON: {line:?}"));
+        assert_eq!(v["assignment"], "reduction");
+        students.push(v["student"].as_str().unwrap().to_string());
+        if v["student"] == "niaj" {
+            let notes = v["notes"].as_array().cloned().unwrap_or_default();
+            assert!(notes.is_empty(), "no manifest, no note about one: {notes:?}");
+        }
+    }
+    assert_eq!(students, ["bob", "eve", "niaj"], "{out}");
+    assert!(err.contains("graded 3 submissions into out"), "{err}");
+    assert!(repo.path().join("out/niaj/result.json").is_file());
+    let o = call(args(&["--resume"]));
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(
+        err.contains("(3 results reused from the earlier run, 0 graded anew)"),
+        "{err}"
+    );
+    // One student changes: graded anew, the others reused.
+    std::fs::write(repo.path().join("subs/eve.cu"), "// empty\n").unwrap();
+    let o = call(args(&["--resume"]));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("(2 results reused from the earlier run, 1 graded anew)"),
+        "{err}"
+    );
+}
+
+/// `--format github` from a subfolder of the repository: annotation paths are the repository's
+/// (`subs/bob/reduce.cu`, `subs/eve.cu`), and an error that stops three milestones is one
+/// annotation naming them, not three.
+#[test]
+fn github_annotations_are_repository_paths_one_per_finding() {
+    if !nvrtc() {
+        return;
+    }
+    let repo = cohort_repo();
+    std::fs::remove_file(repo.path().join("subs/niaj.py")).unwrap();
+    let rubric = root().join("rubrics/reduction.yaml");
+    let o = cugrade()
+        .args([
+            "grade",
+            "--rubric",
+            rubric.to_str().unwrap(),
+            "../subs",
+            "--out",
+            "../out",
+            "--backend",
+            "emu",
+            "--format",
+            "github",
+        ])
+        .current_dir(repo.path().join("ci"))
+        .env_remove("GITHUB_WORKSPACE")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("::error ")).collect();
+    // reduce.cu has two errors (lines 12 and 19); each student gets one annotation per error.
+    assert_eq!(errors.len(), 4, "{out}");
+    for (file, line) in [
+        ("subs/bob/reduce.cu", 12),
+        ("subs/bob/reduce.cu", 19),
+        ("subs/eve.cu", 12),
+        ("subs/eve.cu", 19),
+    ] {
+        let prefix = format!("::error file={file},line={line},col=");
+        let a = errors
+            .iter()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no annotation at {file}:{line}:\n{out}"));
+        assert!(
+            a.contains("title=reduce_naive%2C reduce_shared%2C reduce_shuffle › compile"),
+            "{a}"
+        );
+    }
+    // `check` in the submission's own folder: still the repository's path.
+    let o = cugrade()
+        .args([
+            "check",
+            "--rubric",
+            rubric.to_str().unwrap(),
+            "--backend",
+            "emu",
+            "--format",
+            "github",
+        ])
+        .current_dir(repo.path().join("subs/bob"))
+        .env_remove("GITHUB_WORKSPACE")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("::error file=subs/bob/reduce.cu,line=12,col=16,")),
+        "{out}"
+    );
+}

@@ -21,14 +21,19 @@ pub fn write_all_with(results: &[GradeResult], pairs: &[Pair], out_dir: &Path) -
     std::fs::create_dir_all(out_dir.join("charts"))?;
     let sorted = sorted(results);
     std::fs::write(out_dir.join("summary.md"), summary_md_with(&sorted, pairs))?;
+    // The charts say so when some totals lack their speed points (summary.md warns too).
+    let speed = gradebook::measures_speed(&sorted);
+    let provisional = sorted
+        .iter()
+        .any(|r| gradebook::speed_column(r, speed) == "no");
     std::fs::write(
         out_dir.join("charts/scores.svg"),
-        charts::scores_svg(&sorted).map_err(io::Error::other)?,
+        charts::scores_svg(&sorted, provisional).map_err(io::Error::other)?,
     )?;
     let (ids, pct) = cleared_rates(&sorted);
     std::fs::write(
         out_dir.join("charts/milestones.svg"),
-        charts::milestones_svg(&ids, &pct).map_err(io::Error::other)?,
+        charts::milestones_svg(&ids, &pct, provisional).map_err(io::Error::other)?,
     )?;
     std::fs::write(out_dir.join("grades.csv"), grades_csv(&sorted)?)?;
     std::fs::write(out_dir.join("integrity.csv"), integrity_csv(pairs)?)?;
