@@ -12,6 +12,7 @@
 //! wheels ([`toolchain`]), passed as `-I` directories the sandbox lets the worker read. Numba
 //! submissions (`.py`) compile in the same kind of worker through [`numba`].
 
+pub mod jitlink;
 pub mod numba;
 pub mod toolchain;
 

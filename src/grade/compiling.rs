@@ -6,6 +6,7 @@ use crate::hints;
 use crate::result::{Check, CheckKind, CompileSummary};
 use crate::worker::protocol::{Request, Response};
 use crate::worker::{Role, Worker, WorkerFailure};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Compile every `.cu` of a submission in a (sandboxed) compile worker.
@@ -177,6 +178,58 @@ fn error_checks(file: &str, log: &str) -> Vec<Check> {
             if i == 0 { c.with_hint(hints::COMPILE) } else { c }
         })
         .collect()
+}
+
+/// ptxas's facts (registers, spills, shared memory) for PTX that did not come from NVRTC: PTX
+/// files and Numba's kernels. Each module is assembled for the grading target by nvJitLink in
+/// a sandboxed compile worker (`compile::jitlink`); returns the kernels' resources and the
+/// logs. Without nvJitLink, or when a module does not assemble, its kernels get no facts (the
+/// resources check then says the registers are unknown rather than guess).
+pub(super) fn assemble_all(
+    modules: &[(String, String)],
+    opts: &Options,
+    timeout: Duration,
+) -> (Vec<crate::result::KernelResources>, String) {
+    let mut kernels = Vec::new();
+    let mut logs = String::new();
+    let Some(library) = compile::jitlink::library() else {
+        return (kernels, logs);
+    };
+    if modules.is_empty() || !opts.arch.starts_with("sm_") {
+        return (kernels, logs);
+    }
+    let mut worker: Option<Worker> = None;
+    for (name, ptx) in modules {
+        if worker.is_none() {
+            let mut wo = worker_options(&opts.protected, Role::Compile, opts.backend, opts.device);
+            wo.extra_read = library.parent().map(Path::to_path_buf).into_iter().collect();
+            match Worker::spawn(&wo) {
+                Ok(w) => worker = Some(w),
+                Err(_) => return (kernels, logs),
+            }
+        }
+        let Some(w) = worker.as_mut() else { break };
+        let req = Request::Assemble {
+            arch: opts.arch.clone(),
+            library: library.clone(),
+        };
+        match w.call(&req, &[ptx.as_bytes()], timeout) {
+            Ok((Response::Compiled { ok: true, log }, _)) => {
+                let log = sanitize_log(&log);
+                kernels.extend(compile::resources(&log));
+                logs.push_str(&format!("{name}: ptxas (nvJitLink, {})\n{log}\n", opts.arch));
+            }
+            Ok((Response::Compiled { ok: false, log }, _)) => {
+                logs.push_str(&format!(
+                    "{name}: no ptxas facts: {}\n",
+                    sanitize_log(&log).trim()
+                ));
+            }
+            // A crash or a timeout of ptxas on this module: the next one gets a fresh worker.
+            _ => worker = None,
+        }
+    }
+    (kernels, logs)
 }
 
 /// NVRTC logs are the student's own diagnostics; cap them.
