@@ -38,6 +38,8 @@ pub fn run() -> i32 {
     // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions.
     lines.push(crate::compile::toolchain::describe_headers());
     lines.push(crate::compile::toolchain::describe_numba());
+    // ptxas's registers for PTX and Numba kernels without a GPU.
+    lines.push(crate::compile::jitlink::describe());
     // cuBLAS (only for matmul thresholds against cuBLAS).
     // SAFETY: only tries to dlopen libcublas.
     if unsafe { cudarc::cublas::sys::is_culib_present() } {
