@@ -184,8 +184,8 @@ pub fn untimed_reason(r: &GradeResult) -> String {
         &r.run.device
     });
     format!(
-        "this run used {device}, so performance checks were skipped. \
-         Grade on a GPU (backend cuda) for a speed result."
+        "this run used {device}, which cannot time kernels, so no performance check ran. \
+         Grade on a GPU (--backend cuda) for a speed result."
     )
 }
 

@@ -329,14 +329,45 @@ fn compile_section(out: &mut String, c: &CompileSummary, r: &GradeResult) {
             );
         }
     }
-    // A failed compile check usually carries the same log; show it once.
-    let shown = r
+    // Each compile error is a finding above (its line, column and notes): the log here is
+    // what they do not already say (warnings, ptxas's facts), so nothing is said twice.
+    let shown: Vec<&str> = r
         .milestones
         .iter()
         .flat_map(|m| &m.checks)
-        .any(|ch| describe::is_problem(ch) && ch.details.as_deref() == Some(c.log.as_str()));
-    if !c.log.trim().is_empty() && !shown {
-        folded(out, "Compile log", &c.log);
+        .filter(|ch| describe::is_problem(ch))
+        .filter_map(|ch| ch.details.as_deref())
+        .collect();
+    if shown.contains(&c.log.as_str()) {
+        return;
+    }
+    let errors: Vec<String> = crate::compile::log_errors(&c.log)
+        .into_iter()
+        .filter(|e| {
+            let at = e.location();
+            r.milestones
+                .iter()
+                .flat_map(|m| &m.checks)
+                .any(|ch| describe::is_problem(ch) && ch.location.as_deref() == Some(at.as_str()))
+        })
+        .map(|e| e.text)
+        .collect();
+    let mut rest = c.log.clone();
+    for e in &errors {
+        rest = rest.replacen(e.as_str(), "", 1);
+    }
+    let rest: Vec<&str> = rest
+        .lines()
+        .filter(|l| errors.is_empty() || !l.contains(" detected in the compilation of "))
+        .collect();
+    let rest = rest.join("\n");
+    if !rest.trim().is_empty() {
+        let summary = if errors.is_empty() {
+            "Compile log"
+        } else {
+            "Compile log (beyond the errors above)"
+        };
+        folded(out, summary, rest.trim_matches('\n'));
     }
 }
 
