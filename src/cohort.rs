@@ -286,7 +286,11 @@ pub fn run(
                 // A folder entry's files are under cohort/<entry>; a single-file entry's
                 // location is its own file name, in the cohort folder.
                 let folder = cohort.join(&r.student);
-                let dir = if folder.is_dir() { folder } else { cohort.to_path_buf() };
+                let dir = if folder.is_dir() {
+                    folder
+                } else {
+                    cohort.to_path_buf()
+                };
                 print_result(r, opts.format, Some(&dir));
             }
         }

@@ -42,11 +42,7 @@ fn nvrtc() -> bool {
 #[test]
 fn a_closed_stdout_ends_quietly() {
     use std::os::unix::process::ExitStatusExt;
-    for args in [
-        &["man"][..],
-        &["init", "--list"],
-        &["completions", "bash"],
-    ] {
+    for args in [&["man"][..], &["init", "--list"], &["completions", "bash"]] {
         // A pipe whose read end is closed before cugrade starts: every write fails with EPIPE.
         let mut fds = [0; 2];
         // SAFETY: pipe2 fills two fresh descriptors, each owned once below.
@@ -99,7 +95,10 @@ fn validate_reports_every_mistake_of_every_file() {
     // Two mistakes in one file: trials, and an unknown case.
     let b = mini_rubric(dir.path(), "b.yaml", |t| {
         t.replace("assignment: mini", "assignment: mini\ntrials: 1")
-            .replace("correctness: { points: 10 }", "correctness: { points: 10, cases: [\"n=7\"] }")
+            .replace(
+                "correctness: { points: 10 }",
+                "correctness: { points: 10, cases: [\"n=7\"] }",
+            )
     });
     let c = mini_rubric(dir.path(), "c.yaml", |t| {
         t.replace("contract: add", "contract: plus")
@@ -115,7 +114,11 @@ fn validate_reports_every_mistake_of_every_file() {
     assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
     assert!(out.contains("good.yaml: schema ok"), "{out}");
     for (file, line, what) in [
-        ("a.yaml", 19, "kernel `vector_sum` is not in the reference file `ref.cu`"),
+        (
+            "a.yaml",
+            19,
+            "kernel `vector_sum` is not in the reference file `ref.cu`",
+        ),
         ("b.yaml", 3, "trials must be at least 2"),
         ("b.yaml", 22, "unknown case `n=7`"),
         ("c.yaml", 20, "unknown contract `plus`"),
@@ -150,7 +153,11 @@ fn cohort_repo() -> tempfile::TempDir {
     let src = root().join("submissions-example/reduction/compile_error/reduce.cu");
     std::fs::copy(&src, subs.join("bob/reduce.cu")).unwrap();
     std::fs::copy(&src, subs.join("eve.cu")).unwrap();
-    std::fs::write(subs.join("niaj.py"), "from numba import cuda\ndef reduce_naive(:\n").unwrap();
+    std::fs::write(
+        subs.join("niaj.py"),
+        "from numba import cuda\ndef reduce_naive(:\n",
+    )
+    .unwrap();
     std::fs::create_dir(repo.path().join("ci")).unwrap();
     repo
 }
@@ -195,13 +202,16 @@ fn grade_json_is_json_lines_and_resume_counts_reused_results() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     let mut students = Vec::new();
     for line in out.lines() {
-        let v: serde_json::Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: a line of stdout is not JSON: {line:?}"));
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{e}: a line of stdout is not JSON: {line:?}"));
         assert_eq!(v["assignment"], "reduction");
         students.push(v["student"].as_str().unwrap().to_string());
         if v["student"] == "niaj" {
             let notes = v["notes"].as_array().cloned().unwrap_or_default();
-            assert!(notes.is_empty(), "no manifest, no note about one: {notes:?}");
+            assert!(
+                notes.is_empty(),
+                "no manifest, no note about one: {notes:?}"
+            );
         }
     }
     assert_eq!(students, ["bob", "eve", "niaj"], "{out}");

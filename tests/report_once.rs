@@ -53,7 +53,16 @@ fn check_all(rubric: &str, submission: &str) -> Files {
     let out = check(
         rubric,
         submission,
-        &["--json", &j, "--markdown", &m, "--junit", &x, "--gradescope", &g],
+        &[
+            "--json",
+            &j,
+            "--markdown",
+            &m,
+            "--junit",
+            &x,
+            "--gradescope",
+            &g,
+        ],
     )
     .output()
     .unwrap();
@@ -87,19 +96,36 @@ fn a_compile_error_every_milestone_shares_is_rendered_once() {
             .iter()
             .filter(|c| c["kind"] == "compile" && c["status"] == "fail")
             .collect();
-        let at: Vec<&str> = compile.iter().map(|c| c["location"].as_str().unwrap()).collect();
+        let at: Vec<&str> = compile
+            .iter()
+            .map(|c| c["location"].as_str().unwrap())
+            .collect();
         assert_eq!(at, ["reduce.cu:12:16", "reduce.cu:19:49"], "{}", m["id"]);
     }
     // report.md: the error's section once (its message, its underline), the others point to it.
     let md = &f.md;
     assert_eq!(md.matches(first_error).count(), 1, "{md}");
-    assert_eq!(md.matches("### ❌ compile reduce.cu (error 2)").count(), 1, "{md}");
+    assert_eq!(
+        md.matches("### ❌ compile reduce.cu (error 2)").count(),
+        1,
+        "{md}"
+    );
     assert_eq!(md.matches("--> reduce.cu:19:49").count(), 1, "{md}");
-    assert!(md.contains("the same as in milestone reduce\\_naive above"), "{md}");
-    assert!(md.contains("**Also in:** milestones reduce\\_shared and reduce\\_shuffle"), "{md}");
+    assert!(
+        md.contains("the same as in milestone reduce\\_naive above"),
+        "{md}"
+    );
+    assert!(
+        md.contains("**Also in:** milestones reduce\\_shared and reduce\\_shuffle"),
+        "{md}"
+    );
     // The errors are the whole log: no second copy of it under "Compiler output".
     assert!(!md.contains("<summary>Compile log"), "{md}");
-    assert!(md.lines().count() < 150, "{} lines:\n{md}", md.lines().count());
+    assert!(
+        md.lines().count() < 150,
+        "{} lines:\n{md}",
+        md.lines().count()
+    );
     // The underline sits under `atomicAdd`, at column 16.
     assert!(
         md.contains("12 |     if (i < n) atomicAdd(out, in + i);\n   |                ^^^^^^^^^\n"),
@@ -108,13 +134,22 @@ fn a_compile_error_every_milestone_shares_is_rendered_once() {
     // Gradescope: its whole-submission output is report.md; each milestone's test output names
     // the error once, in the first milestone's test.
     let gs = &f.gradescope;
-    assert_eq!(gs["output"].as_str().unwrap().matches(first_error).count(), 1);
+    assert_eq!(
+        gs["output"].as_str().unwrap().matches(first_error).count(),
+        1
+    );
     let tests = gs["tests"].as_array().unwrap();
-    let outputs: Vec<&str> = tests.iter().map(|t| t["output"].as_str().unwrap()).collect();
+    let outputs: Vec<&str> = tests
+        .iter()
+        .map(|t| t["output"].as_str().unwrap())
+        .collect();
     assert_eq!(outputs[0].matches(first_error).count(), 1, "{}", outputs[0]);
     for o in &outputs[1..] {
         assert!(!o.contains(first_error), "{o}");
-        assert!(o.contains("the same as in milestone reduce\\_naive above"), "{o}");
+        assert!(
+            o.contains("the same as in milestone reduce\\_naive above"),
+            "{o}"
+        );
     }
     assert!(tests.iter().all(|t| t["status"] == "failed"));
     // JUnit: every milestone's suite fails on it; the full text is in the first one only.
@@ -123,7 +158,12 @@ fn a_compile_error_every_milestone_shares_is_rendered_once() {
         .descendants()
         .filter(|n| n.has_tag_name("failure"))
         .collect();
-    assert_eq!(failures.len(), 6, "two errors in three suites:\n{}", f.junit);
+    assert_eq!(
+        failures.len(),
+        6,
+        "two errors in three suites:\n{}",
+        f.junit
+    );
     let full = failures
         .iter()
         .filter(|n| n.text().unwrap_or("").contains("at: reduce.cu:12:16"))
@@ -190,36 +230,72 @@ fn a_correct_kernel_without_a_gpu_passes_with_speed_not_measured_everywhere() {
     );
     assert_eq!(f.out.status.code(), Some(0));
     let out = text(&f.out.stdout);
-    assert!(out.contains("Total: 60 / 100  PASS, speed not measured"), "{out}");
-    assert!(out.contains("  PASS  reduce_shared     20 / 35, speed not measured"), "{out}");
+    assert!(
+        out.contains("Total: 60 / 100  PASS, speed not measured"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  PASS  reduce_shared     20 / 35, speed not measured"),
+        "{out}"
+    );
     assert!(!out.contains("SKIP"), "{out}");
     // JSON: the contract's status, and the flag that says it is a pass whose speed is unknown.
     let m = &f.json["milestones"][1];
-    assert_eq!((&m["status"], &m["provisional"]), (&"skipped".into(), &true.into()));
+    assert_eq!(
+        (&m["status"], &m["provisional"]),
+        (&"skipped".into(), &true.into())
+    );
     // Markdown.
     assert!(f.md.contains("✅ pass, speed not measured"), "{}", f.md);
-    assert!(!f.md.contains("⏭️") && !f.md.contains("skipped"), "{}", f.md);
+    assert!(
+        !f.md.contains("⏭️") && !f.md.contains("skipped"),
+        "{}",
+        f.md
+    );
     // Gradescope: a passed test that says so.
     let t = &f.gradescope["tests"][1];
     assert_eq!(t["status"], "passed");
-    assert!(t["output"].as_str().unwrap().contains("pass, speed not measured"));
+    assert!(
+        t["output"]
+            .as_str()
+            .unwrap()
+            .contains("pass, speed not measured")
+    );
     // JUnit: no <skipped>; the speed check passes with a note.
     let doc = roxmltree::Document::parse(&f.junit).unwrap();
-    assert!(!doc.descendants().any(|n| n.has_tag_name("skipped")), "{}", f.junit);
-    assert!(f.junit.contains("PASS, speed not measured: speed is not measured"), "{}", f.junit);
+    assert!(
+        !doc.descendants().any(|n| n.has_tag_name("skipped")),
+        "{}",
+        f.junit
+    );
+    assert!(
+        f.junit
+            .contains("PASS, speed not measured: speed is not measured"),
+        "{}",
+        f.junit
+    );
     // Its verbose list calls the speed checks unmeasured, not skipped.
-    let o = check("rubrics/reduction.yaml", "submissions-example/reduction/optimized", &["-v"])
-        .output()
-        .unwrap();
+    let o = check(
+        "rubrics/reduction.yaml",
+        "submissions-example/reduction/optimized",
+        &["-v"],
+    )
+    .output()
+    .unwrap();
     let v = text(&o.stdout);
-    assert!(v.contains("unmeasured reduce_shared › speedup_over_naive"), "{v}");
+    assert!(
+        v.contains("unmeasured reduce_shared › speedup_over_naive"),
+        "{v}"
+    );
     assert!(!v.contains("skipped"), "{v}");
 }
 
 /// Lines of the summary that are not quoted source (`12 |     code`), which the renderer fits.
 fn prose(out: &str) -> impl Iterator<Item = &str> {
     out.lines().filter(|l| {
-        let t = l.trim_start().trim_start_matches(|c: char| c.is_ascii_digit());
+        let t = l
+            .trim_start()
+            .trim_start_matches(|c: char| c.is_ascii_digit());
         !t.trim_start().starts_with('|')
     })
 }
@@ -257,7 +333,10 @@ fn the_terminal_wraps_to_its_width_and_cuts_nothing() {
         assert!(!out.contains('…'), "{width}: something was cut:\n{out}");
         if width == 140 {
             assert!(prose(&out).any(|l| l.chars().count() > 80), "{out}");
-            assert!(out.lines().any(|l| l.contains(TOLERANCE)), "one line at 140:\n{out}");
+            assert!(
+                out.lines().any(|l| l.contains(TOLERANCE)),
+                "one line at 140:\n{out}"
+            );
         }
     }
     // -v shows every check's whole message.
@@ -283,7 +362,10 @@ fn a_terminal_of_60_or_140_columns_is_asked_for_its_width() {
         // Colour codes are for terminals; strip them before measuring.
         let plain = strip_ansi(&out);
         for l in prose(&plain) {
-            assert!(l.chars().count() <= usize::from(width), "{width}: {l:?}\n{plain}");
+            assert!(
+                l.chars().count() <= usize::from(width),
+                "{width}: {l:?}\n{plain}"
+            );
         }
         assert!(evidence(&plain).contains(TOLERANCE), "{plain}");
         if width == 140 {
@@ -357,4 +439,3 @@ fn on_pty(cols: u16, mut cmd: Command) -> String {
     let out = reader.join().unwrap();
     text(&out)
 }
-

@@ -517,7 +517,10 @@ fn junit_failure_text_explains_the_failure() {
     assert_eq!(error.attribute("type"), Some("runtime"));
     assert!(error.text().unwrap().contains("block 0 offset 16"));
     // The correct milestone's unmeasured speed check is a pass with a note, not <skipped/>.
-    assert!(doc.descendants().all(|n| !n.has_tag_name("skipped")), "{xml}");
+    assert!(
+        doc.descendants().all(|n| !n.has_tag_name("skipped")),
+        "{xml}"
+    );
     let speed = doc
         .descendants()
         .find(|n| n.attribute("name") == Some("speedup n=16777216"))
@@ -534,8 +537,7 @@ fn junit_failure_text_explains_the_failure() {
     let out = doc
         .descendants()
         .find(|n| {
-            n.has_tag_name("system-out")
-                && n.parent().is_some_and(|p| p.has_tag_name("testsuite"))
+            n.has_tag_name("system-out") && n.parent().is_some_and(|p| p.has_tag_name("testsuite"))
         })
         .unwrap();
     let header = out.text().unwrap();

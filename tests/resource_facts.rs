@@ -69,7 +69,10 @@ fn a_ptx_kernel_reports_ptxas_registers_not_virtual_ones() {
     match cugrade::compile::jitlink::library() {
         Some(_) => {
             let n = registers(msg).unwrap_or_else(|| panic!("no register count: {msg}"));
-            assert!(n < 32, "ptxas allocates about ten, not the virtual 130+: {msg}");
+            assert!(
+                n < 32,
+                "ptxas allocates about ten, not the virtual 130+: {msg}"
+            );
             assert!(!msg.contains("limited by registers"), "{msg}");
             let k = v["compile"]["kernels"]
                 .as_array()
@@ -105,7 +108,9 @@ fn cuda_cpp_on_the_emulator_reports_ptxas_registers() {
     let msgs = resources(&v);
     assert_eq!(msgs.len(), 3, "{msgs:?}");
     for (m, msg) in v["milestones"].as_array().unwrap().iter().zip(&msgs) {
-        let k = kernels.iter().find(|k| k["kernel"] == m["kernel"] || k["name"] == m["kernel"]);
+        let k = kernels
+            .iter()
+            .find(|k| k["kernel"] == m["kernel"] || k["name"] == m["kernel"]);
         let want = k.unwrap()["registers"].as_u64().unwrap() as u32;
         assert_eq!(registers(msg), Some(want), "{msg}");
     }

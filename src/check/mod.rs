@@ -355,7 +355,10 @@ mod tests {
         // Neighbouring floats stay apart.
         let a = 1.0f32;
         let b = f32::from_bits(a.to_bits() + 1);
-        assert_ne!(fmt_value(f64::from(a + 0.5), F32), fmt_value(f64::from(b + 0.5), F32));
+        assert_ne!(
+            fmt_value(f64::from(a + 0.5), F32),
+            fmt_value(f64::from(b + 0.5), F32)
+        );
         assert_ne!(fmt_value(f64::from(b), F32), fmt_value(1.0, F32));
     }
     use crate::inputs::{GUARD, encode};
@@ -427,10 +430,7 @@ mod tests {
             text.starts_with("`C`: 2 of 6 elements wrong (1 never written)"),
             "{text}"
         );
-        assert!(
-            text.contains("C[4] (1, 1): expected 4, got 9"),
-            "{text}"
-        );
+        assert!(text.contains("C[4] (1, 1): expected 4, got 9"), "{text}");
         assert!(
             text.contains("C[5] (1, 2): expected 5, got the poison value (never written)"),
             "{text}"

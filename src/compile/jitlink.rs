@@ -79,7 +79,9 @@ const INPUT_PTX: i32 = 2;
 pub fn assemble(library: &Path, ptx: &str, arch: &str) -> Result<String, String> {
     let arch = arch.trim();
     if !arch.starts_with("sm_") || !arch[3..].chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(format!("nvJitLink needs a real architecture (sm_NN), not `{arch}`"));
+        return Err(format!(
+            "nvJitLink needs a real architecture (sm_NN), not `{arch}`"
+        ));
     }
     // SAFETY: loading NVIDIA's library runs its initialisers, as loading libnvrtc does.
     let lib = unsafe { libloading::Library::new(library) }
@@ -129,7 +131,10 @@ pub fn assemble(library: &Path, ptx: &str, arch: &str) -> Result<String, String>
             name.as_ptr(),
         );
         let result = if rc != 0 {
-            Err(format!("the PTX was refused ({rc}): {}", read(&err_size, &err)))
+            Err(format!(
+                "the PTX was refused ({rc}): {}",
+                read(&err_size, &err)
+            ))
         } else if complete(h) != 0 {
             Err(format!("ptxas failed: {}", read(&err_size, &err).trim()))
         } else {
@@ -176,7 +181,11 @@ mod tests {
             "ptxas: {} registers\n{log}",
             k.registers
         );
-        let bad = assemble(&lib, ".version 8.8\n.target sm_90\n.entry broken( {\n", "sm_90");
+        let bad = assemble(
+            &lib,
+            ".version 8.8\n.target sm_90\n.entry broken( {\n",
+            "sm_90",
+        );
         assert!(bad.is_err(), "{bad:?}");
         assert!(assemble(&lib, MANY_VIRTUAL, "compute_90").is_err());
     }
@@ -184,6 +193,9 @@ mod tests {
     #[test]
     fn ci_installs_the_same_pin() {
         let script = include_str!("../../ci/with-nvrtc");
-        assert!(script.contains(WHEEL), "ci/with-nvrtc does not install {WHEEL}");
+        assert!(
+            script.contains(WHEEL),
+            "ci/with-nvrtc does not install {WHEEL}"
+        );
     }
 }

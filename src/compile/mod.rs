@@ -248,10 +248,9 @@ impl LogError {
 /// stay in the log but are not errors; text before the first error (ptxas's info lines) and the
 /// closing `N errors detected` line belong to none.
 pub fn log_errors(log: &str) -> Vec<LogError> {
-    let head = regex::Regex::new(
-        r"^([^\s()]+)\((\d+)\): (error|catastrophic error|warning|remark)(.*)$",
-    )
-    .expect("static regex");
+    let head =
+        regex::Regex::new(r"^([^\s()]+)\((\d+)\): (error|catastrophic error|warning|remark)(.*)$")
+            .expect("static regex");
     let mut out: Vec<LogError> = Vec::new();
     // The error being read, and the source line NVRTC echoed under it.
     let mut current: Option<(LogError, Option<String>)> = None;
@@ -436,7 +435,11 @@ ptxas info    : Used 8 registers, 368 bytes cmem[0]";
         // The tab counts as one character: `bb` starts at the 27th of its line.
         assert_eq!(e[0].location(), "k.cu:4:27");
         assert_eq!(e[0].message, "error: identifier \"bb\" is undefined");
-        assert!(e[0].text.ends_with('^') && !e[0].text.contains("warning"), "{}", e[0].text);
+        assert!(
+            e[0].text.ends_with('^') && !e[0].text.contains("warning"),
+            "{}",
+            e[0].text
+        );
         assert_eq!(e[1].location(), "k.cu:12:16");
         assert!(e[1].text.contains("Note #3326-D") && !e[1].text.contains("detected"));
         assert_eq!(e[0].notes, "");

@@ -175,7 +175,11 @@ fn error_checks(file: &str, log: &str) -> Vec<Check> {
                 .with_location(Some(e.location()))
                 .with_details(details);
             // Later errors often follow from the first: the hint goes with it only.
-            if i == 0 { c.with_hint(hints::COMPILE) } else { c }
+            if i == 0 {
+                c.with_hint(hints::COMPILE)
+            } else {
+                c
+            }
         })
         .collect()
 }
@@ -202,7 +206,11 @@ pub(super) fn assemble_all(
     for (name, ptx) in modules {
         if worker.is_none() {
             let mut wo = worker_options(&opts.protected, Role::Compile, opts.backend, opts.device);
-            wo.extra_read = library.parent().map(Path::to_path_buf).into_iter().collect();
+            wo.extra_read = library
+                .parent()
+                .map(Path::to_path_buf)
+                .into_iter()
+                .collect();
             match Worker::spawn(&wo) {
                 Ok(w) => worker = Some(w),
                 Err(_) => return (kernels, logs),
@@ -217,7 +225,10 @@ pub(super) fn assemble_all(
             Ok((Response::Compiled { ok: true, log }, _)) => {
                 let log = sanitize_log(&log);
                 kernels.extend(compile::resources(&log));
-                logs.push_str(&format!("{name}: ptxas (nvJitLink, {})\n{log}\n", opts.arch));
+                logs.push_str(&format!(
+                    "{name}: ptxas (nvJitLink, {})\n{log}\n",
+                    opts.arch
+                ));
             }
             Ok((Response::Compiled { ok: false, log }, _)) => {
                 logs.push_str(&format!(

@@ -156,11 +156,8 @@ pub fn grade(
         .chain(numba_ptx)
         .collect();
     if !foreign.is_empty() {
-        let (kernels, log) = compiling::assemble_all(
-            &foreign,
-            opts,
-            Duration::from_secs_f64(timeouts.compile_s),
-        );
+        let (kernels, log) =
+            compiling::assemble_all(&foreign, opts, Duration::from_secs_f64(timeouts.compile_s));
         summary.kernels.extend(kernels);
         if !log.is_empty() {
             if !summary.log.is_empty() {

@@ -157,17 +157,29 @@ mod tests {
         };
         // The emulator (0) with ptxas's facts: ptxas's 32, full occupancy.
         let c = check("k", &info(0), Some(&ptxas), dims());
-        assert!(c.message.contains("32 registers per thread"), "{}", c.message);
+        assert!(
+            c.message.contains("32 registers per thread"),
+            "{}",
+            c.message
+        );
         assert!(c.message.contains("occupancy 100 %"), "{}", c.message);
         assert!(c.hint.is_none());
         // A GPU's driver count wins.
         let c = check("k", &info(40), Some(&ptxas), dims());
-        assert!(c.message.contains("40 registers per thread"), "{}", c.message);
+        assert!(
+            c.message.contains("40 registers per thread"),
+            "{}",
+            c.message
+        );
         // Nothing known: said so, and no register limit is invented.
         let c = check("k", &info(0), None, dims());
         assert!(c.message.contains("registers unknown"), "{}", c.message);
         assert!(c.message.contains("spills unknown"), "{}", c.message);
-        assert!(c.message.contains("occupancy at most 100 %"), "{}", c.message);
+        assert!(
+            c.message.contains("occupancy at most 100 %"),
+            "{}",
+            c.message
+        );
         assert!(!c.message.contains("limited by registers"), "{}", c.message);
     }
 

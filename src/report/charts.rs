@@ -116,7 +116,10 @@ pub fn milestones_svg(
         let root = SVGBackend::with_string(&mut svg, (640, 320)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(caption("Milestones cleared", provisional), ("sans-serif", 18))
+            .caption(
+                caption("Milestones cleared", provisional),
+                ("sans-serif", 18),
+            )
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(40)
@@ -201,10 +204,20 @@ mod tests {
         let step = bars[1].0 - bars[0].0;
         let axis_end = svg
             .split("<line")
-            .filter_map(|l| l.split(" x2=\"").nth(1)?.split('"').next()?.parse::<f64>().ok())
+            .filter_map(|l| {
+                l.split(" x2=\"")
+                    .nth(1)?
+                    .split('"')
+                    .next()?
+                    .parse::<f64>()
+                    .ok()
+            })
             .fold(0.0, f64::max);
         let last_end = bars[9].0 + bars[9].1 + 3.0;
-        assert!((axis_end - last_end).abs() <= step / 2.0, "{axis_end} vs {last_end}");
+        assert!(
+            (axis_end - last_end).abs() <= step / 2.0,
+            "{axis_end} vs {last_end}"
+        );
         assert!(!svg.contains(PROVISIONAL));
         let svg = scores_svg(&[], true).unwrap();
         assert!(svg.contains("Total score (provisional: speed not measured)"));
@@ -214,8 +227,12 @@ mod tests {
 
     #[test]
     fn charts_are_svg_with_their_labels() {
-        let svg = milestones_svg(&["reduce_naive".into(), "a<b".into()], &[50.0, 100.0], false)
-            .unwrap();
+        let svg = milestones_svg(
+            &["reduce_naive".into(), "a<b".into()],
+            &[50.0, 100.0],
+            false,
+        )
+        .unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
         assert!(svg.contains("reduce_naive"));
         // Student-free, but milestone ids come from the rubric: markup in them is escaped.
@@ -224,7 +241,11 @@ mod tests {
         assert!(svg.contains("Total score"));
         let twice = (0..8)
             .map(|_| {
-                milestones_svg(&["a".into(), "b".into(), "c".into()], &[1.0, 50.0, 99.0], false)
+                milestones_svg(
+                    &["a".into(), "b".into(), "c".into()],
+                    &[1.0, 50.0, 99.0],
+                    false,
+                )
             })
             .collect::<Result<std::collections::BTreeSet<_>, _>>()
             .unwrap();

@@ -445,8 +445,12 @@ mod tests {
 
     #[test]
     fn a_column_underlines_what_starts_there() {
-        let mut c = Check::fail(CheckKind::Compile, "compile k.cu", "error: identifier \"bb\" is undefined")
-            .with_location(Some("k.cu:4:27".into()));
+        let mut c = Check::fail(
+            CheckKind::Compile,
+            "compile k.cu",
+            "error: identifier \"bb\" is undefined",
+        )
+        .with_location(Some("k.cu:4:27".into()));
         c.snippet = Some(SourceLine {
             line: 4,
             text: "\tif (i < n) c[i] = a[i] + bb[i];".into(),

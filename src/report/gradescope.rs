@@ -117,7 +117,11 @@ fn test(m: &MilestoneResult, placed: &[Placed], number: usize) -> Value {
         } else {
             status_symbol(c.status)
         };
-        let _ = write!(output, "- {symbol} **{}**: ", inline(&findings::display_name(f)));
+        let _ = write!(
+            output,
+            "- {symbol} **{}**: ",
+            inline(&findings::display_name(f))
+        );
         if let Shared::Repeat { first } = &p.shared {
             let _ = writeln!(output, "the same as in milestone {} above", inline(first));
             continue;

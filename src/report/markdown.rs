@@ -140,16 +140,15 @@ fn milestone(out: &mut String, m: &MilestoneResult, placed: &[findings::Placed])
     } else {
         String::new()
     };
-    let _ = writeln!(
-        out,
-        "Score {}{verdict}.{kernel}\n",
-        milestone_score(m)
-    );
+    let _ = writeln!(out, "Score {}{verdict}.{kernel}\n", milestone_score(m));
     // One section per finding; a milestone's hint is given once, under its first finding. A
     // finding an earlier milestone showed word for word is one line pointing there.
     let mut hints_said: Vec<&str> = Vec::new();
     let mut unmeasured = Vec::new();
-    for p in placed.iter().filter(|p| p.finding.check.status != Status::Pass) {
+    for p in placed
+        .iter()
+        .filter(|p| p.finding.check.status != Status::Pass)
+    {
         let f = &p.finding;
         if describe::unmeasured(m, f.check) {
             unmeasured.push(inline(&findings::display_name(f)));
@@ -205,7 +204,14 @@ fn check<'a>(out: &mut String, f: &Finding<'a>, also: &[&str], hints_said: &mut 
     if c.snippet.is_some() {
         // The student's line, underlined, as a compiler would show it.
         let title = findings::display_name(f);
-        out.push_str(&fenced(&findings::diagnostic(f, &title, &[], None, false, findings::REPORT_WIDTH)));
+        out.push_str(&fenced(&findings::diagnostic(
+            f,
+            &title,
+            &[],
+            None,
+            false,
+            findings::REPORT_WIDTH,
+        )));
         out.push('\n');
     }
     let mut facts = Vec::new();

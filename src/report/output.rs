@@ -44,7 +44,10 @@ pub fn columns() -> usize {
             .map(|(w, _)| usize::from(w.0))
             .filter(|&c| c > 0)
     };
-    from_env.or_else(from_tty).unwrap_or(COLUMNS).max(MIN_COLUMNS)
+    from_env
+        .or_else(from_tty)
+        .unwrap_or(COLUMNS)
+        .max(MIN_COLUMNS)
 }
 
 /// Columns a string takes on a terminal: characters, less ANSI colour sequences.
@@ -111,7 +114,9 @@ pub fn fit_to(text: &str, width: usize) -> String {
                 // The bar, the colour codes that close it, and the space after it.
                 let mut end = i + '│'.len_utf8();
                 while line[end..].starts_with('\x1b') {
-                    end += line[end..].find(|c: char| c.is_ascii_alphabetic()).map_or(0, |j| j + 1);
+                    end += line[end..]
+                        .find(|c: char| c.is_ascii_alphabetic())
+                        .map_or(0, |j| j + 1);
                     if end >= line.len() {
                         break;
                     }
@@ -231,7 +236,10 @@ pub fn every_check(r: &GradeResult) -> String {
             out.push('\n');
             for l in lines {
                 // Never at the start of a line: GitHub reads workflow commands there.
-                out.push_str(&format!("             {}\n", l.replace('\t', "    ").trim_end()));
+                out.push_str(&format!(
+                    "             {}\n",
+                    l.replace('\t', "    ").trim_end()
+                ));
             }
         }
     }
@@ -268,7 +276,11 @@ pub fn repo_relative(dir: &Path) -> String {
     let given = || {
         let d = dir.to_string_lossy();
         let d = d.trim_end_matches('/');
-        if d == "." { String::new() } else { d.trim_start_matches("./").to_string() }
+        if d == "." {
+            String::new()
+        } else {
+            d.trim_start_matches("./").to_string()
+        }
     };
     let Ok(cwd) = std::env::current_dir() else {
         return given();
@@ -355,7 +367,10 @@ mod tests {
                 joined.contains("|got - expected| <= 5.000e-1 + 0.000e0 * |expected|"),
                 "{joined}"
             );
-            assert!(joined.replace(' ', "").contains(&"x".repeat(120)), "{joined}");
+            assert!(
+                joined.replace(' ', "").contains(&"x".repeat(120)),
+                "{joined}"
+            );
             assert!(!text.contains('…'), "{text}");
             // A quoted source line is the renderer's to shorten.
             assert!(text.contains(&snippet), "{text}");
@@ -365,7 +380,10 @@ mod tests {
         // 39 one-letter words fill 77 columns: `::error` is the word that would wrap.
         let forged = format!("{}::error file=x::owned ##[set-env]", "a ".repeat(39));
         let glued = format!("{}::error", "b".repeat(78));
-        for l in fit_to(&forged, 80).lines().chain(fit_to(&glued, 80).lines()) {
+        for l in fit_to(&forged, 80)
+            .lines()
+            .chain(fit_to(&glued, 80).lines())
+        {
             let t = l.trim_start();
             assert!(!t.starts_with("::") && !t.starts_with("##"), "{l}");
         }

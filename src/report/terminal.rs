@@ -303,7 +303,10 @@ pub fn github_in(r: &GradeResult, dir: &str) -> String {
             }
             let title = format!(
                 "{} › {}",
-                ids.iter().map(|i| one_line(i)).collect::<Vec<_>>().join(", "),
+                ids.iter()
+                    .map(|i| one_line(i))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 one_line(&findings::display_name(f))
             );
             props.push(format!("title={}", escape_property(&title)));

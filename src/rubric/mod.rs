@@ -258,7 +258,12 @@ fn check_all(r: &LoadedRubric) -> Vec<ConfigError> {
         }
         errors.extend(check_milestone(r, &at, m).err());
         if let Some(text) = &reference {
-            errors.extend(check_reference_names(r, &at, m, &String::from_utf8_lossy(text)));
+            errors.extend(check_reference_names(
+                r,
+                &at,
+                m,
+                &String::from_utf8_lossy(text),
+            ));
         }
     }
     if rb.milestones.is_empty() {
@@ -290,7 +295,10 @@ fn check_reference_names(
     }];
     for (i, p) in m.performance.iter().enumerate() {
         if let Against::Reference(k) = &p.against {
-            named.push((format!("{at}.performance[{i}].against.reference"), k.as_str()));
+            named.push((
+                format!("{at}.performance[{i}].against.reference"),
+                k.as_str(),
+            ));
         }
     }
     named
@@ -898,7 +906,10 @@ milestones:
         assert!(load_text(&text.replace("    kernel: vector_add", "    kernel: mine")).is_ok());
         let e = load_text(&text.replace("reference_kernel: vector_add", "reference_kernel: va"))
             .unwrap_err();
-        assert!(e.contains("kernel `va`") && e.contains("r.yaml:16:23"), "{e}");
+        assert!(
+            e.contains("kernel `va`") && e.contains("r.yaml:16:23"),
+            "{e}"
+        );
     }
 
     #[test]
