@@ -383,13 +383,15 @@ fn grade_entry(
     // The cohort entry names the student, never the manifest: a student could otherwise
     // claim another's name and take their place in the outputs.
     let loaded = loaded.map(|mut s| {
-        if s.student != fallback_name {
+        // Only a manifest that names someone else earns a note; a bare file's own name
+        // needs none.
+        if s.manifest.student.is_some() && s.student != fallback_name {
             s.notes.push(format!(
                 "the manifest names the student `{}`; graded as cohort entry `{fallback_name}`",
                 s.student
             ));
-            s.student = fallback_name.clone();
         }
+        s.student = fallback_name.clone();
         s
     });
     let student = fallback_name;
