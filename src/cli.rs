@@ -196,9 +196,22 @@ pub fn main() -> i32 {
             };
         }
     };
-    let result = match cli.command {
+    let command = match cli.command {
         Command::Worker { config } => return crate::worker::child::main(&config),
         Command::ProfileKernel { job } => return crate::worker::profiled::main(&job),
+        other => other,
+    };
+    // Ctrl-C or SIGTERM: end every worker and remove every temp folder before exiting.
+    crate::worker::interrupt::install();
+    let code = run_command(command);
+    crate::worker::interrupt::wait_if_interrupted();
+    crate::sandbox::scratch::remove_run_dir();
+    code
+}
+
+fn run_command(cmd: Command) -> i32 {
+    let result = match cmd {
+        Command::Worker { .. } | Command::ProfileKernel { .. } => Ok(exit::USAGE),
         Command::Doctor => Ok(crate::doctor::run()),
         Command::Calibrate { rubrics } => crate::calibrate::run(&rubrics),
         Command::Validate {

@@ -53,8 +53,11 @@ pub fn run() -> i32 {
     // Sandbox.
     for l in crate::sandbox::probe().layers {
         match l.state {
-            crate::sandbox::LayerState::Active => {
+            crate::sandbox::LayerState::Active if l.detail.is_empty() => {
                 lines.push((true, format!("sandbox {}: available", l.name)))
+            }
+            crate::sandbox::LayerState::Active => {
+                lines.push((true, format!("sandbox {}: {}", l.name, l.detail)))
             }
             crate::sandbox::LayerState::Degraded(why) => {
                 lines.push((false, format!("sandbox {}: {why}", l.name)))

@@ -216,12 +216,16 @@ fn grade_json_is_json_lines_and_resume_counts_reused_results() {
     }
     assert_eq!(students, ["bob", "eve", "niaj"], "{out}");
     assert!(err.contains("graded 3 submissions into out"), "{err}");
-    assert!(repo.path().join("out/niaj/result.json").is_file());
+    assert!(
+        repo.path()
+            .join("out/students/niaj.py/result.json")
+            .is_file()
+    );
     let o = call(args(&["--resume"]));
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(out.lines().count(), 3, "{out}");
     assert!(
-        err.contains("(3 results reused from the earlier run, 0 graded anew)"),
+        err.contains("(3 reused from the previous run, 0 graded)"),
         "{err}"
     );
     // One student changes: graded anew, the others reused.
@@ -229,7 +233,7 @@ fn grade_json_is_json_lines_and_resume_counts_reused_results() {
     let o = call(args(&["--resume"]));
     let err = text(&o.stderr);
     assert!(
-        err.contains("(2 results reused from the earlier run, 1 graded anew)"),
+        err.contains("(2 reused from the previous run, 1 graded)"),
         "{err}"
     );
 }
