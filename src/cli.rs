@@ -211,6 +211,7 @@ pub fn command() -> clap::Command {
 
 /// Parse the command line and run it; returns the exit code.
 pub fn main() -> i32 {
+    quiet_on_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -289,8 +290,9 @@ fn run_command(cmd: Command) -> i32 {
             lang,
         } => crate::student::init(lab.as_deref(), dir, list, lang),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut command(), "cugrade", &mut std::io::stdout());
-            Ok(exit::OK)
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command(), "cugrade", &mut script);
+            write_stdout(&script).map(|()| exit::OK)
         }
         Command::Man { out } => man(out),
         Command::Merge { out, shards } => crate::cohort::merge::run(&out, &shards),
@@ -332,9 +334,11 @@ fn man(out: Option<PathBuf>) -> Result<i32, CliError> {
     let fatal = |e: std::io::Error| CliError::Fatal(crate::errors::Fatal::new(e.to_string()));
     match out {
         None => {
+            let mut page = Vec::new();
             clap_mangen::Man::new(cmd)
-                .render(&mut std::io::stdout())
+                .render(&mut page)
                 .map_err(fatal)?;
+            write_stdout(&page)?;
         }
         Some(dir) => {
             std::fs::create_dir_all(&dir).map_err(fatal)?;
@@ -342,6 +346,54 @@ fn man(out: Option<PathBuf>) -> Result<i32, CliError> {
         }
     }
     Ok(exit::OK)
+}
+
+/// Write `bytes` to stdout; a reader that went away ends the process as [`broken_pipe`] does.
+fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => broken_pipe(),
+        Err(e) => Err(CliError::Fatal(crate::errors::Fatal::new(format!(
+            "cannot write to standard output: {e}"
+        )))),
+    }
+}
+
+/// End as a Unix filter does when its reader goes away (`cugrade man | head`): killed by
+/// SIGPIPE, silently (the shell reports status 141 and prints nothing).
+///
+/// Rust ignores SIGPIPE so that a write to a closed pipe is an error instead; cugrade keeps it
+/// ignored while it runs, because a worker that dies must not take the grader down with it
+/// when the grader writes its next request. Only a write to cugrade's own stdout or stderr
+/// ends up here.
+pub fn broken_pipe() -> ! {
+    // SAFETY: resetting a signal's disposition and raising it; nothing runs after it.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    std::process::exit(141)
+}
+
+/// `print!` and `eprint!` panic when their pipe is closed ("failed printing to stdout: Broken
+/// pipe"): that one panic ends the process quietly through [`broken_pipe`]; every other panic
+/// is reported as usual. Installed once, before anything prints.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if payload.starts_with("failed printing to std") && payload.contains("Broken pipe") {
+            broken_pipe();
+        }
+        default(info);
+    }));
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {

@@ -136,6 +136,10 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
     add(&mut lines, ok, needs.headers, "CUDA's headers", line);
     let (ok, line) = crate::compile::toolchain::describe_numba();
     add(&mut lines, ok, needs.numba, "Numba", line);
+    // ptxas's registers for PTX and Numba kernels without a GPU (never needed: without it the
+    // resources check says the registers are unknown).
+    let (ok, line) = crate::compile::jitlink::describe();
+    add(&mut lines, ok, false, "nvJitLink", line);
     // cuBLAS (only for matmul thresholds against cuBLAS, on a GPU).
     // SAFETY: only tries to dlopen libcublas.
     if unsafe { cudarc::cublas::sys::is_culib_present() } {

@@ -186,7 +186,8 @@ fn compile_error_is_a_failed_check_with_the_students_line() {
         .find(|c| c["kind"] == "compile")
         .expect("a compile check");
     assert_eq!(compile["status"], "fail");
-    assert_eq!(compile["location"], "add.cu:4");
+    // NVRTC's column: the `i` of `if (i < n)`.
+    assert_eq!(compile["location"], "add.cu:4:7");
     assert!(
         compile["message"]
             .as_str()
@@ -195,8 +196,8 @@ fn compile_error_is_a_failed_check_with_the_students_line() {
         "{compile}"
     );
     assert!(
-        compile["details"].as_str().unwrap().contains("add.cu(4)"),
-        "{compile}"
+        v["compile"]["log"].as_str().unwrap().contains("add.cu(4)"),
+        "{v}"
     );
     assert_eq!(v["milestones"][0]["status"], "fail");
     assert_eq!(v["score"], 0.0);

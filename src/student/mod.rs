@@ -179,6 +179,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
         let text = crate::profile::section(&result, r, &sub, &kept, &opts);
+        let text = crate::report::output::fit(&text);
         // stdout holds exactly result.json under --format json.
         if o.format == Format::Json {
             eprint!("{text}");

@@ -244,6 +244,17 @@ fn serve(
             };
             (Response::NumbaCompiled(r), ptx, false)
         }
+        Request::Assemble { arch, library } => {
+            let ptx = blobs
+                .first()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .unwrap_or_default();
+            let (ok, log) = match crate::compile::jitlink::assemble(&library, &ptx, &arch) {
+                Ok(log) => (true, log),
+                Err(e) => (false, e),
+            };
+            (Response::Compiled { ok, log }, vec![], false)
+        }
         Request::Load => {
             let Some(b) = backend else {
                 return no_backend();
