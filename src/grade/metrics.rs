@@ -98,7 +98,15 @@ pub(super) fn metric_check(x: &crate::rubric::schema::MetricSpec, mx: &Metrics) 
         CheckKind::Metric,
         x.metric.clone(),
         if ok { Status::Pass } else { Status::Fail },
-        format!("{} = {v:.1} (needs {bound})", x.metric),
+        format!(
+            "{} = {} (needs {bound})",
+            x.metric,
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            }
+        ),
     )
     .with_case(x.case.clone())
     .with_measure(

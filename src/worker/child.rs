@@ -34,6 +34,10 @@ pub struct WorkerConfig {
     pub policy: sandbox::Policy,
     /// Largest request the worker accepts, in bytes of blobs.
     pub max_request_bytes: usize,
+    /// The folder to load NVRTC from when the system has none (the parent's cugrade cache:
+    /// the worker's `HOME` is its temp dir). The policy lets the worker read it.
+    #[serde(default)]
+    pub nvrtc_dir: Option<std::path::PathBuf>,
 }
 
 /// Entry point of `cugrade __worker CONFIG_JSON`. Returns the exit code.
@@ -55,6 +59,9 @@ pub fn main(config_json: &str) -> i32 {
         File::from_raw_fd(fd)
     };
     let mut out = BufWriter::new(proto);
+    if let Some(dir) = &config.nvrtc_dir {
+        crate::compile::nvrtc_lib::use_dir(dir.clone());
+    }
     let sandbox_report = sandbox::apply(&config.policy);
     let mut input = BufReader::new(std::io::stdin().lock());
 
@@ -245,6 +252,17 @@ fn serve(
             let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
             let r = crate::compile::cupy::extract(&interpreter, &files, &entries, &temp);
             (Response::CupyExtracted(r), vec![], false)
+        }
+        Request::Assemble { arch, library } => {
+            let ptx = blobs
+                .first()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .unwrap_or_default();
+            let (ok, log) = match crate::compile::jitlink::assemble(&library, &ptx, &arch) {
+                Ok(log) => (true, log),
+                Err(e) => (false, e),
+            };
+            (Response::Compiled { ok, log }, vec![], false)
         }
         Request::Load => {
             let Some(b) = backend else {

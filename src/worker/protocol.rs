@@ -46,6 +46,13 @@ pub enum Request {
         entries: Vec<String>,
         interpreter: crate::compile::cupy::Interpreter,
     },
+    /// Assemble the PTX in blob 0 for `arch` with the nvJitLink at `library`, for ptxas's
+    /// resource facts (`compile::jitlink`). Answer: `Compiled`, its log ptxas's verbose output
+    /// (or what failed).
+    Assemble {
+        arch: String,
+        library: std::path::PathBuf,
+    },
     /// Load the PTX in blob 0 on the worker's backend. Answer: `Loaded`.
     Load,
     /// Answer: `KernelInfo`.

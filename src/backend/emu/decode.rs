@@ -312,7 +312,6 @@ pub struct Kernel {
     pub dyn_shared_base: u32,
     pub local_bytes: u32,
     pub uses_global_atomics: bool,
-    pub regs: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -658,7 +657,6 @@ fn decode(m: &Module) -> Result<Program, String> {
                 dyn_shared_base: dyn_base as u32,
                 local_bytes: local as u32,
                 uses_global_atomics: global_atomics,
-                regs: sc.regs.len() as u32,
             });
         } else {
             // Callee properties (local frame, atomics) fold into kernels below.
@@ -672,7 +670,6 @@ fn decode(m: &Module) -> Result<Program, String> {
                 dyn_shared_base: dyn_base as u32,
                 local_bytes: local as u32,
                 uses_global_atomics: global_atomics,
-                regs: sc.regs.len() as u32,
             });
         }
     }
