@@ -12,9 +12,9 @@ use std::path::PathBuf;
     name = "cugrade",
     version,
     about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA kernels \
-             (.cu, .ptx, Numba .py)",
+             (.cu, .ptx, Numba or CuPy .py)",
     long_about = "Auto-grader for GPU programming courses: compiles, runs and checks GPU \
-                  kernels (CUDA C++ .cu, PTX .ptx, Numba @cuda.jit in .py) against a YAML \
+                  kernels (CUDA C++ .cu, PTX .ptx, Numba @cuda.jit or CuPy kernels in .py) against a YAML \
                   rubric, on the GPU or on cugrade's PTX emulator.\n\n\
                   Students: `cugrade init LAB` (or `cugrade init LAB --lang numba`) writes a \
                   starter, `cugrade check` grades it.",
@@ -164,8 +164,8 @@ enum Command {
         #[arg(long)]
         install: bool,
     },
-    /// Write a student starter for a lab: stub kernels (CUDA C++, or Numba with --lang
-    /// numba), cugrade.yaml and a README.
+    /// Write a student starter for a lab: stub kernels (CUDA C++, Numba with --lang numba,
+    /// CuPy with --lang cupy), cugrade.yaml and a README.
     Init {
         /// The lab (`cugrade init --list` lists them).
         #[arg(value_name = "LAB", required_unless_present = "list",
@@ -179,8 +179,8 @@ enum Command {
         /// and exit.
         #[arg(long)]
         list: bool,
-        /// The language of the starter's kernels: CUDA C++ (LAB.cu) or Numba @cuda.jit
-        /// functions in Python (LAB.py).
+        /// The language of the starter's kernels: CUDA C++ (LAB.cu), Numba @cuda.jit
+        /// functions in Python (LAB.py), or CUDA C++ in a CuPy RawModule (LAB.py).
         #[arg(long, value_enum, default_value = "cuda")]
         lang: crate::student::starter::StarterLang,
     },

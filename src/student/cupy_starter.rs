@@ -3,11 +3,16 @@
 //! course's CuPy guide writes raw kernels. cugrade finds and grades them as
 //! docs/submissions.md#cupy-submissions says.
 
-// Wired to `cugrade init LAB --lang cupy` once `init --lang` (issue 18a) is on main.
-#![allow(dead_code)]
-
 use crate::labs::Lab;
 use crate::rubric::LoadedRubric;
+
+/// Whether the rubric accepts CuPy kernels.
+pub fn can_grade(r: &LoadedRubric) -> bool {
+    r.rubric
+        .languages
+        .as_ref()
+        .is_none_or(|v| v.contains(&crate::rubric::schema::Language::Cupy))
+}
 
 /// `LAB.py`, with `_` for `-` (an importable module name).
 pub fn file_name(lab: &Lab) -> String {
@@ -76,6 +81,19 @@ mod tests {
                     src.text.contains(&format!("#line 10 \"{name}\"")),
                     "{}",
                     src.text
+                );
+            }
+            // An untouched starter is "not implemented yet", kernel by kernel.
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(&name), &files[0].text).unwrap();
+            let sub = crate::submission::load(dir.path()).unwrap();
+            let stubs = super::super::starter::stubs(&sub, &r);
+            for ms in &r.rubric.milestones {
+                assert!(
+                    stubs.contains_key(&ms.kernel),
+                    "{}: {} {stubs:?}",
+                    lab.name,
+                    ms.kernel
                 );
             }
         }

@@ -252,6 +252,7 @@ pub fn init(
         match lang {
             starter::StarterLang::Cuda => "CUDA C++",
             starter::StarterLang::Numba => "Numba",
+            starter::StarterLang::Cupy => "CuPy",
         },
         lab.name,
         dir.display()

@@ -22,6 +22,8 @@ pub enum StarterLang {
     Cuda,
     /// Numba `@cuda.jit` kernels in Python (`LAB.py`, with `_` for `-`).
     Numba,
+    /// CuPy: the CUDA C++ stubs in one `cp.RawModule` (`LAB.py`, with `_` for `-`).
+    Cupy,
 }
 
 impl StarterLang {
@@ -29,6 +31,7 @@ impl StarterLang {
         match self {
             StarterLang::Cuda => "cuda",
             StarterLang::Numba => "numba",
+            StarterLang::Cupy => "cupy",
         }
     }
 }
@@ -41,9 +44,17 @@ pub fn languages(lab: &Lab) -> Vec<StarterLang> {
         .ok()
         .and_then(|m| rubric::load(&m.rubric_path).ok())
         .is_some_and(|r| super::numba_starter::can_grade(&r));
+    let cupy = lab
+        .materialize()
+        .ok()
+        .and_then(|m| rubric::load(&m.rubric_path).ok())
+        .is_some_and(|r| super::cupy_starter::can_grade(&r));
     let mut v = vec![StarterLang::Cuda];
     if numba {
         v.push(StarterLang::Numba);
+    }
+    if cupy {
+        v.push(StarterLang::Cupy);
     }
     v
 }
@@ -69,6 +80,19 @@ pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, Str
             (
                 super::numba_starter::file_name(lab),
                 super::numba_starter::kernel_source(lab, &r),
+            )
+        }
+        StarterLang::Cupy => {
+            if !super::cupy_starter::can_grade(&r) {
+                return Err(format!(
+                    "the {} lab has no CuPy starter: its rubric does not accept CuPy kernels \
+                     (`cugrade init --list` says which languages each lab has)",
+                    lab.name
+                ));
+            }
+            (
+                super::cupy_starter::file_name(lab),
+                super::cupy_starter::kernel_source(lab, &r),
             )
         }
     };
@@ -269,6 +293,11 @@ fn readme(r: &LoadedRubric, source: &str, lang: StarterLang) -> String {
              compiles one downloads NVRTC and Numba's CUDA toolchain (~700 MB, from PyPI,\n\
              with Python 3.10+) into cugrade's cache, once."
         }
+        StarterLang::Cupy => {
+            "The kernels are CUDA C++ in a CuPy RawModule: cugrade reads them with Python 3.10+\n\
+             (no GPU and no CuPy needed) and compiles them with NVRTC, which the first\n\
+             `cugrade check` downloads (~90 MB, from PyPI) into cugrade's cache, once."
+        }
     };
     let mut s = format!(
         "# {}\n\nWrite the kernels in `{source}`, then grade them from this folder:\n\n\
@@ -401,6 +430,19 @@ pub fn stubs(sub: &Submission, r: &LoadedRubric) -> BTreeMap<String, String> {
     } else {
         &[]
     };
+    let cupy: Vec<&crate::compile::SourceFile> = if accepts(crate::rubric::schema::Language::Cupy) {
+        sub.python
+            .iter()
+            .filter(|f| {
+                matches!(
+                    sub.python_language(f),
+                    crate::compile::cupy::PyLang::Cupy | crate::compile::cupy::PyLang::Both
+                )
+            })
+            .collect()
+    } else {
+        vec![]
+    };
     let mut out = BTreeMap::new();
     for m in &r.rubric.milestones {
         let mut defs = Vec::new();
@@ -411,6 +453,14 @@ pub fn stubs(sub: &Submission, r: &LoadedRubric) -> BTreeMap<String, String> {
         }
         for f in python {
             for (line, empty) in super::numba_starter::definitions(&f.text, &m.kernel) {
+                defs.push((format!("{}:{line}", f.name), empty));
+            }
+        }
+        // CuPy: CUDA C++ in the module's strings (a RawKernel's or RawModule's code); the
+        // triple quotes around it are not C++.
+        for f in &cupy {
+            let text = f.text.replace("'''", "   ").replace("\"\"\"", "   ");
+            for (line, empty) in definitions(&text, &m.kernel) {
                 defs.push((format!("{}:{line}", f.name), empty));
             }
         }
