@@ -225,16 +225,19 @@ pub fn init(
     lang: starter::StarterLang,
 ) -> Result<i32, CliError> {
     if list {
-        println!("{:<12} {:<12} about", "lab", "--lang");
+        println!("{:<12} {:<18} about", "lab", "--lang");
         for l in labs::LABS {
             let langs: Vec<&str> = starter::languages(l).iter().map(|x| x.as_str()).collect();
             let about = l.heading().replace('`', "");
-            println!(
-                "{:<12} {:<12} {}",
-                l.name,
-                langs.join(", "),
-                about.strip_prefix("Lab: ").unwrap_or(&about)
-            );
+            let about = about.strip_prefix("Lab: ").unwrap_or(&about);
+            let mut line = format!("{:<12} {:<18} {about}", l.name, langs.join(", "));
+            // 80 columns: the rubric's file name goes first.
+            if line.chars().count() > 80
+                && let Some((short, _)) = line.rsplit_once(" (")
+            {
+                line = short.to_string();
+            }
+            println!("{line}");
         }
         return Ok(exit::OK);
     }
