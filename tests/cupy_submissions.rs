@@ -192,7 +192,8 @@ fn findings_name_the_python_line() {
         )],
     );
     let f = first_failure(&r, "vector_add");
-    assert_eq!(f["location"], "k.py:4", "{f}");
+    assert!(f["location"].as_str().unwrap().starts_with("k.py:4"), "{f}");
+    assert_eq!(f["snippet"]["text"], "  c[0] = undefined_name;", "{f}");
 }
 
 #[test]
