@@ -32,6 +32,8 @@ pub struct Needs {
     pub nvrtc: bool,
     pub headers: bool,
     pub numba: bool,
+    /// A Python for reading CuPy kernels.
+    pub cupy: bool,
     pub gpu: bool,
     pub cublas: bool,
     pub what: String,
@@ -53,6 +55,7 @@ pub fn needs_of(r: &LoadedRubric, python: bool, accepts_all: bool, gpu: bool) ->
         nvrtc,
         headers: nvrtc,
         numba: accepts(Language::Numba) && (python || accepts_all),
+        cupy: accepts(Language::Cupy) && accepts_all,
         gpu,
         cublas,
         what: r.rubric.assignment.clone(),
@@ -67,14 +70,24 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
     let sub = (o.submission.is_some() || path.join("cugrade.yaml").is_file())
         .then(|| crate::submission::load(&path).ok())
         .flatten();
-    let python = sub.as_ref().is_some_and(|s| !s.python.is_empty());
+    let langs = sub.as_ref().map(|s| s.languages()).unwrap_or_default();
+    let python = langs.contains(&Language::Numba);
+    let cupy = langs.contains(&Language::Cupy);
     if let Some(r) = &o.rubric {
         let loaded = crate::rubric::load(r)?;
-        return Ok(needs_of(&loaded, python, true, gpu));
+        let mut n = needs_of(&loaded, python, true, gpu);
+        n.cupy |= cupy;
+        return Ok(n);
     }
     if let Some(s) = sub.as_ref().filter(|s| s.manifest.rubric.is_some()) {
         let r = crate::student::find_rubric(None, s)?;
         let mut n = needs_of(&r.loaded, python, false, gpu);
+        n.cupy = cupy
+            && r.loaded
+                .rubric
+                .languages
+                .as_ref()
+                .is_none_or(|v| v.contains(&Language::Cupy));
         n.what = format!("{} ({})", n.what, s.root.display());
         return Ok(n);
     }
@@ -82,6 +95,7 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
         nvrtc: true,
         headers: true,
         numba: python,
+        cupy,
         gpu,
         cublas: false,
         what: "CUDA C++ submissions".into(),
@@ -136,6 +150,14 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
     add(&mut lines, ok, needs.headers, "CUDA's headers", line);
     let (ok, line) = crate::compile::toolchain::describe_numba();
     add(&mut lines, ok, needs.numba, "Numba", line);
+    let (ok, line) = describe_cupy();
+    add(
+        &mut lines,
+        ok,
+        needs.cupy,
+        "a Python for CuPy kernels",
+        line,
+    );
     // ptxas's registers for PTX and Numba kernels without a GPU (never needed: without it the
     // resources check says the registers are unknown).
     let (ok, line) = crate::compile::jitlink::describe();
@@ -206,6 +228,25 @@ fn install(needs: &Needs) {
     }
     if needs.numba {
         report(toolchain::ensure_numba().map(|_| ()));
+    }
+}
+
+/// CuPy kernels are read by cugrade's `cupy` stand-in under the machine's Python 3.10+.
+fn describe_cupy() -> (bool, String) {
+    match crate::compile::cupy::interpreter() {
+        Ok(i) => (
+            true,
+            format!(
+                "CuPy kernels: read with {} and cugrade's `cupy` stand-in (no CuPy needed); \
+                 NumPy for top-level array code: {}",
+                i.python.display(),
+                match &i.numpy_site {
+                    Some(d) => format!("from {}", d.display()),
+                    None => "none (installed with Numba)".into(),
+                }
+            ),
+        ),
+        Err(e) => (false, format!("CuPy kernels: {e}")),
     }
 }
 

@@ -224,7 +224,7 @@ fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
         .output()
         .map_err(|e| {
             format!(
-                "Numba submissions need Python 3.10+ (`{}`: {e}); fix: install python3",
+                "Python submissions (Numba, CuPy) need Python 3.10+ (`{}`: {e}); fix: install python3",
                 Path::new(&exe).display()
             )
         })?;
@@ -238,7 +238,7 @@ fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
         ));
     }
     if lines[1] != "True" {
-        return Err("Numba submissions need Python 3.10 or newer".into());
+        return Err("Python submissions (Numba, CuPy) need Python 3.10 or newer".into());
     }
     // The interpreter, its standard library and `libpython`'s dir: not the whole prefix,
     // which for a system Python is all of /usr.
