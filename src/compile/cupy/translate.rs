@@ -742,4 +742,46 @@ launch: {block: [256], grid: [\"ceil_div(n, 256)\"]}
         let e = reduction(&d, "vector_add", &contract(VADD)).unwrap_err();
         assert!(e.message.contains("one value per output"), "{}", e.message);
     }
+
+    #[test]
+    fn translations_compile_with_nvrtc_for_4_and_8_byte_types() {
+        if !crate::backend::cuda::nvrtc_present() {
+            eprintln!("skipped: no NVRTC");
+            return;
+        }
+        for t in ["f32", "f64", "i64"] {
+            let c = contract(&format!(
+                "params:
+  - {{name: in, type: \"{t}*\", dir: in, len: n}}
+  - {{name: out, type: \"{t}*\", dir: out, len: 1}}
+  - {{name: n, type: i32, value: n}}
+launch: {{block: [256], grid: [\"ceil_div(n, 256)\"]}}
+"
+            ));
+            let mut d = def("reduction", "T x", "T y");
+            d.map_expr = Some("x * x".into());
+            d.reduce_expr = Some("max(a, b)".into());
+            d.post_map_expr = Some("y = a".into());
+            d.identity = None;
+            let code = reduction(&d, "k", &c).unwrap();
+            let src = crate::compile::SourceFile {
+                name: "k.py (k)".into(),
+                text: code.clone(),
+            };
+            let out = crate::compile::compile(&src, &[], &crate::compile::options("sm_90", &[]));
+            assert!(out.ok, "{t}: {}\n{code}", out.log);
+            assert_eq!(crate::compile::ptx_entries(&out.ptx), vec!["k"]);
+        }
+        let mut d = def("elementwise", "T x, T y", "T z");
+        d.preamble = Some("__device__ float twice(float v) { return 2 * v; }".into());
+        d.loop_prep = Some("float s = 1".into());
+        d.operation = Some("z = twice(x) + y * s".into());
+        let code = elementwise(&d, "vector_add", &contract(VADD)).unwrap();
+        let src = crate::compile::SourceFile {
+            name: "k.py (vector_add)".into(),
+            text: code.clone(),
+        };
+        let out = crate::compile::compile(&src, &[], &crate::compile::options("sm_90", &[]));
+        assert!(out.ok, "{}\n{code}", out.log);
+    }
 }
