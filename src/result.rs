@@ -257,6 +257,10 @@ pub struct RunInfo {
     /// Wall time of grading this submission, seconds (compilation to the last check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// The GPU this submission was graded and timed on (cuda backend): every performance check
+    /// of a student runs on this one GPU (`grade --gpus`), and records it in `timing.device`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::backend::GpuRecord>,
 }
 
 /// The whole verdict for one submission: `result.json`.

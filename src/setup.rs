@@ -76,6 +76,9 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
         gpu: (backend == BackendKind::Cuda)
             .then(|| crate::backend::cuda::pci_bus_id(device).ok())
             .flatten(),
+        gpu_record: (backend == BackendKind::Cuda)
+            .then(|| crate::backend::cuda::identify(device).ok())
+            .flatten(),
         baseline_cache: None,
         protected: Vec::new(),
         keep_kernels: None,

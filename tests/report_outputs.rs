@@ -42,6 +42,7 @@ fn gpu_run() -> RunInfo {
         sandbox: vec!["landlock: active".into(), "seccomp: active".into()],
         notes: vec![],
         seconds: None,
+        gpu: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn emu_run() -> RunInfo {
         ],
         notes: vec![],
         seconds: None,
+        gpu: None,
     }
 }
 

@@ -59,6 +59,9 @@ pub struct Options {
     /// The GPU's PCI bus id on the cuda backend: the key of the per-GPU timing lock
     /// (`measure::lock`) and of NVML's clock readings.
     pub gpu: Option<String>,
+    /// The GPU this grading runs on (cuda backend), recorded in result.json as `run.gpu` and
+    /// in each performance check's `timing.device`.
+    pub gpu_record: Option<crate::backend::GpuRecord>,
     /// Where measured CPU baselines are cached (`measure::calibration`); `None`: the user's
     /// cache directory.
     pub baseline_cache: Option<std::path::PathBuf>,
@@ -141,6 +144,7 @@ pub fn grade(
         sandbox: vec![],
         notes: vec![],
         seconds: None,
+        gpu: opts.gpu_record.clone(),
     };
     // One worker serves all of a student's milestones while it stays healthy (a fault or a
     // timeout ends it; the next milestone gets a fresh one). On a GPU the driver creates and

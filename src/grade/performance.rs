@@ -191,6 +191,7 @@ impl MilestoneRun<'_> {
         let mut c = self.verdict(p, &case, &spec, &choice, report, clocks, &inv, bar);
         if let Some(t) = c.timing.as_mut() {
             t.gpu = Some(hold);
+            t.device = self.opts.gpu_record.clone();
         }
         Ok(c)
     }
@@ -358,6 +359,7 @@ impl MilestoneRun<'_> {
             clocks,
             gpu: None,
             lower_bound_ms: lower,
+            device: None,
         };
         let unit = choice.unit;
         let suffix = unit_suffix(unit);

@@ -238,6 +238,7 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
     );
     failure_causes(&mut out, results);
     leaderboard(&mut out, results);
+    super::devices::section(&mut out, results);
     duplicates(&mut out, pairs);
     out
 }
