@@ -382,7 +382,7 @@ fn plan_gpus(
         if !req.gpus.is_empty() {
             eprintln!(
                 "note: --gpus {} is not used: grading on the {} ({}), so no GPU runs anything \
-                 and speed is not measured; {jobs} job{} grade correctness on the CPU cores",
+                 and speed is not measured; {jobs} job{} correctness on the CPU cores",
                 devices
                     .iter()
                     .map(usize::to_string)
@@ -394,7 +394,7 @@ fn plan_gpus(
                 } else {
                     "no usable GPU was found"
                 },
-                if jobs == 1 { "" } else { "s" },
+                if jobs == 1 { " grades" } else { "s grade" },
             );
         }
         return Ok(Vec::new());
