@@ -84,7 +84,7 @@ fn gpus_without_a_gpu_are_noted_and_grades_match_a_run_without_them() {
         assert_eq!(read(d, "grades.csv"), read(&plain, "grades.csv"));
         assert!(!read(d, "summary.md").contains("## GPUs"));
         let r: serde_json::Value =
-            serde_json::from_str(&read(d, "students/naive/result.json")).unwrap();
+            serde_json::from_str(&read(d, "students/naive.cu/result.json")).unwrap();
         assert_eq!(r["backend"], "emu");
         assert!(r["run"].get("gpu").is_none(), "{r}");
     }
