@@ -24,7 +24,10 @@ fn runnable() -> bool {
 fn cohort(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     for s in ["naive", "off_by_one", "optimized"] {
-        let src = root().join("submissions-example/reduction").join(s).join("reduce.cu");
+        let src = root()
+            .join("submissions-example/reduction")
+            .join(s)
+            .join("reduce.cu");
         std::fs::copy(src, dir.join(format!("{s}.cu"))).unwrap();
     }
 }
@@ -90,7 +93,11 @@ fn gpus_without_a_gpu_are_noted_and_grades_match_a_run_without_them() {
     }
 
     // --backend cuda without a GPU: cannot grade (exit 3), and says what to do.
-    let o = grade(&c, &tmp.path().join("cuda"), &["--backend", "cuda", "--gpus", "0,1"]);
+    let o = grade(
+        &c,
+        &tmp.path().join("cuda"),
+        &["--backend", "cuda", "--gpus", "0,1"],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("--backend cuda cannot run"), "{err}");
