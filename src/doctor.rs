@@ -35,9 +35,14 @@ pub fn run() -> i32 {
     } else {
         lines.push((false, "NVRTC: libnvrtc.so.13 not found; fix: `python3 -m pip install --target ~/.cache/cugrade-nvrtc nvidia-cuda-nvrtc==13.0.88` and set LD_LIBRARY_PATH=~/.cache/cugrade-nvrtc/nvidia/cu13/lib".into()));
     }
-    // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions.
-    lines.push(crate::compile::toolchain::describe_headers());
-    lines.push(crate::compile::toolchain::describe_numba());
+    // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions, each tried
+    // in a compile worker as grading runs it (after cugrade opened its own cache to the
+    // workers' uids, as grading does when it is root).
+    for note in crate::compile::toolchain::share_with_workers() {
+        lines.push((!note.starts_with("could not"), format!("toolchain cache: {note}")));
+    }
+    lines.push(crate::grade::probe::headers());
+    lines.push(crate::grade::probe::numba());
     // cuBLAS (only for matmul thresholds against cuBLAS).
     // SAFETY: only tries to dlopen libcublas.
     if unsafe { cudarc::cublas::sys::is_culib_present() } {

@@ -60,6 +60,10 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
             ),
         },
     };
+    // As root, workers run as uids of their own: cugrade's own cache must be open to them.
+    for note in crate::compile::toolchain::share_with_workers() {
+        eprintln!("cugrade: {note}");
+    }
     if needs_nvrtc && !crate::backend::cuda::nvrtc_present() {
         return Err(Fatal::new(
             "NVRTC (libnvrtc.so.13) was not found, so CUDA sources cannot be compiled.\n\

@@ -232,8 +232,12 @@ pub fn compile(
     let answer_path = temp.join("numba-answer.json");
     let log_path = temp.join("numba-output.txt");
     let log = std::fs::File::create(&log_path).map_err(io)?;
+    // Isolated (-I: no environment, no user site, no script dir on the path) and without the
+    // site module's start-up (-S: none of the host's site-packages, `.pth` files or
+    // sitecustomize, which a host may keep outside the worker's view, e.g. in /etc): the
+    // interpreter sees its standard library and the pinned wheels, which the driver adds.
     let status = Command::new(&tool.python)
-        .args(["-I", "-B"])
+        .args(["-I", "-S", "-B"])
         .arg(&driver)
         .arg(&req_path)
         .arg(&answer_path)

@@ -153,9 +153,10 @@ def failure(kernel, exc, tb, kind, func=None):
 
 import site  # noqa: E402
 
-# The wheels' directory is a site dir: numba-cuda's redirector is a `.pth` file. Its entries go
-# first on sys.path, so that the pinned wheels win over packages the system Python has (a
-# system NumPy 2.5 breaks numba-cuda 0.30.4).
+# The wheels' directory is a site dir: numba-cuda's redirector is a `.pth` file. Python runs
+# with -S, so the host's site-packages are not on sys.path at all (a system NumPy 2.5 breaks
+# numba-cuda 0.30.4, and a host's sitecustomize may live outside the worker's view); the
+# wheels' entries go first anyway.
 _before = list(sys.path)
 site.addsitedir(REQUEST["site"])
 sys.path[:] = [p for p in sys.path if p not in _before] + _before

@@ -21,6 +21,7 @@ mod correctness;
 mod metrics;
 mod numba;
 mod performance;
+pub mod probe;
 mod reference;
 mod resources;
 mod run;
@@ -125,10 +126,10 @@ pub fn grade(
         },
         opts,
         Duration::from_secs_f64(timeouts.compile_s),
-    );
+    )?;
     compile_checks.extend(refused.into_iter().map(|(_, c)| c));
     let numba_kernels = if accepts(Language::Numba) {
-        numba::compile(rubric, sub, opts)
+        numba::compile(rubric, sub, opts)?
     } else {
         numba::NumbaKernels::new()
     };

@@ -3,7 +3,7 @@
 //! checks that point at `file.py:LINE`, and carry each kernel's signature to the launches,
 //! which use Numba's calling convention (`inputs::numba_invocation`).
 
-use super::Options;
+use super::{Infrastructure, Options};
 use crate::compile::numba::{self, NumbaKernel, Signature};
 use crate::compile::toolchain;
 use crate::result::{Check, CheckKind};
@@ -36,11 +36,94 @@ pub type NumbaKernels = HashMap<String, NumbaKernelState>;
 
 const NUMBA_COMPILE_HINT: &str = "The kernel does not compile with Numba: read the first error and the line it names. Numba compiles a subset of Python: no lists, dicts or print of objects in kernels; every variable keeps one type; arrays come in as arguments or cuda.shared.array/cuda.local.array with constant shapes.";
 
-/// Compile every kernel of the rubric that the submission's `.py` files may define.
-pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> NumbaKernels {
+/// Why a Numba compile worker gave no outcomes.
+#[derive(Debug, Clone)]
+pub enum NumbaFailure {
+    /// The machine's fault, confirmed from the host's side (the workers cannot read the
+    /// toolchain): the message says what and the fix. Grading stops with exit 3.
+    Machine(String),
+    /// The toolchain failed (not the submission): what Python printed.
+    Toolchain(String),
+    /// The worker did not start.
+    Spawn(String),
+    /// The worker answered something other than the request's answer.
+    Answer(String),
+    /// Importing and compiling did not finish in time.
+    Timeout(Duration),
+    /// The worker died while importing: how, and what it printed.
+    Crashed(String, String),
+}
+
+/// Compile `kernels` from `files` in a sandboxed compile worker started with `wo`, as grading
+/// does (and `cugrade doctor` does, with a test kernel): the outcomes with their PTX.
+pub fn compile_in_worker(
+    tool: toolchain::NumbaToolchain,
+    files: &[crate::compile::SourceFile],
+    kernels: &[NumbaKernel],
+    arch: &str,
+    wo: &WorkerOptions,
+    timeout: Duration,
+) -> Result<Vec<numba::Outcome>, NumbaFailure> {
+    let mut wo = wo.clone();
+    wo.role = Role::Compile;
+    wo.extra_read = tool.read_dirs.clone();
+    let mut worker = Worker::spawn(&wo).map_err(NumbaFailure::Spawn)?;
+    let roots: Vec<std::path::PathBuf> = tool
+        .read_dirs
+        .iter()
+        .chain(std::iter::once(&tool.site))
+        .cloned()
+        .collect();
+    let req = Request::CompileNumba {
+        files: files.to_vec(),
+        kernels: kernels.to_vec(),
+        arch: arch.to_string(),
+        toolchain: tool,
+    };
+    match worker.call(&req, &[], timeout) {
+        Ok((Response::NumbaCompiled(Ok(o)), blobs)) => {
+            let ok = o.iter().filter(|x| x.ok).count();
+            if o.len() != kernels.len() || blobs.len() != ok {
+                return Err(NumbaFailure::Answer(
+                    "the compile worker's answer does not match the request".into(),
+                ));
+            }
+            let mut blobs = blobs.into_iter();
+            Ok(o.into_iter()
+                .map(|mut x| {
+                    if x.ok {
+                        x.ptx = blobs
+                            .next()
+                            .map(|b| String::from_utf8_lossy(&b).into_owned());
+                    }
+                    x
+                })
+                .collect())
+        }
+        Ok((Response::NumbaCompiled(Err(e)), _)) => Err(NumbaFailure::Toolchain(e)),
+        Ok((Response::Unreadable { paths }, _)) => Err(match worker.unreadable(&paths, &roots) {
+            Some(why) => NumbaFailure::Machine(why),
+            None => NumbaFailure::Toolchain(super::compiling::unconfirmed(&paths)),
+        }),
+        Ok((other, _)) => Err(NumbaFailure::Answer(format!(
+            "unexpected answer from the compile worker: {}",
+            super::variant(&other)
+        ))),
+        Err(WorkerFailure::Timeout(d)) => Err(NumbaFailure::Timeout(d)),
+        Err(f) => Err(NumbaFailure::Crashed(f.to_string(), worker.output().text())),
+    }
+}
+
+/// Compile every kernel of the rubric that the submission's `.py` files may define. `Err`
+/// when the machine cannot compile Numba for anyone (its workers cannot read the toolchain).
+pub fn compile(
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    opts: &Options,
+) -> Result<NumbaKernels, Infrastructure> {
     let mut out = NumbaKernels::new();
     if sub.python.is_empty() {
-        return out;
+        return Ok(out);
     }
     let rb = &rubric.rubric;
     let mut kernels: Vec<NumbaKernel> = vec![];
@@ -59,108 +142,63 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                 .collect(),
         });
     }
-    let all_fail = |out: &mut NumbaKernels, check: Check| {
+    let all_fail = |mut out: NumbaKernels, check: Check| {
         for k in &kernels {
             out.insert(k.name.clone(), NumbaKernelState::Failed(check.clone()));
         }
+        Ok(out)
     };
     let started = Instant::now();
     let tool = match toolchain::ensure_numba() {
         Ok(t) => t,
         Err(e) => {
-            all_fail(
-                &mut out,
+            return all_fail(
+                out,
                 Check::error(CheckKind::Compile, "compile numba", e)
                     .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
             );
-            return out;
         }
     };
     let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
     wo.protected = opts.protected.clone();
-    wo.extra_read = tool.read_dirs.clone();
-    let mut worker = match Worker::spawn(&wo) {
-        Ok(w) => w,
-        Err(e) => {
-            all_fail(
-                &mut out,
-                Check::error(
-                    CheckKind::Compile,
-                    "compile numba",
-                    format!("could not start the compile worker: {e}"),
-                ),
-            );
-            return out;
-        }
-    };
     // Importing Numba takes a few seconds before the first kernel; each kernel then gets the
     // rubric's compile time.
     let per_kernel = Duration::from_secs_f64(rb.timeouts.compile_s);
     let timeout = Duration::from_secs(30) + per_kernel * kernels.len() as u32;
-    let req = Request::CompileNumba {
-        files: sub.python.clone(),
-        kernels: kernels.clone(),
-        arch: opts.arch.clone(),
-        toolchain: tool,
-    };
-    let answer = worker.call(&req, &[], timeout);
+    let answer = compile_in_worker(tool, &sub.python, &kernels, &opts.arch, &wo, timeout);
     let seconds = started.elapsed().as_secs_f64();
+    let doctor = "Run `cugrade doctor`: it says what Numba needs on this machine.";
     let outcomes = match answer {
-        Ok((Response::NumbaCompiled(Ok(o)), blobs)) => {
-            let ok = o.iter().filter(|x| x.ok).count();
-            if o.len() != kernels.len() || blobs.len() != ok {
-                all_fail(
-                    &mut out,
-                    Check::error(
-                        CheckKind::Compile,
-                        "compile numba",
-                        "the compile worker's answer does not match the request",
-                    ),
-                );
-                return out;
-            }
-            let mut blobs = blobs.into_iter();
-            o.into_iter()
-                .map(|mut x| {
-                    if x.ok {
-                        x.ptx = blobs
-                            .next()
-                            .map(|b| String::from_utf8_lossy(&b).into_owned());
-                    }
-                    x
-                })
-                .collect::<Vec<_>>()
-        }
-        Ok((Response::NumbaCompiled(Err(e)), _)) => {
-            all_fail(
-                &mut out,
+        Ok(o) => o,
+        Err(NumbaFailure::Machine(why)) => return Err(Infrastructure(why)),
+        Err(NumbaFailure::Toolchain(e)) => {
+            return all_fail(
+                out,
                 Check::error(
                     CheckKind::Compile,
                     "compile numba",
                     "the Numba toolchain failed",
                 )
                 .with_details(e)
-                .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
+                .with_hint(doctor),
             );
-            return out;
         }
-        Ok((other, _)) => {
-            all_fail(
-                &mut out,
+        Err(NumbaFailure::Spawn(e)) => {
+            return all_fail(
+                out,
                 Check::error(
                     CheckKind::Compile,
                     "compile numba",
-                    format!(
-                        "unexpected answer from the compile worker: {}",
-                        super::variant(&other)
-                    ),
+                    format!("could not start the compile worker: {e}"),
                 ),
             );
-            return out;
         }
-        Err(WorkerFailure::Timeout(d)) => {
-            all_fail(
-                &mut out,
+        Err(NumbaFailure::Answer(e)) => {
+            return all_fail(out, Check::error(CheckKind::Compile, "compile numba", e));
+        }
+        Err(NumbaFailure::Timeout(d)) => {
+            return all_fail(
+                out,
                 Check::fail(
                     CheckKind::Compile,
                     "compile numba",
@@ -171,12 +209,10 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                 )
                 .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches)."),
             );
-            return out;
         }
-        Err(f) => {
-            let printed = worker.output().text();
-            all_fail(
-                &mut out,
+        Err(NumbaFailure::Crashed(f, printed)) => {
+            return all_fail(
+                out,
                 Check::fail(
                     CheckKind::Compile,
                     "compile numba",
@@ -185,7 +221,6 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                 .with_details(printed)
                 .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions."),
             );
-            return out;
         }
     };
     for (o, k) in outcomes.into_iter().zip(&kernels) {
@@ -245,7 +280,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
             check.seconds = Some(seconds);
         }
     }
-    out
+    Ok(out)
 }
 
 /// Languages of the submission the rubric does not accept: one failing check each.

@@ -79,7 +79,7 @@ impl Reference {
                 &[],
                 opts,
                 Duration::from_secs_f64(rubric.rubric.timeouts.compile_s * 2.0),
-            )
+            )?
         };
         let Some((_, ptx)) = modules.into_iter().next() else {
             let why = checks
@@ -219,7 +219,8 @@ impl Reference {
             &[],
             opts,
             Duration::from_secs(120),
-        );
+        )
+        .map_err(|e| e.0)?;
         let h = modules.into_iter().next().map(|(_, p)| p).ok_or_else(|| {
             let why: Vec<String> = checks.iter().map(|c| c.message.clone()).collect();
             format!(

@@ -14,6 +14,7 @@
 //! The parent's half is [`prepare_command`] (scrubbed environment, no inherited descriptors).
 //! `probe` answers `cugrade doctor` without confining the doctor. See docs/security.md.
 
+pub mod access;
 mod filesystem;
 pub mod identity;
 mod limits;

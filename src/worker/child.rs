@@ -204,6 +204,14 @@ fn serve(
                 &headers,
                 &crate::compile::options(&arch, &include_dirs),
             );
+            if !c.ok && toolchain_suspect(&c.log) {
+                let mut roots = include_dirs.clone();
+                roots.extend(library_path());
+                let paths = sandbox::access::blocked(&roots);
+                if !paths.is_empty() {
+                    return (Response::Unreadable { paths }, vec![], false);
+                }
+            }
             let ptx = if c.ok {
                 vec![c.ptx.into_bytes()]
             } else {
@@ -226,6 +234,15 @@ fn serve(
         } => {
             let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
             let r = crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp);
+            if r.is_err() {
+                // The toolchain failed: were we refused its files?
+                let mut roots = toolchain.read_dirs.clone();
+                roots.push(toolchain.site.clone());
+                let paths = sandbox::access::blocked(&roots);
+                if !paths.is_empty() {
+                    return (Response::Unreadable { paths }, vec![], false);
+                }
+            }
             let ptx: Vec<Vec<u8>> = match &r {
                 Ok(outcomes) => outcomes
                     .iter()
@@ -340,6 +357,25 @@ fn serve(
             false,
         ),
     }
+}
+
+/// Whether a failed NVRTC compile may have failed for want of a toolchain file (a header it
+/// could not open, NVRTC itself missing), rather than for the student's code alone.
+fn toolchain_suspect(log: &str) -> bool {
+    log.contains("cannot open source file")
+        || log.contains("could not open source file")
+        || log.contains("is not available in the worker")
+}
+
+/// The absolute directories of `LD_LIBRARY_PATH` (where the loader found NVRTC).
+fn library_path() -> Vec<std::path::PathBuf> {
+    std::env::var_os("LD_LIBRARY_PATH")
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| p.is_absolute())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 pub(super) type RunOk = (crate::backend::LaunchReport, Vec<Vec<u8>>);

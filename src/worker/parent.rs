@@ -389,6 +389,48 @@ impl Worker {
         }
     }
 
+    /// Confirm, from the host's side, a worker's report that it was refused toolchain files
+    /// (`Response::Unreadable`): the message naming what stops it, with the fix, when the
+    /// host's mode bits refuse the worker's uid; `None` when they do not (then the worker's
+    /// word is not enough to blame the machine). `roots`: the toolchain's paths it walked.
+    pub fn unreadable(
+        &self,
+        paths: &[sandbox::access::Blocked],
+        roots: &[std::path::PathBuf],
+    ) -> Option<String> {
+        // SAFETY: getuid and getgid cannot fail.
+        let (uid, gid) = match self.uid {
+            Some(uid) => (uid, sandbox::identity::worker_gid(uid, false)),
+            None => unsafe { (libc::getuid(), libc::getgid()) },
+        };
+        let who = sandbox::access::Reader {
+            uid,
+            gid,
+            view: self
+                .ready
+                .sandbox
+                .iter()
+                .any(|l| l.starts_with("mounts: active")),
+        };
+        let confirmed: Vec<(String, String)> = paths
+            .iter()
+            .filter(|b| roots.iter().any(|r| b.path.starts_with(r) || r.starts_with(&b.path)))
+            .filter_map(|b| {
+                let why = sandbox::access::explain(&b.path, who)?;
+                Some((why, fix_for(&b.path, roots, who)))
+            })
+            .collect();
+        let (why, fix) = confirmed.first()?;
+        let whose = if self.uid.is_some() {
+            "cugrade runs as root, so each worker runs as a uid of its own, which owns no file"
+        } else {
+            "workers run as cugrade's own uid"
+        };
+        Some(format!(
+            "the grading workers cannot read the toolchain: {why} ({whose}).\nfix: {fix}"
+        ))
+    }
+
     /// Everything the worker printed so far.
     pub fn output(&self) -> Captured {
         // Give the drain thread a moment to catch up with output written just before an answer.
@@ -440,6 +482,36 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// What to do about a toolchain path a worker may not read: open the toolchain's tree to all
+/// users, or, when a directory above it may not be entered (no mount view), that directory.
+fn fix_for(
+    path: &std::path::Path,
+    roots: &[std::path::PathBuf],
+    who: sandbox::access::Reader,
+) -> String {
+    let root = roots
+        .iter()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .cloned()
+        .unwrap_or_else(|| path.to_path_buf());
+    match sandbox::access::closed_above(path, who) {
+        Some((dir, _)) if !who.view => format!(
+            "`chmod o+x {}`, or keep the toolchain where every user may enter (for cugrade's \
+             own cache: set CUGRADE_NVRTC_CACHE to such a folder, e.g. /var/cache/cugrade-nvrtc)",
+            dir.display()
+        ),
+        _ if root.is_dir() => format!(
+            "`chmod -R a+rX {}` (every user must read the toolchain)",
+            root.display()
+        ),
+        _ => format!(
+            "`chmod a+rX {}` (every user must read the toolchain)",
+            root.display()
+        ),
     }
 }
 

@@ -99,6 +99,11 @@ pub enum Response {
     Staged,
     /// What a `Measure` found.
     Timed(Box<crate::measure::session::TimingReport>),
+    /// A compile failed, and the worker was refused some of the toolchain's files (which the
+    /// parent confirms from the host's side before it blames the machine).
+    Unreadable {
+        paths: Vec<crate::sandbox::access::Blocked>,
+    },
     /// The worker could not serve the request (e.g. the backend failed to start).
     Failed {
         message: String,
