@@ -39,7 +39,10 @@ pub fn run() -> i32 {
     // in a compile worker as grading runs it (after cugrade opened its own cache to the
     // workers' uids, as grading does when it is root).
     for note in crate::compile::toolchain::share_with_workers() {
-        lines.push((!note.starts_with("could not"), format!("toolchain cache: {note}")));
+        lines.push((
+            !note.starts_with("could not"),
+            format!("toolchain cache: {note}"),
+        ));
     }
     lines.push(crate::grade::probe::headers());
     lines.push(crate::grade::probe::numba());
@@ -65,6 +68,25 @@ pub fn run() -> i32 {
             crate::sandbox::LayerState::Degraded(why) => {
                 lines.push((false, format!("sandbox {}: {why}", l.name)))
             }
+        }
+    }
+    // The worker cgroup, made as for a worker (and removed again).
+    let (cgroup, layer) =
+        crate::sandbox::cgroup::WorkerCgroup::create(&crate::sandbox::Policy::worker("/", true));
+    if let Some(c) = cgroup {
+        c.kill();
+    }
+    match layer.state {
+        crate::sandbox::LayerState::Active => {
+            // The doctor, unlike a report, may name the host's path.
+            let below = match crate::sandbox::cgroup::plan() {
+                Ok(p) => format!(" (below {})", p.base.display()),
+                Err(_) => String::new(),
+            };
+            lines.push((true, format!("sandbox cgroup: {}{below}", layer.detail)))
+        }
+        crate::sandbox::LayerState::Degraded(why) => {
+            lines.push((false, format!("sandbox cgroup: {why}")))
         }
     }
     for (ok, line) in &lines {

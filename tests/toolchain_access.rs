@@ -184,7 +184,10 @@ fn a_toolchain_the_workers_cannot_read_is_the_machines_fault_and_doctor_says_so(
     chmod(&sub, 0o755);
     let (code, c, err) = check(&cache, "rubrics/vector-add.yaml", &sub, &json, &env);
     assert_eq!(code, 3, "{c:?}\n{err}");
-    let want = format!("{} (drwx------ root:root) is not readable", include.display());
+    let want = format!(
+        "{} (drwx------ root:root) is not readable",
+        include.display()
+    );
     assert!(err.contains(&want), "{err}");
     assert!(
         err.contains(&format!("fix: `chmod -R a+rX {}`", include.display())),
@@ -203,7 +206,10 @@ fn a_toolchain_the_workers_cannot_read_is_the_machines_fault_and_doctor_says_so(
     let sub = root().join("submissions-example/vector-add/numba_naive");
     let (code, c, err) = check(&cache, "rubrics/vector-add.yaml", &sub, &json, &env);
     assert_eq!(code, 3, "{c:?}\n{err}");
-    let want = format!("{} (-rwx------ root:root) is not readable", python.display());
+    let want = format!(
+        "{} (-rwx------ root:root) is not readable",
+        python.display()
+    );
     assert!(err.contains(&want), "{err}");
     let line = doctor_line(&cache, &env, "Numba");
     assert!(line.starts_with("MISS") && line.contains(&want), "{line}");

@@ -44,7 +44,14 @@ pub fn numba() -> (bool, String) {
         "fix: remove {} and let cugrade install it again on the next `.py` submission",
         site.display()
     );
-    match compile_in_worker(tool, &[file], &[kernel], "sm_90", &wo, Duration::from_secs(120)) {
+    match compile_in_worker(
+        tool,
+        &[file],
+        &[kernel],
+        "sm_90",
+        &wo,
+        Duration::from_secs(120),
+    ) {
         Ok(o) if o.first().is_some_and(|o| o.ok) => (
             true,
             format!(

@@ -138,7 +138,11 @@ pub fn describe(meta: &std::fs::Metadata) -> String {
     .iter()
     .map(|(b, c)| if m & b != 0 { *c } else { '-' })
     .collect();
-    format!("{kind}{bits} {}:{}", name_of(meta.uid()), name_of(meta.gid()))
+    format!(
+        "{kind}{bits} {}:{}",
+        name_of(meta.uid()),
+        name_of(meta.gid())
+    )
 }
 
 fn name_of(id: u32) -> String {
@@ -228,7 +232,10 @@ mod tests {
         let no_view = Reader { view: false, ..who };
         let why = explain(&tool, no_view).unwrap();
         assert!(why.contains("closed (drwx------"), "{why}");
-        assert!(why.contains("may not be entered by uid 1900000001"), "{why}");
+        assert!(
+            why.contains("may not be entered by uid 1900000001"),
+            "{why}"
+        );
         chmod(&tool, 0o700);
         let why = explain(&tool, who).unwrap();
         assert!(why.contains("tool (drwx------"), "{why}");

@@ -89,12 +89,15 @@ pub struct Worker {
     dead: bool,
     /// The worker's own uid, when the grader is root (see `sandbox::identity`).
     uid: Option<u32>,
+    /// The worker's cgroup, where the host lets cugrade make one (see `sandbox::cgroup`).
+    cgroup: Option<sandbox::cgroup::WorkerCgroup>,
 }
 
 /// A worker that runs now: its supervisor's pid, with its uid and temp dir.
 struct Live {
     uid: Option<u32>,
     temp: PathBuf,
+    cgroup: Option<PathBuf>,
 }
 
 static LIVE: Mutex<BTreeMap<u32, Live>> = Mutex::new(BTreeMap::new());
@@ -115,23 +118,27 @@ fn live() -> std::sync::MutexGuard<'static, BTreeMap<u32, Live>> {
 /// SIGKILL, and every worker uid too.
 pub fn end_all() {
     STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
-    let workers: Vec<(u32, Option<u32>, PathBuf)> = live()
+    let workers: Vec<(u32, Option<u32>, PathBuf, Option<PathBuf>)> = live()
         .iter()
-        .map(|(pid, l)| (*pid, l.uid, l.temp.clone()))
+        .map(|(pid, l)| (*pid, l.uid, l.temp.clone(), l.cgroup.clone()))
         .collect();
-    for (pid, _, _) in &workers {
+    for (pid, _, _, _) in &workers {
         // SAFETY: signalling a child of ours.
         unsafe { libc::kill(*pid as libc::pid_t, libc::SIGTERM) };
     }
     let deadline = std::time::Instant::now() + Duration::from_millis(1500);
-    while std::time::Instant::now() < deadline && workers.iter().any(|(pid, _, _)| running(*pid)) {
+    while std::time::Instant::now() < deadline && workers.iter().any(|(pid, _, _, _)| running(*pid))
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
-    for (pid, uid, temp) in &workers {
+    for (pid, uid, temp, cgroup) in &workers {
         // SAFETY: signalling a process group of ours.
         unsafe { libc::kill(-(*pid as libc::pid_t), libc::SIGKILL) };
         if let Some(uid) = uid {
             sandbox::identity::kill_all_of(*uid);
+        }
+        if let Some(dir) = cgroup {
+            sandbox::cgroup::kill_dir(dir);
         }
         let _ = std::fs::remove_dir_all(temp);
     }
@@ -260,22 +267,46 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         sandbox::prepare_command(&mut cmd, &policy);
-        // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
+        let (cgroup, mut cgroup_layer) = sandbox::cgroup::WorkerCgroup::create(&policy);
+        let entry = cgroup.as_ref().map(|c| c.entry());
+        // SAFETY: setsid and the cgroup entry (open, write, close) are async-signal-safe; the
+        // closure allocates nothing.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::setsid();
+                if let Some(e) = &entry {
+                    e.enter();
+                }
                 Ok(())
             });
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(c) = &cgroup {
+                    c.kill();
+                }
+                return Err(format!("cannot start a worker: {e}"));
+            }
+        };
+        if let Some(c) = &cgroup
+            && c.holds(child.id()) == Some(false)
+        {
+            // The spawned process could not write itself into the cgroup (and stays where the
+            // grader is): say so rather than claim limits that do not hold.
+            cgroup_layer = sandbox::Layer::degraded(
+                sandbox::layer::CGROUP,
+                "the worker could not enter its cgroup; the rlimits, the PID namespace and the \
+                 scratch's size still hold",
+            );
+        }
         let uid = sandbox::identity::is_root().then(|| sandbox::identity::worker_uid(child.id()));
         live().insert(
             child.id(),
             Live {
                 uid,
                 temp: temp.path().to_path_buf(),
+                cgroup: cgroup.as_ref().map(|c| c.dir().to_path_buf()),
             },
         );
         let stdin = child.stdin.take().map(BufWriter::new);
@@ -308,6 +339,7 @@ impl Worker {
             _temp: temp,
             dead: false,
             uid,
+            cgroup,
         };
         match w.receive(opts.startup_timeout) {
             Ok((
@@ -319,6 +351,8 @@ impl Worker {
                 },
                 _,
             )) => {
+                let mut sandbox = sandbox;
+                sandbox.push(cgroup_layer.line());
                 w.ready = ReadyInfo {
                     device,
                     arch,
@@ -414,7 +448,11 @@ impl Worker {
         };
         let confirmed: Vec<(String, String)> = paths
             .iter()
-            .filter(|b| roots.iter().any(|r| b.path.starts_with(r) || r.starts_with(&b.path)))
+            .filter(|b| {
+                roots
+                    .iter()
+                    .any(|r| b.path.starts_with(r) || r.starts_with(&b.path))
+            })
             .filter_map(|b| {
                 let why = sandbox::access::explain(&b.path, who)?;
                 Some((why, fix_for(&b.path, roots, who)))
@@ -474,6 +512,9 @@ impl Worker {
         let _ = self.child.wait();
         if let Some(uid) = self.uid {
             sandbox::identity::kill_all_of(uid);
+        }
+        if let Some(c) = &self.cgroup {
+            c.kill();
         }
         live().remove(&self.child.id());
     }
