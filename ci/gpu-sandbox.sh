@@ -222,7 +222,7 @@ def examples(leg):
         say(f"{leg.name} {lab}: grade exit={r.returncode} in {time.time() - t0:.0f} s")
         for sub in sorted(os.listdir(cohort)):
             exp = os.path.join(cohort, sub, "expected.yaml")
-            res = os.path.join(lab_out, sub, "result.json")
+            res = os.path.join(lab_out, "students", sub, "result.json")
             if not os.path.exists(exp):
                 continue
             try:
@@ -256,8 +256,10 @@ def attack(body):
 def check_one(leg, tag, text, rubric_extra=""):
     tmp, home, out, outside = leg.fresh(tag)
     rubric = os.path.join(out, "..", "rubric.yaml")
+    # The reference beside the rubric: a rubric reads files of its own course tree only.
+    shutil.copy(os.path.join(WORK, "reference-kernels", "vector-add.cu"), os.path.join(out, "..", "vector-add.cu"))
     src = open(os.path.join(WORK, "rubrics", "vector-add.yaml")).read().replace(
-        "../reference-kernels", os.path.join(WORK, "reference-kernels"))
+        "../reference-kernels/vector-add.cu", "vector-add.cu")
     open(rubric, "w").write(src + "\n" + rubric_extra + "\n")
     sub = os.path.join(out, "..", "sub", "mallory")
     os.makedirs(sub); os.chmod(os.path.dirname(sub), 0o755); os.chmod(sub, 0o755)
@@ -344,8 +346,10 @@ def attacks(leg):
     # Fork bomb beside an honest student, --jobs 2.
     tmp, home, out, _ = leg.fresh("forkbomb")
     rubric = os.path.join(out, "..", "rubric.yaml")
+    # The reference beside the rubric: a rubric reads files of its own course tree only.
+    shutil.copy(os.path.join(WORK, "reference-kernels", "vector-add.cu"), os.path.join(out, "..", "vector-add.cu"))
     src = open(os.path.join(WORK, "rubrics", "vector-add.yaml")).read().replace(
-        "../reference-kernels", os.path.join(WORK, "reference-kernels"))
+        "../reference-kernels/vector-add.cu", "vector-add.cu")
     open(rubric, "w").write(src + "\ntimeouts: {compile_s: 10}\n")
     cohort = os.path.join(out, "..", "cohort")
     for name, text in (("honest", KERNEL), ("bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")):
@@ -356,8 +360,8 @@ def attacks(leg):
     t0 = time.time()
     leg.run(["grade", "--backend", BACKEND, "--seed", "3", "--jobs", "2", "--rubric", rubric, cohort, "--out", out], tmp, home)
     try:
-        a = json.load(open(alone)); g = json.load(open(os.path.join(out, "honest", "result.json")))
-        b = json.load(open(os.path.join(out, "bomb", "result.json")))
+        a = json.load(open(alone)); g = json.load(open(os.path.join(out, "students", "honest", "result.json")))
+        b = json.load(open(os.path.join(out, "students", "bomb", "result.json")))
         say(f"{leg.name} fork bomb: honest alone {a['score']}, beside the bomb {g['score']}, bomb {b['score']} ({time.time() - t0:.0f} s)")
         same = [c["status"] for c in a["milestones"][0]["checks"] if c["kind"] != "performance"] == \
                [c["status"] for c in g["milestones"][0]["checks"] if c["kind"] != "performance"]

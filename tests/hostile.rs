@@ -547,7 +547,7 @@ fn a_fork_bomb_does_not_change_another_students_grade() {
             .output()
             .unwrap();
         let read = |name: &str| -> Value {
-            let p = out.join(name).join("result.json");
+            let p = out.join("students").join(name).join("result.json");
             serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|_| {
                 panic!(
                     "{leg:?}: no {}: {}\n{}",

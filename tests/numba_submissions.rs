@@ -24,11 +24,20 @@ fn ready() -> bool {
     true
 }
 
-/// A rubric like `rubrics/NAME.yaml`, with the reference by absolute path and `extra` appended.
+/// A rubric like `rubrics/NAME.yaml`, with its reference copied beside it (a rubric reads files
+/// of its own course tree only) and `extra` appended.
 fn rubric(dir: &Path, name: &str, extra: &str) -> PathBuf {
     let text = std::fs::read_to_string(root().join(format!("rubrics/{name}.yaml"))).unwrap();
-    let reference = root().join("reference-kernels");
-    let text = text.replace("../reference-kernels", &reference.to_string_lossy());
+    let file = format!("{name}.cu");
+    std::fs::copy(
+        root().join("reference-kernels").join(&file),
+        dir.join(format!("reference-{file}")),
+    )
+    .unwrap();
+    let text = text.replace(
+        &format!("../reference-kernels/{file}"),
+        &format!("reference-{file}"),
+    );
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, format!("{text}\n{extra}\n")).unwrap();
     path

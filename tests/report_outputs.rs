@@ -77,6 +77,8 @@ fn compile_failure() -> GradeResult {
         assignment: "reduction".into(),
         student: "bob".into(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: "cuda".into(),
         seed: 1234,
         score: 0.0,
@@ -106,6 +108,7 @@ fn compile_failure() -> GradeResult {
         ],
         submission_sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
             .into(),
+        rubric_sha256: String::new(),
         compile: Some(CompileSummary {
             ok: false,
             log: COMPILE_LOG.into(),
@@ -150,6 +153,8 @@ fn mixed() -> GradeResult {
         assignment: "reduction".into(),
         student: "alice".into(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: "emu".into(),
         seed: 987654321,
         score: 30.0,
@@ -179,6 +184,7 @@ fn mixed() -> GradeResult {
             milestone("reduce_shuffle", "Warp shuffle", 40.0, 0.0, vec![timed(timeout, 10.0)]),
         ],
         submission_sha256: String::new(),
+        rubric_sha256: String::new(),
         compile: Some(CompileSummary {
             ok: true,
             log: "reduce.cu(5): warning #177-D: variable \"unused\" was declared but never referenced\n"
@@ -829,7 +835,8 @@ fn cohort_writes_summary_csv_and_junit() {
             "max_score",
             "speed_measured",
             "status",
-            "entry"
+            "entry",
+            "id"
         ]
     );
     let rows: Vec<Vec<String>> = csv
@@ -845,7 +852,7 @@ fn cohort_writes_summary_csv_and_junit() {
     assert_eq!(
         by_name("alice"),
         &[
-            "alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice"
+            "alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice", "alice"
         ]
     );
     assert_eq!(
@@ -892,7 +899,7 @@ fn student_files_stay_inside_the_output_dir() {
     let mut r = hostile();
     r.student = "../escape".into();
     let written = cohort::write_student(&r, dir.path()).unwrap();
-    assert_eq!(written, dir.path().join("_._escape"));
+    assert_eq!(written, dir.path().join("students/_._escape"));
     for f in ["result.json", "report.md", "junit.xml"] {
         assert!(written.join(f).is_file(), "{f} missing");
     }

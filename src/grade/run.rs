@@ -95,6 +95,7 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::Timed(_) => "Timed",
         Response::Unreadable { .. } => "Unreadable",
         Response::Failed { .. } => "Failed",
+        Response::Unpacked(_) => "Unpacked",
     }
 }
 

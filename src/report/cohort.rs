@@ -15,24 +15,26 @@ use std::io;
 use std::path::Path;
 
 /// Write `summary.md`, `charts/*.svg`, `grades.csv`, `junit.xml` and `integrity.csv` (from
-/// `pairs`) into `out_dir` (created if missing). Students are listed by name, whatever order
-/// `results` is in.
+/// `pairs`) into `out_dir` (created if missing), each atomically. Students are listed by name
+/// (then id), whatever order `results` is in.
 pub fn write_all_with(results: &[GradeResult], pairs: &[Pair], out_dir: &Path) -> io::Result<()> {
+    use super::atomic::write;
     std::fs::create_dir_all(out_dir.join("charts"))?;
     let sorted = sorted(results);
-    std::fs::write(out_dir.join("summary.md"), summary_md_with(&sorted, pairs))?;
-    std::fs::write(
-        out_dir.join("charts/scores.svg"),
-        charts::scores_svg(&sorted).map_err(io::Error::other)?,
-    )?;
+    // Everything is rendered before anything is written: a failure leaves the previous files.
+    let summary = summary_md_with(&sorted, pairs);
+    let scores = charts::scores_svg(&sorted).map_err(io::Error::other)?;
     let (ids, pct) = cleared_rates(&sorted);
-    std::fs::write(
-        out_dir.join("charts/milestones.svg"),
-        charts::milestones_svg(&ids, &pct).map_err(io::Error::other)?,
-    )?;
-    std::fs::write(out_dir.join("grades.csv"), grades_csv(&sorted)?)?;
-    std::fs::write(out_dir.join("integrity.csv"), integrity_csv(pairs)?)?;
-    std::fs::write(out_dir.join("junit.xml"), junit::cohort_to_string(&sorted))?;
+    let milestones = charts::milestones_svg(&ids, &pct).map_err(io::Error::other)?;
+    let grades = grades_csv(&sorted)?;
+    let integrity = integrity_csv(pairs)?;
+    let junit = junit::cohort_to_string(&sorted);
+    write(&out_dir.join("charts/scores.svg"), scores)?;
+    write(&out_dir.join("charts/milestones.svg"), milestones)?;
+    write(&out_dir.join("integrity.csv"), integrity)?;
+    write(&out_dir.join("junit.xml"), junit)?;
+    write(&out_dir.join("grades.csv"), grades)?;
+    write(&out_dir.join("summary.md"), summary)?;
     Ok(())
 }
 
@@ -42,13 +44,14 @@ pub fn write_all(results: &[GradeResult], out_dir: &Path) -> io::Result<()> {
 }
 
 /// Write one student's `result.json`, `report.md`, `junit.xml` and `results.json`
-/// (Gradescope) into `out_dir/<safe_dir_name(student)>/` and return that directory.
+/// (Gradescope) into `out_dir/students/<safe_dir_name(key)>/` and return that directory.
 pub fn write_student(r: &GradeResult, out_dir: &Path) -> io::Result<std::path::PathBuf> {
-    let dir = out_dir.join(safe_dir_name(&r.student));
+    use super::atomic::write;
+    let dir = out_dir.join("students").join(safe_dir_name(r.key()));
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("report.md"), markdown::render(r))?;
-    std::fs::write(dir.join("junit.xml"), junit::to_string(r))?;
-    std::fs::write(dir.join("results.json"), gradescope::to_string(r))?;
+    write(&dir.join("report.md"), markdown::render(r))?;
+    write(&dir.join("junit.xml"), junit::to_string(r))?;
+    write(&dir.join("results.json"), gradescope::to_string(r))?;
     // Last, and atomically: `--resume` treats an existing result.json as "graded".
     json::write(r, &dir.join("result.json"))?;
     Ok(dir)
@@ -106,7 +109,7 @@ pub fn safe_dir_name(student: &str) -> String {
 
 fn sorted(results: &[GradeResult]) -> Vec<GradeResult> {
     let mut v = results.to_vec();
-    v.sort_by(|a, b| a.student.cmp(&b.student));
+    v.sort_by(|a, b| (&a.student, a.key()).cmp(&(&b.student, b.key())));
     v
 }
 
@@ -183,7 +186,12 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
     }
     out.push_str(" ---: |\n");
     for r in results {
-        let _ = write!(out, "| {} |", inline(&r.student));
+        // Entries of one name (`alice.cu`, `alice.zip`) are told apart by their ids.
+        if r.key() == r.student {
+            let _ = write!(out, "| {} |", inline(&r.student));
+        } else {
+            let _ = write!(out, "| {} ({}) |", inline(&r.student), inline(r.key()));
+        }
         for id in &cols {
             match r.milestones.iter().find(|m| &m.id == id) {
                 Some(m) => {

@@ -83,7 +83,9 @@ pub fn row_keys(results: &[GradeResult]) -> (Vec<String>, Vec<String>) {
 }
 
 /// `grades.csv`: `student` (the gradebook key), one column per milestone, `total`,
-/// `max_score`, `speed_measured`, `status` and `entry` (the cohort entry the row came from).
+/// `max_score`, `speed_measured`, `status`, `entry` (the cohort entry the row came from, as
+/// named in the cohort folder) and `id` (the row's unique key: the student's folder in
+/// `<out>/students/`).
 /// Scores are plain numbers; an empty cell where a student has no such milestone.
 pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
     let cols = milestone_columns(results);
@@ -92,7 +94,14 @@ pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["student".to_string()];
     header.extend(cols.iter().cloned());
-    for h in ["total", "max_score", "speed_measured", "status", "entry"] {
+    for h in [
+        "total",
+        "max_score",
+        "speed_measured",
+        "status",
+        "entry",
+        "id",
+    ] {
         header.push(h.to_string());
     }
     w.write_record(&header).map_err(io::Error::other)?;
@@ -111,7 +120,12 @@ pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
         row.push(describe::score(r.max_score));
         row.push(speed_column(r, speed).to_string());
         row.push(r.status().as_str().to_string());
-        row.push(spreadsheet_safe(&r.student));
+        row.push(spreadsheet_safe(if r.entry.is_empty() {
+            &r.student
+        } else {
+            &r.entry
+        }));
+        row.push(spreadsheet_safe(r.key()));
         w.write_record(&row).map_err(io::Error::other)?;
     }
     finish(w)

@@ -43,7 +43,7 @@ fn suites(r: &GradeResult, naming: Naming) -> Vec<TestSuite> {
     if r.milestones.is_empty() {
         // A submission that produced no milestone (nothing to grade) must still show up in a
         // cohort report, or a student silently vanishes from CI.
-        let mut suite = TestSuite::new(&xml_attr(&r.student));
+        let mut suite = TestSuite::new(&xml_attr(r.key()));
         suite.package = xml_attr(&r.assignment);
         suite.set_system_out(&xml_text(&suite_header(r, None)));
         return vec![suite];
@@ -58,14 +58,14 @@ fn milestone_suite(r: &GradeResult, m: &MilestoneResult, naming: Naming) -> Test
     let (name, classname) = match naming {
         Naming::Single => (m.id.clone(), format!("{}.{}", r.assignment, m.id)),
         Naming::Cohort => (
-            format!("{}/{}", r.student, m.id),
-            format!("{}.{}.{}", r.assignment, r.student, m.id),
+            format!("{}/{}", r.key(), m.id),
+            format!("{}.{}.{}", r.assignment, r.key(), m.id),
         ),
     };
     let mut suite = TestSuite::new(&xml_attr(&name));
     // The XSD has `package` but no properties in junit-report's output: the package keeps
     // assignment and student readable in a combined file.
-    suite.package = xml_attr(&format!("{}/{}", r.assignment, r.student));
+    suite.package = xml_attr(&format!("{}/{}", r.assignment, r.key()));
     let classname = xml_attr(&classname);
     // One testcase per finding: a problem seen in eight cases is one failure listing them.
     for f in findings::group(&m.checks) {

@@ -192,10 +192,10 @@ pub fn write_outputs(
         report::json::write(r, p).map_err(|e| io(p, e))?;
     }
     if let Some(p) = junit {
-        std::fs::write(p, report::junit::to_string(r)).map_err(|e| io(p, e))?;
+        report::atomic::write(p, report::junit::to_string(r)).map_err(|e| io(p, e))?;
     }
     if let Some(p) = markdown {
-        std::fs::write(p, report::markdown::render(r)).map_err(|e| io(p, e))?;
+        report::atomic::write(p, report::markdown::render(r)).map_err(|e| io(p, e))?;
     }
     Ok(())
 }

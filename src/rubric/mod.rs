@@ -4,8 +4,11 @@
 //! kernel: the schema (serde), every expression, and every name that refers to another entry.
 //! Any mistake is a [`ConfigError`] with `file:line:col`.
 
+pub mod bounds;
+pub mod confine;
 pub mod expr;
 pub mod locate;
+pub mod numbers;
 pub mod schema;
 
 use crate::errors::{ConfigError, Pos};
@@ -133,14 +136,21 @@ pub fn perf_bar(p: &PerfSpec) -> f64 {
         .unwrap_or_else(|| p.tiers.iter().map(|t| t.min).fold(0.0, f64::max))
 }
 
-/// Read and check a rubric.
+/// Read and check a rubric of a course (its files confined to its course tree, see
+/// [`confine`]).
 pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
-    let source = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::whole_file(path, format!("cannot read rubric: {e}")))?;
+    load_within(path, None)
+}
+
+/// Read and check a rubric whose files must all lie in `within` when given (a rubric a
+/// submission's manifest names: the submission's folder), else in its course tree.
+pub fn load_within(path: &Path, within: Option<&Path>) -> Result<LoadedRubric, ConfigError> {
+    let (_, root) = confine::rubric_file(path, within)?;
+    let source = read_bounded(path, bounds::RUBRIC.max_bytes)?;
     let rubric: Rubric = parse_yaml(path, &source)?;
     let locations = Locations::of(&source);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let reference_path = dir.join(&rubric.reference);
+    let reference_path = confine::reference(path, &rubric.reference, &root, within.is_some())
+        .map_err(|m| ConfigError::new(path, locations.value("reference"), m, &source))?;
     let loaded = LoadedRubric {
         rubric,
         path: path.to_path_buf(),
@@ -152,11 +162,41 @@ pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
     Ok(loaded)
 }
 
-/// Deserialize YAML, turning serde_yaml's error into a positioned [`ConfigError`].
+/// The text of `path`, refused unread past `max` bytes.
+fn read_bounded(path: &Path, max: usize) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let unreadable =
+        |e: std::io::Error| ConfigError::whole_file(path, format!("cannot read rubric: {e}"));
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut text = String::new();
+    file.take(max as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(unreadable)?;
+    if text.len() > max {
+        return Err(ConfigError::whole_file(
+            path,
+            format!("the file is over {max} bytes; a rubric may have at most {max} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+/// Deserialize a rubric's YAML (see [`parse_yaml_within`]).
 pub fn parse_yaml<T: serde::de::DeserializeOwned>(
     path: &Path,
     source: &str,
 ) -> Result<T, ConfigError> {
+    parse_yaml_within(path, source, &bounds::RUBRIC)
+}
+
+/// Deserialize YAML that keeps within `limits` (size, nesting, values: checked first, see
+/// [`bounds`]), turning serde_yaml's error into a positioned [`ConfigError`].
+pub fn parse_yaml_within<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    source: &str,
+    limits: &bounds::YamlLimits,
+) -> Result<T, ConfigError> {
+    bounds::check(path, source, limits)?;
     serde_yaml::from_str(source).map_err(|e| {
         let pos = e.location().map(|l| Pos {
             line: l.line(),
@@ -224,7 +264,7 @@ fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
     if rb.milestones.is_empty() {
         return Err(r.error_at("milestones", "a rubric needs at least one milestone"));
     }
-    Ok(())
+    numbers::check(r)
 }
 
 fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
@@ -291,6 +331,7 @@ fn parse_at(
     kind: Kind,
     known: &[String],
 ) -> Result<Expression, ConfigError> {
+    numbers::finite_literal(r, path, e)?;
     let parsed = Expression::parse(&e.source(), kind).map_err(|m| r.error_at(path, m))?;
     parsed
         .check_vars(known.iter().map(String::as_str))
@@ -362,7 +403,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
             ));
         };
         match ty {
-            ParamType::Buffer(_) => {
+            ParamType::Buffer(elem) => {
                 let Some(len) = &p.len else {
                     return Err(r.error_at(&pat, format!("buffer `{}` needs `len`", p.name)));
                 };
@@ -431,6 +472,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
                 if let Some(t) = &p.tolerance {
                     check_tolerance(r, &format!("{pat}.tolerance"), t, &tol_vars)?;
                 }
+                numbers::check_param(r, &pat, p, elem)?;
             }
             ParamType::Scalar(_) => {
                 let Some(v) = &p.value else {
@@ -627,7 +669,7 @@ pub fn case_elements(contract: &Contract, case: &Case) -> usize {
         .iter()
         .filter(|p| p.len.is_some())
         .filter_map(|p| eval_len(p, &vars).ok())
-        .sum()
+        .fold(0usize, usize::saturating_add)
 }
 
 pub fn case_vars(case: &Case) -> Vars {
@@ -793,6 +835,69 @@ milestones:
         let text = GOOD.replace("  add:", "  add: [");
         let err = load_text(&text).unwrap_err();
         assert!(err.contains("--> r.yaml:"), "{err}");
+    }
+
+    #[test]
+    fn non_finite_and_overflowing_numbers_are_refused_at_their_line() {
+        for (from, to, want, line) in [
+            ("points: 10", "points: .nan", "points must be a number", 17),
+            ("points: 10", "points: 1e308", "points must be a number", 17),
+            ("points: 10", "points: -.inf", "negative", 17),
+            (
+                "uniform: [-1, 1]",
+                "uniform: [-1e308, 1e308]",
+                "outside what a `f32`",
+                6,
+            ),
+            (
+                "uniform: [-1, 1]",
+                "uniform: [-1, .inf]",
+                "not a finite number",
+                6,
+            ),
+            ("uniform: [-1, 1]", "uniform: [1, -1]", "is empty", 6),
+            (
+                "uniform: [-1, 1]",
+                "normal: [0, 1e300]",
+                "standard deviation",
+                6,
+            ),
+            (
+                "dir: out, len: n }",
+                "dir: out, len: n, init: .nan }",
+                "init: .nan",
+                7,
+            ),
+            (
+                "gen: { uniform: [-1, 1] }",
+                "gen: { uniform: [-1, 1] }, specials: { values: [], fraction: 0.5 }",
+                "at least one value",
+                6,
+            ),
+        ] {
+            let text = GOOD.replace(from, to);
+            assert_ne!(text, GOOD, "{from}");
+            let e = load_text(&text).unwrap_err();
+            assert!(e.contains(want), "{to}: {e}");
+            assert!(e.contains(&format!("--> r.yaml:{line}:")), "{to}: {e}");
+        }
+        // Data may be special on purpose: values and specials take .inf and .nan, init -.inf.
+        let text = GOOD
+            .replace(
+                "gen: { uniform: [-1, 1] }",
+                "gen: { values: [.inf, .nan, 1] }, specials: { values: [.nan], fraction: 0.1 }",
+            )
+            .replace("dir: out, len: n }", "dir: out, len: n, init: -.inf }");
+        load_text(&text).unwrap();
+        let text = GOOD.replace("n: 1000 }", "n: 9223372036854775807 }");
+        let e = load_text(&text).unwrap_err();
+        assert!(e.contains("too large") && e.contains("r.yaml:12:33"), "{e}");
+        let text = GOOD.replace("contracts:", "trials: 100000\ncontracts:");
+        assert!(
+            load_text(&text)
+                .unwrap_err()
+                .contains("trials must be between 2 and 1000")
+        );
     }
 
     #[test]

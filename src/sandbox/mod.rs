@@ -340,12 +340,14 @@ pub fn apply(policy: &Policy) -> Report {
 
 fn identity_detail(own: Option<(u32, u32)>) -> String {
     match own {
+        // The uid differs per worker (it is derived from the pid), so it stays out of the
+        // report: reports of the same submission must be identical wherever they were made.
         Some((uid, gid)) if uid == gid => {
-            format!("uid {uid}: the worker's own, owns no host file (cugrade runs as root)")
+            "a uid of the worker's own, owning no host file (cugrade runs as root)".to_string()
         }
-        Some((uid, gid)) => format!(
-            "uid {uid} gid {gid}: the worker's own, owns no host file (cugrade runs as root; \
-             the group opens the GPU's device files)"
+        Some((_, gid)) => format!(
+            "a uid of the worker's own, owning no host file, and gid {gid} (cugrade runs as \
+             root; the group opens the GPU's device files)"
         ),
         None => String::new(),
     }

@@ -76,7 +76,7 @@ fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubric, CliErro
     let dir = manifest.parent().unwrap_or(Path::new("."));
     match labs::resolve_manifest_rubric(value, dir) {
         Ok(RubricSource::File(p)) => Ok(Rubric {
-            loaded: rubric::load(&p)?,
+            loaded: rubric::load_within(&p, Some(dir))?,
             path: p,
             _lab: None,
         }),
@@ -162,9 +162,9 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         o.markdown.as_deref(),
     )?;
     if let Some(p) = &o.gradescope {
-        std::fs::write(p, crate::report::gradescope::to_string(&result)).map_err(|e| {
-            CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
-        })?;
+        crate::report::atomic::write(p, crate::report::gradescope::to_string(&result)).map_err(
+            |e| CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display()))),
+        )?;
     }
     let dir = if o.submission.is_dir() {
         Some(o.submission.as_path())

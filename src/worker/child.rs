@@ -21,6 +21,8 @@ pub enum Role {
     Compile,
     /// Load, launch, time.
     Run,
+    /// Extract a student's archive: no backend, no toolchain.
+    Unpack,
 }
 
 /// Everything the worker is told on its command line (one JSON argument).
@@ -356,6 +358,20 @@ fn serve(
             vec![],
             false,
         ),
+        Request::Unpack { kind, name: _ } => {
+            let bytes = blobs.first().map(Vec::as_slice).unwrap_or_default();
+            // A panic in an archive crate is this archive's problem, said as such.
+            let found =
+                std::panic::catch_unwind(|| crate::submission::archive::extract(kind, bytes))
+                    .unwrap_or_else(|_| Err("the archive crashed its reader".into()));
+            match found {
+                Ok(files) => {
+                    let (paths, data): (Vec<String>, Vec<Vec<u8>>) = files.into_iter().unzip();
+                    (Response::Unpacked(Ok(paths)), data, false)
+                }
+                Err(e) => (Response::Unpacked(Err(e)), vec![], false),
+            }
+        }
     }
 }
 

@@ -56,6 +56,13 @@ pub enum Request {
     Measure(Box<crate::measure::session::MeasureSpec>),
     /// Start the timed launches of the `Measure` that answered `Staged`. Answer: `Timed`.
     Go,
+    /// Extract the source files of the archive in blob 0 (`submission::archive::extract`).
+    /// Answer: `Unpacked` + one blob per file kept, in order.
+    Unpack {
+        kind: crate::submission::archive::ArchiveKind,
+        /// The archive's file name, for messages.
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,6 +111,9 @@ pub enum Response {
     Unreadable {
         paths: Vec<crate::sandbox::access::Blocked>,
     },
+    /// The paths of the files an `Unpack` kept (their bytes are the blobs), or why the
+    /// archive was refused.
+    Unpacked(Result<Vec<String>, String>),
     /// The worker could not serve the request (e.g. the backend failed to start).
     Failed {
         message: String,
