@@ -468,6 +468,9 @@ fn grade_entry(
             }
         }
     };
+    // A worker ended by Ctrl-C or SIGTERM looks like a failing submission: write nothing (the
+    // interrupt handler exits the grader meanwhile), so that `--resume` grades it again.
+    crate::worker::interrupt::wait_if_interrupted();
     result.student_id = claimed_id;
     result.id = entry.id.clone();
     result.entry = entry.name.clone();
