@@ -134,9 +134,17 @@ impl Resolved {
         }
         let mut parts = vec![];
         if self.sum > 0.0 {
+            let mut terms = vec![];
+            if self.abs > 0.0 {
+                terms.push(format!("{:.3e}", self.abs));
+            }
+            if self.rel > 0.0 {
+                terms.push(format!("{:.3e} * |expected|", self.rel));
+            }
+            terms.push(format!("{:.3e} * M", self.sum));
             parts.push(format!(
-                "|got - expected| <= {:.3e} + {:.3e} * |expected| + {:.3e} * M (M: the size of the element's partial sums, min(S, |expected| + 4 R) with S = sum |term| and R = sqrt(sum term^2) of its terms, e.g. the a*b of a dot product)",
-                self.abs, self.rel, self.sum
+                "|got - expected| <= {} (M: the size of the element's partial sums, min(S, |expected| + 4 R), S = sum |term|, R = sqrt(sum term^2) of its terms, e.g. the a*b of a dot product)",
+                terms.join(" + ")
             ));
         } else if self.abs > 0.0 || self.rel > 0.0 {
             parts.push(format!(

@@ -30,6 +30,8 @@ pub struct LaunchCtx<'a> {
     pub cbank: &'a [u8],
     pub deadline: Instant,
     pub abort: &'a AtomicBool,
+    /// What `%globaltimer`, `%clock64` and `%gridid` start from (`specials`).
+    pub clocks: super::specials::Clocks,
 }
 
 /// What one block produced besides memory writes.
@@ -261,7 +263,10 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 let tx = t % dims.block[0];
                 let ty = (t / dims.block[0]) % dims.block[1];
                 let tz = t / (dims.block[0] * dims.block[1]);
-                let vals: [u64; 27] = [
+                let linear = super::specials_linear(ctaid, dims.grid);
+                let sm = super::specials::smid(linear);
+                let one_cluster = |k: usize| [ctaid[k] as u64, dims.grid[k] as u64];
+                let vals: [u64; SPECIALS.len()] = [
                     tx as u64,
                     ty as u64,
                     tz as u64,
@@ -275,11 +280,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     dims.grid[1] as u64,
                     dims.grid[2] as u64,
                     l as u64,
-                    w as u64,
-                    nwarps as u64,
-                    0,
-                    1,
-                    0,
+                    super::specials::warpid(linear, w as u64, nwarps as u64),
+                    super::specials::WARP_SLOTS,
+                    sm,
+                    super::specials::SMS,
+                    ctx.clocks.grid_id,
                     1u64 << l,
                     (1u64 << l) - 1,
                     (1u64 << (l + 1)) - 1,
@@ -288,6 +293,45 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     dims.shared_bytes as u64,
                     shared_size as u64,
                     32,
+                    // %clusterid, %nclusterid, %cluster_ctaid, %cluster_nctaid (x, y, z).
+                    one_cluster(0)[0],
+                    one_cluster(1)[0],
+                    one_cluster(2)[0],
+                    one_cluster(0)[1],
+                    one_cluster(1)[1],
+                    one_cluster(2)[1],
+                    0,
+                    0,
+                    0,
+                    1,
+                    1,
+                    1,
+                    0,
+                    1,
+                    0,
+                    // %aggr_smem_size: the block's shared memory and the 1 KiB sm_90 reserves.
+                    shared_size as u64 + 1024,
+                    0,
+                    1024,
+                    1024,
+                    0,
+                    // %pm0..%pm7, %pm0_64..%pm7_64.
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
                     0,
                 ];
                 for (k, v) in vals.iter().enumerate() {
@@ -901,10 +945,19 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
             Op::BarWarp | Op::Nop => return Ok(()),
             Op::ReadSpecial(s) => {
+                use super::specials;
+                let nwarps = self.warps.len() as u64;
+                let sm = specials::smid(super::specials_linear(self.ctaid, self.ctx.dims.grid));
+                let clock = specials::clock64(&self.ctx.clocks, sm, self.steps, nwarps);
+                let timer = specials::globaltimer(&self.ctx.clocks, self.steps, nwarps);
                 let w = &mut self.warps[wi];
                 let v = match s {
-                    Special::Clock => trunc(w.clock, 32),
-                    Special::Clock64 => w.clock,
+                    Special::Clock => trunc(clock, 32),
+                    Special::ClockHi => clock >> 32,
+                    Special::Clock64 => clock,
+                    Special::GlobalTimer => timer,
+                    Special::GlobalTimerLo => trunc(timer, 32),
+                    Special::GlobalTimerHi => timer >> 32,
                 };
                 let d = inst.d as usize * 32;
                 lanes!(mask, l, {
