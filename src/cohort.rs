@@ -140,6 +140,7 @@ pub fn unreadable(
         compile: None,
         run: Default::default(),
         notes: vec![],
+        flags: vec![],
     }
 }
 

@@ -48,6 +48,28 @@ pub fn run() -> i32 {
     } else {
         lines.push((false, "cuBLAS: libcublas not found; thresholds `against: cublas` will error. fix: install the CUDA toolkit's cuBLAS".into()));
     }
+    // The GPU's own counters and sanitizers (metric checks and the sanitizer pass on
+    // `--backend cuda`; `check --profile`).
+    match crate::profile::find_tool("ncu") {
+        Some(p) => lines.push((
+            true,
+            format!(
+                "Nsight Compute: {} (metric checks on --backend cuda read the GPU's counters)",
+                p.display()
+            ),
+        )),
+        None => lines.push((false, "Nsight Compute (ncu) not found: on --backend cuda, metric checks are skipped and their points withheld (provisional). fix: install the CUDA toolkit's Nsight Compute and put `ncu` on PATH".into())),
+    }
+    match crate::profile::find_tool("compute-sanitizer") {
+        Some(p) => lines.push((
+            true,
+            format!(
+                "compute-sanitizer: {} (the sanitizer pass on --backend cuda runs it on the GPU, besides the PTX emulator's)",
+                p.display()
+            ),
+        )),
+        None => lines.push((false, "compute-sanitizer not found: on --backend cuda only the PTX emulator's sanitizers run. fix: install the CUDA toolkit's compute-sanitizer and put it on PATH".into())),
+    }
     // Sandbox.
     for l in crate::sandbox::probe().layers {
         match l.state {

@@ -113,6 +113,7 @@ fn compile_failure() -> GradeResult {
         }),
         run: gpu_run(),
         notes: vec![],
+        flags: vec![],
     }
 }
 
@@ -203,6 +204,7 @@ fn mixed() -> GradeResult {
         }),
         run: emu_run(),
         notes: vec![],
+        flags: vec![],
     }
 }
 

@@ -346,7 +346,14 @@ fn probe_numba(tool: &NumbaToolchain) -> Result<(), String> {
         }],
         params: vec![],
     };
-    let out = compile(tool, &[file], &[kernel], "sm_90", temp.path())?;
+    let out = compile(
+        tool,
+        &[file],
+        &[kernel],
+        "sm_90",
+        temp.path(),
+        std::time::Duration::from_secs(60),
+    )?;
     match out.first() {
         Some(o) if o.ok => Ok(()),
         Some(o) => Err(o.message.clone()),

@@ -174,6 +174,9 @@ impl MilestoneRun<'_> {
                     if first_metrics.is_none() {
                         first_metrics = r.report.metrics.clone();
                     }
+                    if trial == 0 {
+                        self.keep_gpu_output(case, &r.allocations);
+                    }
                     for d in &r.report.diagnostics {
                         let key = (
                             d.tool.clone(),

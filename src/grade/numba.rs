@@ -93,15 +93,22 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
             return out;
         }
     };
-    // Importing Numba takes a few seconds before the first kernel; each kernel then gets the
-    // rubric's compile time.
+    // Starting Numba is the toolchain's time; the student's modules then get one import
+    // budget (the worker stops Python when it runs out, whatever the number of kernels), and
+    // each kernel the rubric's compile time. This deadline only matters if the worker itself
+    // stops answering.
     let per_kernel = Duration::from_secs_f64(rb.timeouts.compile_s);
-    let timeout = Duration::from_secs(30) + per_kernel * kernels.len() as u32;
+    let import = Duration::from_secs_f64(rb.timeouts.import_s.clamp(0.1, 3600.0));
+    let timeout = crate::compile::numba::STARTUP
+        + import
+        + Duration::from_secs(5)
+        + per_kernel * kernels.len() as u32;
     let req = Request::CompileNumba {
         files: sub.python.clone(),
         kernels: kernels.clone(),
         arch: opts.arch.clone(),
         toolchain: tool,
+        import_s: import.as_secs_f64(),
     };
     let answer = worker.call(&req, &[], timeout);
     let seconds = started.elapsed().as_secs_f64();
@@ -165,7 +172,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                     CheckKind::Compile,
                     "compile numba",
                     format!(
-                        "importing and compiling the Python files did not finish within {:.0} s",
+                        "the module did not finish importing and compiling within {:.0} s (the compile worker stopped answering)",
                         d.as_secs_f64()
                     ),
                 )

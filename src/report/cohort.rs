@@ -31,7 +31,10 @@ pub fn write_all_with(results: &[GradeResult], pairs: &[Pair], out_dir: &Path) -
         charts::milestones_svg(&ids, &pct).map_err(io::Error::other)?,
     )?;
     std::fs::write(out_dir.join("grades.csv"), grades_csv(&sorted)?)?;
-    std::fs::write(out_dir.join("integrity.csv"), integrity_csv(pairs)?)?;
+    std::fs::write(
+        out_dir.join("integrity.csv"),
+        integrity_csv(pairs, &sorted)?,
+    )?;
     std::fs::write(out_dir.join("junit.xml"), junit::cohort_to_string(&sorted))?;
     Ok(())
 }

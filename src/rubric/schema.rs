@@ -105,6 +105,10 @@ pub struct Timeouts {
     /// NVRTC compile of the submission, seconds.
     #[serde(default = "t_compile")]
     pub compile_s: f64,
+    /// Importing a Numba submission's `.py` files (the student's code at module level runs
+    /// then), seconds: one budget for the whole import, whatever the number of kernels.
+    #[serde(default = "t_import")]
+    pub import_s: f64,
     /// One kernel launch (correctness), seconds: the most any launch may take.
     #[serde(default = "t_launch")]
     pub launch_s: f64,
@@ -125,6 +129,9 @@ fn t_compile() -> f64 {
     60.0
 }
 fn t_launch() -> f64 {
+    10.0
+}
+fn t_import() -> f64 {
     10.0
 }
 fn t_worker() -> f64 {
@@ -200,6 +207,7 @@ impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
             compile_s: t_compile(),
+            import_s: t_import(),
             launch_s: t_launch(),
             launch_min_s: t_launch_min(),
             launch_factor: t_launch_factor(),

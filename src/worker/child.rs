@@ -192,9 +192,12 @@ fn serve(
             kernels,
             arch,
             toolchain,
+            import_s,
         } => {
             let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
-            let r = crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp);
+            let budget = Duration::from_secs_f64(import_s.clamp(0.1, 3600.0));
+            let r =
+                crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp, budget);
             let ptx: Vec<Vec<u8>> = match &r {
                 Ok(outcomes) => outcomes
                     .iter()

@@ -44,6 +44,9 @@ pub enum Request {
         kernels: Vec<crate::compile::numba::NumbaKernel>,
         arch: String,
         toolchain: crate::compile::toolchain::NumbaToolchain,
+        /// Seconds the student's modules may take to import (`timeouts.import_s`).
+        #[serde(default = "crate::compile::numba::default_import_s")]
+        import_s: f64,
     },
     /// Load the PTX in blob 0 on the worker's backend. Answer: `Loaded`.
     Load,
