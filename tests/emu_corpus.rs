@@ -1437,6 +1437,33 @@ fn racecheck_finds_missing_syncthreads() {
 }
 
 #[test]
+fn racecheck_finds_lanes_of_one_warp_without_syncwarp() {
+    let input: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let Some(r) = diag_run("diag_warp_race.cu", "diag_warp_race", d1(1, 32), |e| {
+        let a = up_f32(e, &input);
+        vec![Ptr(a), Ptr(zeros(e, 1))]
+    }) else {
+        return;
+    };
+    let m = only(&r, "racecheck");
+    assert!(!m.is_empty(), "{:?}", r.diagnostics);
+    assert!(
+        m[0].message.contains("a lane of the same warp")
+            && m[0].message.contains("__syncwarp()"),
+        "{}",
+        m[0].message
+    );
+    // Ordered by __syncwarp() (and a shuffle): nothing to report.
+    let Some(r) = diag_run("diag_warp_race.cu", "diag_warp_synced", d1(1, 32), |e| {
+        let a = up_f32(e, &input);
+        vec![Ptr(a), Ptr(zeros(e, 1))]
+    }) else {
+        return;
+    };
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+}
+
+#[test]
 fn racecheck_is_quiet_on_correct_reduction() {
     let Some(mut emu) = load("reduce_shared.cu") else {
         return;

@@ -122,11 +122,11 @@ pub fn warpid(linear: u64, w: u64, nwarps: u64) -> u64 {
     ((linear / SMS) % resident * nwarps + w) % WARP_SLOTS
 }
 
-/// SM cycles a block has used after `steps` warp instructions with `nwarps` warps: one warp
-/// alone waits out each instruction's latency, several hide it.
+/// SM cycles a block has used after `steps` warp instructions with `nwarps` warps. A warp
+/// issues a dependent instruction about every 4 cycles; an SM's 4 schedulers issue up to 4
+/// warp instructions per cycle: the block issues min(4, nwarps / 4) per cycle.
 fn block_cycles(steps: u64, nwarps: u64) -> u64 {
-    let per = (8 / nwarps.max(1)).clamp(1, 8);
-    steps * per
+    steps * 4 / nwarps.clamp(1, 16)
 }
 
 /// `%clock64` on SM `sm` after the block has issued `steps` warp instructions.
@@ -162,10 +162,13 @@ mod tests {
         let t0 = globaltimer(&a, 0, 4);
         let t1 = globaltimer(&a, 10_000, 4);
         assert_eq!(t0 % TIMER_STEP_NS, 0);
-        // 10,000 warp instructions of a 4-warp block: 20,000 cycles, about 11 µs.
-        assert!((10_000..12_500).contains(&(t1 - t0)), "{}", t1 - t0);
+        // 10,000 warp instructions of a 4-warp block: 10,000 cycles, about 5.7 µs.
+        assert!((5_000..6_500).contains(&(t1 - t0)), "{}", t1 - t0);
         let (c0, c1) = (clock64(&a, 5, 0, 4), clock64(&a, 5, 10_000, 4));
-        assert_eq!(c1 - c0, 20_000);
+        assert_eq!(c1 - c0, 10_000);
+        // One warp alone: 4 cycles per instruction; 32 warps: a quarter cycle.
+        assert_eq!(clock64(&a, 5, 100, 1) - clock64(&a, 5, 0, 1), 400);
+        assert_eq!(clock64(&a, 5, 100, 32) - clock64(&a, 5, 0, 32), 25);
         // The cycle counter and the timer advance at the same clock rate.
         let rate = (c1 - c0) as f64 / (t1 - t0) as f64;
         assert!((1.6..1.9).contains(&rate), "{rate}");
