@@ -10,8 +10,10 @@
 #   - timer_reduction: compute-sanitizer's racecheck (or the emulator's) fails the warp-synchronous
 #     path the GPU takes;
 #   - unwritten_nan: "left its output unwritten on a repeated launch" (no worker-protocol error);
-#   - honest kernels (the examples, and the float path of the SGEMM cheat) keep their points,
-#     with no imprecise/unwritten verdict and no emulator/GPU disagreement.
+#   - honest kernels (the examples, and the float path of the SGEMM cheat) keep their points:
+#     correct, every timed launch verified ("timed launches on fresh inputs, each checked": the
+#     speed itself is the rubric's business), metrics passing on Nsight Compute's counters,
+#     compute-sanitizer clean, no imprecise/unwritten verdict, no emulator/GPU disagreement.
 # Needs the prebuilt release binary (no Rust here), python3, and for the metric and sanitizer
 # expectations ncu and compute-sanitizer (found on PATH or in the usual CUDA places; without
 # them the lines say which expectation could not hold). Prints one PASS/FAIL line per
@@ -52,7 +54,7 @@ cat > "$honest/specs.json" <<'EOF'
     "expect": [
       {"milestone": "matmul_naive", "score": 30},
       {"milestone": "matmul_tiled", "kind": "correctness", "status": "pass"},
-      {"milestone": "matmul_tiled", "kind": "performance", "message": "timed launches"}
+      {"milestone": "matmul_tiled", "kind": "performance", "message": "timed launches on fresh inputs, each checked"}
     ],
     "none": [{"milestone": "matmul_tiled", "cause": "imprecise"}, {"milestone": "matmul_tiled", "cause": "unwritten"}],
     "flags_absent": ["backends-disagree", "reads-timer"]}},
@@ -60,9 +62,9 @@ cat > "$honest/specs.json" <<'EOF'
     "expect": [
       {"milestone": "matmul_naive", "score": 30},
       {"milestone": "matmul_tiled", "kind": "correctness", "status": "pass"},
-      {"milestone": "matmul_tiled", "kind": "performance", "status": "pass"}
+      {"milestone": "matmul_tiled", "kind": "performance", "message": "timed launches on fresh inputs, each checked"}
     ],
-    "none": [{"milestone": "matmul_tiled", "cause": "imprecise"}],
+    "none": [{"milestone": "matmul_tiled", "cause": "imprecise"}, {"milestone": "matmul_tiled", "cause": "unwritten"}],
     "flags_absent": ["backends-disagree"]}},
   "transpose_tiled": {"rubric": "transpose", "dir": "submissions-example/transpose/tiled", "cuda": {
     "expect": [
@@ -83,7 +85,7 @@ cat > "$honest/specs.json" <<'EOF'
   "vector_add_naive": {"rubric": "vector-add", "dir": "submissions-example/vector-add/naive", "cuda": {
     "expect": [
       {"milestone": "vector_add", "kind": "correctness", "status": "pass"},
-      {"milestone": "vector_add", "kind": "performance", "status": "pass", "message": "timed launches"}
+      {"milestone": "vector_add", "kind": "performance", "message": "timed launches on fresh inputs, each checked"}
     ],
     "none": [{"milestone": "vector_add", "cause": "unwritten"}],
     "flags_absent": ["backends-disagree"]}}
