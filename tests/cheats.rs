@@ -115,7 +115,11 @@ fn cheats_get_their_expected_verdicts_on_the_emulator() {
         return;
     }
     let dirs = std::fs::read_dir(root().join("tests/cheats")).unwrap();
-    let mut names: Vec<PathBuf> = dirs.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let mut names: Vec<PathBuf> = dirs
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
     names.sort();
     assert!(names.len() >= 6, "{names:?}");
     let mut failures = vec![];

@@ -1448,8 +1448,7 @@ fn racecheck_finds_lanes_of_one_warp_without_syncwarp() {
     let m = only(&r, "racecheck");
     assert!(!m.is_empty(), "{:?}", r.diagnostics);
     assert!(
-        m[0].message.contains("a lane of the same warp")
-            && m[0].message.contains("__syncwarp()"),
+        m[0].message.contains("a lane of the same warp") && m[0].message.contains("__syncwarp()"),
         "{}",
         m[0].message
     );

@@ -1735,10 +1735,10 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                         other / (b[0] * b[1])
                     )
                 };
-                self.diag("racecheck", 0, pc, wid, l, || {
+                self.diag("racecheck", same_warp as u8, pc, wid, l, || {
                     if same_warp {
                         format!(
-                            "shared-memory {what} hazard at shared offset {:#x}: {who}, a lane of the same warp, accessed it with no __syncwarp() in between (the lanes of a warp do not run in lockstep since Volta, `volatile` or not); add __syncwarp() between the accesses",
+                            "shared-memory {what} hazard at shared offset {:#x}: {who}, a lane of the same warp, accessed it with no __syncwarp() in between (the lanes of a warp do not run in lockstep since Volta, `volatile` or not); add __syncwarp() (or __syncthreads(), if the whole block reaches it) between the accesses",
                             wdx * 4
                         )
                     } else {
