@@ -255,8 +255,8 @@ fn attention(a: &Arith, x: &BTreeMap<String, Vec<f64>>, s: &Vars) -> Vec<f64> {
     let lens = &x["seq_lens"];
     let scale = a.r(1.0 / (d as f64).sqrt());
     let mut o = vec![0.0; batch * max_len * d];
-    for b in 0..batch {
-        let l = lens[b] as usize;
+    for (b, &len) in lens.iter().enumerate().take(batch) {
+        let l = len as usize;
         let base = b * max_len * d;
         for i in 0..l {
             let keys = if causal { i + 1 } else { l };

@@ -72,7 +72,7 @@ pub fn ncu_value(rows: &[NcuRow], kernel: &str, name: &str) -> Option<f64> {
             let req = get(ms[1])?;
             (req > 0.0).then(|| get(ms[0]).unwrap_or(0.0) / req)
         }
-        _ => get(*ms.first()?),
+        _ => get(ms.first()?),
     }
 }
 

@@ -40,6 +40,9 @@ pub fn smallest_cases<'a>(rubric: &'a LoadedRubric, m: &Milestone) -> Vec<&'a Ca
     sized.into_iter().take(CASES).map(|(_, c)| c).collect()
 }
 
+/// One case's name and the emulator's allocations after it (for the cross-check).
+pub type CaseOutputs = (String, Vec<Vec<u8>>);
+
 /// Run milestone `m`'s kernel from `ptx` on the PTX emulator for its smallest correctness cases
 /// and turn what the emulator's sanitizers saw into checks: one failing `sanitizer` check per
 /// distinct problem (tool and source line), or one passing check naming the tool and cases.
@@ -54,7 +57,7 @@ pub fn on_emulator(
     numba: Option<&crate::compile::numba::Signature>,
     seed: u64,
     protected: &[PathBuf],
-) -> (Vec<Check>, Vec<(String, Vec<Vec<u8>>)>) {
+) -> (Vec<Check>, Vec<CaseOutputs>) {
     let mut outputs = Vec::new();
     let checks = emulate(rubric, m, sub, ptx, numba, seed, protected, &mut outputs);
     (checks, outputs)
