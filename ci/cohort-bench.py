@@ -102,8 +102,9 @@ def main():
         sys.stderr.write(proc.stderr[-4000:])
         sys.exit("cohort-bench: cugrade exited %d" % proc.returncode)
     results = []
-    for d in sorted(os.listdir(out)):
-        p = os.path.join(out, d, "result.json")
+    students = os.path.join(out, "students")  # <out>/students/<id>/ since issue 17
+    for d in sorted(os.listdir(students)):
+        p = os.path.join(students, d, "result.json")
         if os.path.isfile(p):
             with open(p) as f:
                 results.append(json.load(f))

@@ -189,7 +189,13 @@ fn coalescing(pct: f64) -> Explained {
     Explained {
         name: "global_load_efficiency",
         value: format!("{pct:.1}%"),
-        meaning: if pct >= 80.0 {
+        meaning: if pct > 100.5 {
+            // The emulator counts bytes asked for against sectors fetched: lanes that read
+            // (or update atomically) the same bytes count them once per lane.
+            "above 100%: lanes of a warp read the same bytes (a broadcast, or atomics on one \
+             address), each fetched sector serving several of them"
+                .into()
+        } else if pct >= 80.0 {
             "global loads are coalesced: a warp's loads use almost every byte of each 32-byte \
              sector it fetches"
                 .into()
@@ -217,14 +223,61 @@ fn bank_conflicts(n: f64) -> Explained {
     }
 }
 
-/// The same names from the emulator's deterministic counters (no GPU needed).
+/// The same names from the emulator's deterministic counters (no GPU needed), and the
+/// counters only the emulator has (store coalescing, divergence, instructions).
 pub fn from_emulator(m: &Metrics) -> Vec<Explained> {
     let mut out = Vec::new();
     if let Some(v) = m.by_name("global_load_efficiency") {
         out.push(coalescing(v));
     }
+    if let Some(v) = m.by_name("global_store_efficiency") {
+        out.push(Explained {
+            name: "global_store_efficiency",
+            value: format!("{v:.1}%"),
+            meaning: if v >= 80.0 {
+                "global stores are coalesced: a warp's stores fill the 32-byte sectors they touch"
+                    .into()
+            } else {
+                format!(
+                    "only {v:.0}% of each written 32-byte sector is used: consecutive threads \
+                     should write consecutive addresses"
+                )
+            },
+        });
+    }
     if let Some(v) = m.by_name("shared_bank_conflicts") {
         out.push(bank_conflicts(v));
+    }
+    if let Some(v) = m.by_name("branch_divergence") {
+        out.push(Explained {
+            name: "branch_divergence",
+            value: format!("{v:.1}%"),
+            meaning: if v < 5.0 {
+                "the threads of a warp almost always take the same branch".into()
+            } else {
+                format!(
+                    "{v:.0}% of branches split a warp, which then runs both sides one after \
+                     the other: let whole warps take the same path where you can"
+                )
+            },
+        });
+    }
+    if m.warp_instructions > 0 {
+        let per_lane = m.lane_instructions as f64 / m.warp_instructions as f64;
+        out.push(Explained {
+            name: "warp_instructions",
+            value: format!(
+                "{} ({per_lane:.1} active lanes per instruction)",
+                m.warp_instructions
+            ),
+            meaning: if per_lane >= 28.0 {
+                "nearly every instruction keeps all 32 lanes of its warp busy".into()
+            } else {
+                "many instructions run with idle lanes (divergence, partial warps or guards): \
+                 work done by fewer threads per warp is slower than it looks"
+                    .into()
+            },
+        });
     }
     out
 }
@@ -259,26 +312,36 @@ pub fn section(
 ) -> String {
     let mut out = String::from("\n");
     if r.backend != "cuda" {
-        // The emulator's counters, from the metric checks the rubric asked for.
-        for m in &r.milestones {
-            let metrics: Vec<Explained> = m
-                .checks
-                .iter()
-                .filter(|c| c.kind == crate::result::CheckKind::Metric)
-                .filter_map(|c| match (c.name.as_str(), c.measured) {
-                    ("global_load_efficiency", Some(v)) => Some(coalescing(v)),
-                    ("shared_bank_conflicts", Some(v)) => Some(bank_conflicts(v)),
-                    _ => None,
-                })
-                .collect();
-            if !metrics.is_empty() {
-                out.push_str(&render(&m.kernel, "PTX emulator counters", &metrics));
+        // The emulator's counters of every kernel it graded, on the largest case it ran.
+        let mut shown = 0;
+        for k in kept {
+            match &k.emulator {
+                Some((case, mx)) => {
+                    out.push_str(&render(
+                        &k.kernel,
+                        &format!("PTX emulator counters, case {case}"),
+                        &from_emulator(mx),
+                    ));
+                    shown += 1;
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "profile of {}: no counters: the emulator ran no case of it",
+                        k.kernel
+                    );
+                }
             }
         }
-        out.push_str(
-            "profile: Nsight Compute needs a GPU (--backend cuda); the emulator's counters \
-             above carry the same names.\n",
-        );
+        if kept.is_empty() {
+            out.push_str("profile: no kernel was run, so there is nothing to profile.\n");
+        } else if shown > 0 {
+            out.push_str(
+                "profile: counted by the PTX emulator (no GPU: Nsight Compute needs \
+                 --backend cuda); global_load_efficiency and shared_bank_conflicts carry \
+                 Nsight Compute's meaning, the others are the emulator's own.\n",
+            );
+        }
         return out;
     }
     let Some(ncu) = find_ncu() else {

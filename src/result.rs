@@ -268,6 +268,13 @@ pub struct GradeResult {
     /// from `student` (the cohort entry): grades.csv keys rows by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub student_id: Option<String>,
+    /// `grade` only: the row's unique, stable key in the cohort, derived from the cohort entry's
+    /// name (`alice.zip`, `alice`), and the name of its folder in `<out>/students/`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// `grade` only: the cohort entry's name as found (`alice.tar.gz`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub entry: String,
     pub backend: String,
     pub seed: u64,
     pub score: f64,
@@ -276,6 +283,10 @@ pub struct GradeResult {
     /// sha256 of the submission's files, for reproducibility and `--resume`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub submission_sha256: String,
+    /// `grade` only: sha256 of the rubric and its reference kernel, for `--resume` (a result
+    /// graded against another rubric is graded again).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rubric_sha256: String,
     /// The compile log and per-kernel resources, shown once per submission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileSummary>,
@@ -310,6 +321,15 @@ impl GradeResult {
     /// Status over all milestones.
     pub fn status(&self) -> Status {
         Status::aggregate(self.milestones.iter().map(|m| m.status))
+    }
+
+    /// How cohort files name this result: its [`id`](Self::id) in a cohort, else the student.
+    pub fn key(&self) -> &str {
+        if self.id.is_empty() {
+            &self.student
+        } else {
+            &self.id
+        }
     }
 
     /// Some milestone's score is provisional (its speed was not measured).

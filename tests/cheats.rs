@@ -22,22 +22,29 @@ fn nvrtc() -> bool {
     ok
 }
 
-/// `rubrics/NAME.yaml` with the reference by absolute path and `extra` correctness cases.
+/// `rubrics/NAME.yaml` copied under `dir` with its reference kernel beside it (a rubric's files
+/// must lie in its course tree) and `extra` correctness cases.
 fn rubric(dir: &Path, name: &str, extra: &[Value]) -> PathBuf {
     let text = std::fs::read_to_string(root().join(format!("rubrics/{name}.yaml"))).unwrap();
     let mut y: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-    let reference = root().join("reference-kernels").join(
-        Path::new(y["reference"].as_str().unwrap())
-            .file_name()
-            .unwrap(),
-    );
-    y["reference"] = reference.to_string_lossy().into_owned().into();
+    let file = Path::new(y["reference"].as_str().unwrap())
+        .file_name()
+        .unwrap()
+        .to_owned();
+    std::fs::create_dir_all(dir.join("reference-kernels")).unwrap();
+    std::fs::create_dir_all(dir.join("rubrics")).unwrap();
+    std::fs::copy(
+        root().join("reference-kernels").join(&file),
+        dir.join("reference-kernels").join(&file),
+    )
+    .unwrap();
+    y["reference"] = format!("../reference-kernels/{}", file.to_string_lossy()).into();
     if let Some(cases) = y["cases"]["correctness"].as_sequence_mut() {
         for c in extra {
             cases.push(serde_yaml::to_value(c).unwrap());
         }
     }
-    let path = dir.join(format!("{name}.yaml"));
+    let path = dir.join("rubrics").join(format!("{name}.yaml"));
     std::fs::write(&path, serde_yaml::to_string(&y).unwrap()).unwrap();
     path
 }

@@ -309,13 +309,30 @@ impl Comparison {
     }
 }
 
-fn fmt_value(v: f64, elem: ScalarType) -> String {
-    if elem.is_float() {
-        format!("{v:.9e}")
-            .replace("e0", "")
-            .replace(".000000000", ".0")
-    } else {
-        format!("{v}")
+/// An output element as a student reads it: an integer as an integer (`81`, never
+/// `8.100000000e1`), a float as the shortest text that reads back as the same value of its
+/// type (`0.1`, `499712.3`, `1.5e-7`: two different values never print alike), NaN and
+/// infinities by name.
+pub fn fmt_value(v: f64, elem: ScalarType) -> String {
+    if !v.is_finite() {
+        return if v.is_nan() {
+            "NaN".into()
+        } else if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    if !elem.is_float() || (v.fract() == 0.0 && v.abs() < 1e15) {
+        return format!("{v:.0}");
+    }
+    let small = v != 0.0 && v.abs() < 1e-4;
+    let large = v.abs() >= 1e15;
+    match (elem, small || large) {
+        (ScalarType::F32, false) => format!("{}", v as f32),
+        (ScalarType::F32, true) => format!("{:e}", v as f32),
+        (_, false) => format!("{v}"),
+        (_, true) => format!("{v:e}"),
     }
 }
 
@@ -470,6 +487,30 @@ pub fn changed_input(buf: &Buffer, got: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_print_as_people_write_them() {
+        use ScalarType::*;
+        assert_eq!(fmt_value(81.0, F32), "81");
+        assert_eq!(fmt_value(81.0, I32), "81");
+        assert_eq!(fmt_value(-3.0, F64), "-3");
+        assert_eq!(fmt_value(0.0, F32), "0");
+        assert_eq!(fmt_value(f64::from(0.1f32), F32), "0.1");
+        assert_eq!(fmt_value(499712.25, F32), "499712.25");
+        assert_eq!(fmt_value(1.5e-7, F64), "1.5e-7");
+        assert_eq!(fmt_value(f64::from(1.5e-7f32), F32), "1.5e-7");
+        assert_eq!(fmt_value(3e20, F64), "3e20");
+        assert_eq!(fmt_value(f64::NAN, F32), "NaN");
+        assert_eq!(fmt_value(f64::NEG_INFINITY, F32), "-inf");
+        // Neighbouring floats stay apart.
+        let a = 1.0f32;
+        let b = f32::from_bits(a.to_bits() + 1);
+        assert_ne!(
+            fmt_value(f64::from(a + 0.5), F32),
+            fmt_value(f64::from(b + 0.5), F32)
+        );
+        assert_ne!(fmt_value(f64::from(b), F32), fmt_value(1.0, F32));
+    }
     use crate::inputs::{GUARD, encode};
     use crate::rubric::schema::Direction;
 
@@ -532,12 +573,9 @@ mod tests {
             text.starts_with("`C`: 2 of 6 elements wrong (1 never written)"),
             "{text}"
         );
+        assert!(text.contains("C[4] (1, 1): expected 4, got 9"), "{text}");
         assert!(
-            text.contains("C[4] (1, 1): expected 4.0, got 9.0"),
-            "{text}"
-        );
-        assert!(
-            text.contains("C[5] (1, 2): expected 5.0, got the poison value (never written)"),
+            text.contains("C[5] (1, 2): expected 5, got the poison value (never written)"),
             "{text}"
         );
     }

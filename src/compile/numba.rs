@@ -315,6 +315,16 @@ pub fn compile(
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    if let Some(why) = scratch_exhausted(temp) {
+        return Ok(kernels
+            .iter()
+            .map(|k| Outcome {
+                kernel: k.name.clone(),
+                message: why.clone(),
+                ..Outcome::default()
+            })
+            .collect());
+    }
     let printed = read_capped(&log_path, 16 * 1024);
     if ready.exists() && !imported.exists() && !answer_path.exists() {
         // Python ended while the student's code was importing: `exit()`, `os._exit()`, a
@@ -386,6 +396,28 @@ fn not_imported(
             ptx: None,
         })
         .collect()
+}
+
+/// When the worker's private scratch (a tmpfs, see `sandbox::mounts`) is all but full after the
+/// import, the submission filled it: its fault, said so, even where the compiler's answer
+/// could no longer be written (which would otherwise read as a broken toolchain).
+fn scratch_exhausted(temp: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(temp.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs fills a valid struct for a valid path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 || st.f_type != 0x0102_1994 {
+        return None;
+    }
+    let free = st.f_bavail as u64 * st.f_bsize as u64;
+    let total = st.f_blocks as u64 * st.f_bsize as u64;
+    (free < 16 << 20).then(|| {
+        format!(
+            "the submission filled its {} MiB of scratch space while it was imported: no room \
+             was left for the compiler",
+            total >> 20
+        )
+    })
 }
 
 fn read_capped(path: &Path, cap: usize) -> String {

@@ -500,7 +500,14 @@ pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Che
 /// Quote the student's source line under every check that names a `file:line` of the
 /// submission, so that reports show the line itself (result.json keeps only that line).
 pub(super) fn attach_snippets(milestones: &mut [crate::result::MilestoneResult], sub: &Submission) {
-    let files: Vec<&crate::compile::SourceFile> = sub.sources.iter().chain(&sub.headers).collect();
+    // Numba findings name `file.py:LINE` (from the PTX's `.loc` lines or the compiler): the
+    // Python files are quoted like the CUDA ones.
+    let files: Vec<&crate::compile::SourceFile> = sub
+        .sources
+        .iter()
+        .chain(&sub.headers)
+        .chain(&sub.python)
+        .collect();
     for c in milestones.iter_mut().flat_map(|m| m.checks.iter_mut()) {
         if c.snippet.is_some() {
             continue;

@@ -301,7 +301,15 @@ pub(super) fn metric_value_check(x: &MetricSpec, v: Option<f64>) -> Check {
         CheckKind::Metric,
         x.metric.clone(),
         if ok { Status::Pass } else { Status::Fail },
-        format!("{} = {v:.1} (needs {bound})", x.metric),
+        format!(
+            "{} = {} (needs {bound})",
+            x.metric,
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            }
+        ),
     )
     .with_case(x.case.clone())
     .with_measure(

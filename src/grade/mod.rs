@@ -77,6 +77,9 @@ pub struct KeptKernel {
     pub kernel: String,
     pub ptx: String,
     pub numba: Option<crate::compile::numba::Signature>,
+    /// On the emulator: the counters of the largest correctness case it ran (the case's name
+    /// and the first trial's metrics), for `check --profile` without a GPU.
+    pub emulator: Option<(String, crate::backend::Metrics)>,
 }
 
 /// The kernels `grade` keeps (see [`Options::keep_kernels`]).
@@ -128,11 +131,45 @@ pub fn grade(
         Duration::from_secs_f64(timeouts.compile_s),
     );
     compile_checks.extend(refused.into_iter().map(|(_, c)| c));
+    if let Some(fault) = compiling::machine_fault(&compile_checks, opts) {
+        return Err(Infrastructure(fault));
+    }
     let numba_kernels = if accepts(Language::Numba) {
-        numba::compile(rubric, sub, opts)
+        numba::compile(rubric, sub, opts)?
     } else {
         numba::NumbaKernels::new()
     };
+    // Registers and spills of PTX that NVRTC did not assemble (PTX files, Numba's kernels)
+    // come from ptxas too, never from the emulator's count of virtual registers.
+    let mut summary = summary;
+    let mut numba_ptx: Vec<(String, String)> = numba_kernels
+        .iter()
+        .filter_map(|(k, s)| match s {
+            numba::NumbaKernelState::Compiled { file, ptx, .. } => {
+                Some((format!("{file} ({k})"), ptx.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    // The same order on every run (result.json is compared across runs and shards).
+    numba_ptx.sort();
+    let foreign: Vec<(String, String)> = modules
+        .iter()
+        .filter(|(f, _)| sub.ptx.iter().any(|p| &p.name == f))
+        .cloned()
+        .chain(numba_ptx)
+        .collect();
+    if !foreign.is_empty() {
+        let (kernels, log) =
+            compiling::assemble_all(&foreign, opts, Duration::from_secs_f64(timeouts.compile_s));
+        summary.kernels.extend(kernels);
+        if !log.is_empty() {
+            if !summary.log.is_empty() {
+                summary.log.push('\n');
+            }
+            summary.log.push_str(log.trim_end());
+        }
+    }
     let mut milestones = Vec::new();
     let mut run = RunInfo {
         device: opts.device_name.clone(),
@@ -201,13 +238,16 @@ pub fn grade(
         assignment: rb.assignment.clone(),
         student: sub.student.clone(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: opts.backend.as_str().to_string(),
         seed: opts.seed,
         score: (score * 100.0).round() / 100.0,
         max_score: rubric.max_score(),
         milestones,
         submission_sha256: sub.sha256.clone(),
-        compile: (!sub.sources.is_empty()).then_some(summary),
+        rubric_sha256: String::new(),
+        compile: (!sub.sources.is_empty() || !summary.kernels.is_empty()).then_some(summary),
         run,
         notes: sub.notes.clone(),
         flags,
@@ -356,6 +396,7 @@ impl MilestoneRun<'_> {
                     kernel: m.kernel.clone(),
                     ptx: ptx.to_string(),
                     numba: self.numba.clone(),
+                    emulator: None,
                 });
         }
         if let Some(c) = compile_checks
@@ -506,8 +547,8 @@ impl MilestoneRun<'_> {
             CheckKind::Kernel,
             format!("kernel {}", m.kernel),
             format!(
-                "`{}` found with the contract's {} parameters ({} registers)",
-                m.kernel, info.param_count, info.registers
+                "`{}` found with the contract's {} parameters",
+                m.kernel, info.param_count
             ),
         ));
         self.worker = Some(worker);
@@ -529,6 +570,7 @@ impl MilestoneRun<'_> {
         let cases: Vec<Case> = self.rubric.cases_for(m).into_iter().cloned().collect();
         let metrics_by_case =
             self.correctness_phase(&cases, info.max_threads_per_block, started)?;
+        self.keep_emulator_counters(&cases, &metrics_by_case);
         self.mark_small_cases_only(&cases);
         // A kernel that hung on the GPU (a timeout or a deadlock) would only wait out the
         // emulator's ten-times-longer deadline there too, on every small case: its runtime
@@ -588,6 +630,32 @@ impl MilestoneRun<'_> {
         self.checks.extend(metric_checks);
         // A healthy worker goes on to the student's next milestone (`grade`).
         Ok(())
+    }
+
+    /// `check --profile` without a GPU: the emulator's counters of the largest case that ran,
+    /// kept with the milestone's kernel.
+    fn keep_emulator_counters(
+        &self,
+        cases: &[Case],
+        metrics: &HashMap<String, crate::backend::Metrics>,
+    ) {
+        let Some(kept) = &self.opts.keep_kernels else {
+            return;
+        };
+        let contract = self.rubric.contract(&self.m.contract);
+        let Some(case) = cases
+            .iter()
+            .filter(|c| metrics.contains_key(&c.name))
+            .max_by_key(|c| rubric::case_elements(contract, c))
+        else {
+            return;
+        };
+        let mut kept = kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(k) = kept.iter_mut().rev().find(|k| k.milestone == self.m.id) {
+            k.emulator = Some((case.name.clone(), metrics[&case.name].clone()));
+        }
     }
 
     fn dims_for(&self, case: &Case, max_threads: u32) -> Result<LaunchDims, String> {

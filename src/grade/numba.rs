@@ -3,7 +3,7 @@
 //! checks that point at `file.py:LINE`, and carry each kernel's signature to the launches,
 //! which use Numba's calling convention (`inputs::numba_invocation`).
 
-use super::Options;
+use super::{Infrastructure, Options};
 use crate::compile::numba::{self, NumbaKernel, Signature};
 use crate::compile::toolchain;
 use crate::result::{Check, CheckKind};
@@ -36,11 +36,17 @@ pub type NumbaKernels = HashMap<String, NumbaKernelState>;
 
 const NUMBA_COMPILE_HINT: &str = "The kernel does not compile with Numba: read the first error and the line it names. Numba compiles a subset of Python: no lists, dicts or print of objects in kernels; every variable keeps one type; arrays come in as arguments or cuda.shared.array/cuda.local.array with constant shapes.";
 
-/// Compile every kernel of the rubric that the submission's `.py` files may define.
-pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> NumbaKernels {
+/// Compile every kernel of the rubric that the submission's `.py` files may define. A Numba
+/// that cannot be installed or does not compile even cugrade's own test kernel is the grading
+/// machine's fault (`Err`: exit 3), never the student's compile error.
+pub fn compile(
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    opts: &Options,
+) -> Result<NumbaKernels, Infrastructure> {
     let mut out = NumbaKernels::new();
     if sub.python.is_empty() {
-        return out;
+        return Ok(out);
     }
     let rb = &rubric.rubric;
     let mut kernels: Vec<NumbaKernel> = vec![];
@@ -65,17 +71,12 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
         }
     };
     let started = Instant::now();
-    let tool = match toolchain::ensure_numba() {
-        Ok(t) => t,
-        Err(e) => {
-            all_fail(
-                &mut out,
-                Check::error(CheckKind::Compile, "compile numba", e)
-                    .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
-            );
-            return out;
-        }
-    };
+    let tool = toolchain::ensure_numba().map_err(|e| {
+        Infrastructure(format!(
+            "the submission has Numba kernels (.py) and this machine cannot compile them \
+             (the machine's fault, not the submission's): {e}"
+        ))
+    })?;
     let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
     wo.protected = opts.protected.clone();
     wo.extra_read = tool.read_dirs.clone();
@@ -90,7 +91,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                     format!("could not start the compile worker: {e}"),
                 ),
             );
-            return out;
+            return Ok(out);
         }
     };
     // Starting Numba is the toolchain's time; the student's modules then get one import
@@ -107,7 +108,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
         files: sub.python.clone(),
         kernels: kernels.clone(),
         arch: opts.arch.clone(),
-        toolchain: tool,
+        toolchain: tool.clone(),
         import_s: import.as_secs_f64(),
     };
     let answer = worker.call(&req, &[], timeout);
@@ -124,7 +125,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                         "the compile worker's answer does not match the request",
                     ),
                 );
-                return out;
+                return Ok(out);
             }
             let mut blobs = blobs.into_iter();
             o.into_iter()
@@ -139,17 +140,29 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                 .collect::<Vec<_>>()
         }
         Ok((Response::NumbaCompiled(Err(e)), _)) => {
+            // The driver says the toolchain failed. Student code ran in that worker (it may
+            // have exited early or written the answer itself): a fresh worker compiling only
+            // cugrade's own kernel decides whose fault it is.
+            if let Err(probe) = probe(&wo, &tool, opts) {
+                return Err(Infrastructure(format!(
+                    "Numba does not work on this machine (the toolchain, not the submission): \
+                     {}\n{e}\nfix: run `cugrade doctor`; remove {} and let cugrade install it \
+                     again (`cugrade doctor --install`)",
+                    probe.lines().next().unwrap_or("").trim(),
+                    tool.site.display()
+                )));
+            }
             all_fail(
                 &mut out,
-                Check::error(
+                Check::fail(
                     CheckKind::Compile,
                     "compile numba",
-                    "the Numba toolchain failed",
+                    "importing the submission's Python files stopped the compiler before it answered",
                 )
                 .with_details(e)
-                .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
+                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no sys.exit, no os._exit, no writing files)."),
             );
-            return out;
+            return Ok(out);
         }
         Ok((other, _)) => {
             all_fail(
@@ -163,7 +176,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                     ),
                 ),
             );
-            return out;
+            return Ok(out);
         }
         Err(WorkerFailure::Timeout(d)) => {
             all_fail(
@@ -178,7 +191,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                 )
                 .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches)."),
             );
-            return out;
+            return Ok(out);
         }
         Err(f) => {
             let printed = worker.output().text();
@@ -192,7 +205,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                 .with_details(printed)
                 .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions."),
             );
-            return out;
+            return Ok(out);
         }
     };
     for (o, k) in outcomes.into_iter().zip(&kernels) {
@@ -252,7 +265,45 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
             check.seconds = Some(seconds);
         }
     }
-    out
+    Ok(out)
+}
+
+/// cugrade's own trivial kernel through a fresh compile worker like the student's: `Err` with
+/// what failed when even that does not compile.
+fn probe(
+    wo: &WorkerOptions,
+    tool: &toolchain::NumbaToolchain,
+    opts: &Options,
+) -> Result<(), String> {
+    let mut worker = Worker::spawn(wo)?;
+    let req = Request::CompileNumba {
+        files: vec![crate::compile::SourceFile {
+            name: "cugrade_probe.py".into(),
+            text: "from numba import cuda\n\n@cuda.jit\ndef cugrade_probe(a):\n    a[0] = 1.0\n"
+                .into(),
+        }],
+        kernels: vec![NumbaKernel {
+            name: "cugrade_probe".into(),
+            signatures: vec![Signature {
+                text: "(float32[::1],)".into(),
+                ndims: vec![1],
+            }],
+            params: vec![],
+        }],
+        arch: opts.arch.clone(),
+        toolchain: tool.clone(),
+        // cugrade's own module imports at once; the default budget is plenty.
+        import_s: 30.0,
+    };
+    match worker.call(&req, &[], Duration::from_secs(120)) {
+        Ok((Response::NumbaCompiled(Ok(o)), _)) if o.iter().all(|x| x.ok) => Ok(()),
+        Ok((Response::NumbaCompiled(Ok(o)), _)) => {
+            Err(o.first().map_or("no answer".into(), |x| x.message.clone()))
+        }
+        Ok((Response::NumbaCompiled(Err(e)), _)) => Err(e),
+        Ok((other, _)) => Err(format!("unexpected answer: {}", super::variant(&other))),
+        Err(f) => Err(f.to_string()),
+    }
 }
 
 /// Languages of the submission the rubric does not accept: one failing check each.

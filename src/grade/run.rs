@@ -94,6 +94,7 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::Staged => "Staged",
         Response::Timed(_) => "Timed",
         Response::Failed { .. } => "Failed",
+        Response::Unpacked(_) => "Unpacked",
     }
 }
 

@@ -5,6 +5,7 @@
 //! Student-controlled text reaches every report, so each one escapes through `sanitize`.
 //! docs/reports.md describes every file for users.
 
+pub mod atomic;
 pub mod charts;
 pub mod cohort;
 mod describe;

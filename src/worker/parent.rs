@@ -1,16 +1,23 @@
 //! The parent side: spawn a worker, talk to it with deadlines, and kill it when it overruns.
 //!
-//! Each worker is its own process group. A request that is not answered by its deadline ends
-//! the whole group: SIGTERM, a short grace, then SIGKILL, as nextest does. Everything the
-//! worker prints (device printf included) is drained from its stderr by a thread, and kept up
-//! to a cap so a flood cannot exhaust memory or stall the worker on a full pipe.
+//! Each worker is its own session (and so its own process group, and its own scheduler
+//! autogroup: a fork bomb in one worker shares one worker's CPU time). A request that is not
+//! answered by its deadline ends the worker: SIGTERM to its supervisor (which ends the worker
+//! and every process it started, see `sandbox::supervisor`), a short grace, then SIGKILL to
+//! the whole group and, when the grader is root, to every process of the worker's uid.
+//! Everything the worker prints (device printf included) is drained from its stderr by a
+//! thread, and kept up to a cap so a flood cannot exhaust memory or stall the worker on a full
+//! pipe. Every live worker is registered, so that an interrupted grader ends them all
+//! (`end_all`).
 
 use super::child::{Role, WorkerConfig};
 use super::protocol::{Request, Response, read_frame, write_frame};
 use crate::backend::BackendKind;
 use crate::sandbox;
+use std::collections::BTreeMap;
 use std::io::{BufReader, BufWriter, Read};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
@@ -80,6 +87,66 @@ pub struct Worker {
     pub ready: ReadyInfo,
     _temp: tempfile::TempDir,
     dead: bool,
+    /// The worker's own uid, when the grader is root (see `sandbox::identity`).
+    uid: Option<u32>,
+}
+
+/// A worker that runs now: its supervisor's pid, with its uid and temp dir.
+struct Live {
+    uid: Option<u32>,
+    temp: PathBuf,
+}
+
+static LIVE: Mutex<BTreeMap<u32, Live>> = Mutex::new(BTreeMap::new());
+
+/// Set by [`end_all`]: no worker starts after it.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Why GPU workers run in compat mode (without the private mount view and the uid of their
+/// own), once CUDA was seen not to start inside the full sandbox on this machine.
+static GPU_COMPAT: Mutex<Option<String>> = Mutex::new(None);
+
+fn live() -> std::sync::MutexGuard<'static, BTreeMap<u32, Live>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// End every live worker and remove its temp dir: what an interrupted grader does before it
+/// exits. Each supervisor gets SIGTERM (it ends its worker's processes), then every group gets
+/// SIGKILL, and every worker uid too.
+pub fn end_all() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+    let workers: Vec<(u32, Option<u32>, PathBuf)> = live()
+        .iter()
+        .map(|(pid, l)| (*pid, l.uid, l.temp.clone()))
+        .collect();
+    for (pid, _, _) in &workers {
+        // SAFETY: signalling a child of ours.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGTERM) };
+    }
+    let deadline = std::time::Instant::now() + Duration::from_millis(1500);
+    while std::time::Instant::now() < deadline && workers.iter().any(|(pid, _, _)| running(*pid)) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (pid, uid, temp) in &workers {
+        // SAFETY: signalling a process group of ours.
+        unsafe { libc::kill(-(*pid as libc::pid_t), libc::SIGKILL) };
+        if let Some(uid) = uid {
+            sandbox::identity::kill_all_of(*uid);
+        }
+        let _ = std::fs::remove_dir_all(temp);
+    }
+}
+
+/// Whether `pid` still runs (not ended, not a zombie).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !matches!(
+            s.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z") | Some("X") | None
+        ),
+        Err(_) => false,
+    }
 }
 
 /// What the worker said when it came up.
@@ -132,24 +199,64 @@ impl Worker {
     /// Start a worker and wait for its `Ready`. A worker that fails to start is `Err` with the
     /// reason and what it printed.
     pub fn spawn(opts: &WorkerOptions) -> Result<Worker, String> {
-        let temp = tempfile::Builder::new()
-            .prefix("cugrade-worker-")
-            .tempdir()
+        let gpu = opts.backend == BackendKind::Cuda && opts.role == Role::Run;
+        if !gpu {
+            return Worker::spawn_with(opts, None);
+        }
+        let compat = GPU_COMPAT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if compat.is_some() {
+            return Worker::spawn_with(opts, compat);
+        }
+        match Worker::spawn_with(opts, None) {
+            Ok(w) => Ok(w),
+            Err(full) => {
+                // CUDA may need something the private mount view or the worker's own uid
+                // takes away on this machine: try once without them, and keep that mode for
+                // the run if it works, saying so in every report.
+                let why = format!(
+                    "CUDA did not start inside the full sandbox on this machine ({}); GPU \
+                     workers run without their private mount view and uid",
+                    full.lines().next().unwrap_or_default()
+                );
+                match Worker::spawn_with(opts, Some(why.clone())) {
+                    Ok(w) => {
+                        eprintln!("cugrade: warning: {why}");
+                        *GPU_COMPAT.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+                        Ok(w)
+                    }
+                    Err(_) => Err(full),
+                }
+            }
+        }
+    }
+
+    fn spawn_with(opts: &WorkerOptions, compat: Option<String>) -> Result<Worker, String> {
+        if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("grading was interrupted".into());
+        }
+        let temp = sandbox::scratch::tempdir("worker-")
             .map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let mut policy = sandbox::Policy::worker(
             temp.path(),
             opts.backend == BackendKind::Cuda && opts.role == Role::Run,
         );
+        policy.compat = compat;
         policy.data_bytes = opts.data_limit_bytes;
         policy.cpu_seconds = opts.cpu_seconds;
         policy.protected = opts.protected.clone();
         policy.extra_read = opts.extra_read.clone();
+        // NVRTC from cugrade's cache (no system NVRTC): the compile worker loads it from there.
+        let nvrtc_dir = (opts.role == Role::Compile && crate::compile::nvrtc_lib::present())
+            .then(crate::compile::nvrtc_lib::loaded_dir)
+            .flatten();
+        policy.extra_read.extend(nvrtc_dir.clone());
         let config = WorkerConfig {
             role: opts.role,
             backend: opts.backend,
             device: opts.device,
             policy: policy.clone(),
             max_request_bytes: opts.max_request_bytes,
+            nvrtc_dir,
         };
         let exe = worker_exe()?;
         let mut cmd = Command::new(exe);
@@ -157,12 +264,26 @@ impl Worker {
             .arg(serde_json::to_string(&config).map_err(|e| e.to_string())?)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
         sandbox::prepare_command(&mut cmd, &policy);
+        // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start a worker: {e}"))?;
+        let uid = sandbox::identity::is_root().then(|| sandbox::identity::worker_uid(child.id()));
+        live().insert(
+            child.id(),
+            Live {
+                uid,
+                temp: temp.path().to_path_buf(),
+            },
+        );
         let stdin = child.stdin.take().map(BufWriter::new);
         let stdout = child.stdout.take().ok_or("worker has no stdout")?;
         let stderr = child.stderr.take().ok_or("worker has no stderr")?;
@@ -192,6 +313,7 @@ impl Worker {
             ready: ReadyInfo::default(),
             _temp: temp,
             dead: false,
+            uid,
         };
         match w.receive(opts.startup_timeout) {
             Ok((
@@ -295,24 +417,29 @@ impl Worker {
         }
     }
 
-    /// End the whole process group: SIGTERM, a short grace, SIGKILL.
+    /// End the worker and everything it started: its stdin closed and SIGTERM to its
+    /// supervisor, a short grace, then SIGKILL to the whole group and to the worker's uid.
     pub fn kill(&mut self) {
         if self.dead {
             return;
         }
         self.dead = true;
         self.stdin = None;
-        let pgid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGTERM);
-        for _ in 0..20 {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        for _ in 0..100 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(uid) = self.uid {
+            sandbox::identity::kill_all_of(uid);
+        }
+        live().remove(&self.child.id());
     }
 }
 

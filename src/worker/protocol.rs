@@ -48,6 +48,13 @@ pub enum Request {
         #[serde(default = "crate::compile::numba::default_import_s")]
         import_s: f64,
     },
+    /// Assemble the PTX in blob 0 for `arch` with the nvJitLink at `library`, for ptxas's
+    /// resource facts (`compile::jitlink`). Answer: `Compiled`, its log ptxas's verbose output
+    /// (or what failed).
+    Assemble {
+        arch: String,
+        library: std::path::PathBuf,
+    },
     /// Load the PTX in blob 0 on the worker's backend. Answer: `Loaded`.
     Load,
     /// Answer: `KernelInfo`.
@@ -65,6 +72,13 @@ pub enum Request {
     Measure(Box<crate::measure::session::MeasureSpec>),
     /// Start the timed launches of the `Measure` that answered `Staged`. Answer: `Timed`.
     Go,
+    /// Extract the source files of the archive in blob 0 (`submission::archive::extract`).
+    /// Answer: `Unpacked` + one blob per file kept, in order.
+    Unpack {
+        kind: crate::submission::archive::ArchiveKind,
+        /// The archive's file name, for messages.
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,6 +122,9 @@ pub enum Response {
     Staged,
     /// What a `Measure` found.
     Timed(Box<crate::measure::session::TimingReport>),
+    /// The paths of the files an `Unpack` kept (their bytes are the blobs), or why the
+    /// archive was refused.
+    Unpacked(Result<Vec<String>, String>),
     /// The worker could not serve the request (e.g. the backend failed to start).
     Failed {
         message: String,

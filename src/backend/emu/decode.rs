@@ -331,7 +331,6 @@ pub struct Kernel {
     pub dyn_shared_base: u32,
     pub local_bytes: u32,
     pub uses_global_atomics: bool,
-    pub regs: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -716,7 +715,6 @@ fn decode(m: &Module) -> Result<Program, String> {
                 dyn_shared_base: dyn_base as u32,
                 local_bytes: local as u32,
                 uses_global_atomics: global_atomics,
-                regs: sc.regs.len() as u32,
             });
         } else {
             // Callee properties (local frame, atomics) fold into kernels below.
@@ -730,7 +728,6 @@ fn decode(m: &Module) -> Result<Program, String> {
                 dyn_shared_base: dyn_base as u32,
                 local_bytes: local as u32,
                 uses_global_atomics: global_atomics,
-                regs: sc.regs.len() as u32,
             });
         }
     }
