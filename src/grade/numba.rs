@@ -55,13 +55,15 @@ pub enum NumbaFailure {
 }
 
 /// Compile `kernels` from `files` in a sandboxed compile worker started with `wo`, as grading
-/// does (and `cugrade doctor` does, with a test kernel): the outcomes with their PTX.
+/// does (and `cugrade doctor` does, with a test kernel): the outcomes with their PTX. `import`:
+/// the student's modules' import budget; `timeout`: the whole call's.
 pub fn compile_in_worker(
     tool: toolchain::NumbaToolchain,
     files: &[crate::compile::SourceFile],
     kernels: &[NumbaKernel],
     arch: &str,
     wo: &WorkerOptions,
+    import: Duration,
     timeout: Duration,
 ) -> Result<Vec<numba::Outcome>, NumbaFailure> {
     let mut wo = wo.clone();
@@ -79,6 +81,7 @@ pub fn compile_in_worker(
         kernels: kernels.to_vec(),
         arch: arch.to_string(),
         toolchain: tool,
+        import_s: import.as_secs_f64(),
     };
     match worker.call(&req, &[], timeout) {
         Ok((Response::NumbaCompiled(Ok(o)), blobs)) => {
@@ -114,8 +117,9 @@ pub fn compile_in_worker(
     }
 }
 
-/// Compile every kernel of the rubric that the submission's `.py` files may define. `Err`
-/// when the machine cannot compile Numba for anyone (its workers cannot read the toolchain).
+/// Compile every kernel of the rubric that the submission's `.py` files may define. A Numba
+/// that cannot be installed or does not compile even cugrade's own test kernel is the grading
+/// machine's fault (`Err`: exit 3), never the student's compile error.
 pub fn compile(
     rubric: &LoadedRubric,
     sub: &Submission,
@@ -142,77 +146,104 @@ pub fn compile(
                 .collect(),
         });
     }
-    let all_fail = |mut out: NumbaKernels, check: Check| {
+    let all_fail = |out: &mut NumbaKernels, check: Check| {
         for k in &kernels {
             out.insert(k.name.clone(), NumbaKernelState::Failed(check.clone()));
         }
-        Ok(out)
     };
     let started = Instant::now();
-    let tool = match toolchain::ensure_numba() {
-        Ok(t) => t,
-        Err(e) => {
-            return all_fail(
-                out,
-                Check::error(CheckKind::Compile, "compile numba", e)
-                    .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
-            );
-        }
-    };
+    let tool = toolchain::ensure_numba().map_err(|e| {
+        Infrastructure(format!(
+            "the submission has Numba kernels (.py) and this machine cannot compile them \
+             (the machine's fault, not the submission's): {e}"
+        ))
+    })?;
     let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
     wo.protected = opts.protected.clone();
-    // Importing Numba takes a few seconds before the first kernel; each kernel then gets the
-    // rubric's compile time.
+    // Starting Numba is the toolchain's time; the student's modules then get one import
+    // budget (the worker stops Python when it runs out, whatever the number of kernels), and
+    // each kernel the rubric's compile time. This deadline only matters if the worker itself
+    // stops answering.
     let per_kernel = Duration::from_secs_f64(rb.timeouts.compile_s);
-    let timeout = Duration::from_secs(30) + per_kernel * kernels.len() as u32;
-    let answer = compile_in_worker(tool, &sub.python, &kernels, &opts.arch, &wo, timeout);
+    let import = Duration::from_secs_f64(rb.timeouts.import_s.clamp(0.1, 3600.0));
+    let timeout = crate::compile::numba::STARTUP
+        + import
+        + Duration::from_secs(5)
+        + per_kernel * kernels.len() as u32;
+    let answer = compile_in_worker(
+        tool.clone(),
+        &sub.python,
+        &kernels,
+        &opts.arch,
+        &wo,
+        import,
+        timeout,
+    );
     let seconds = started.elapsed().as_secs_f64();
-    let doctor = "Run `cugrade doctor`: it says what Numba needs on this machine.";
     let outcomes = match answer {
         Ok(o) => o,
         Err(NumbaFailure::Machine(why)) => return Err(Infrastructure(why)),
         Err(NumbaFailure::Toolchain(e)) => {
-            return all_fail(
-                out,
-                Check::error(
+            // The driver says the toolchain failed. Student code ran in that worker (it may
+            // have exited early or written the answer itself): a fresh worker compiling only
+            // cugrade's own kernel decides whose fault it is.
+            if let Err(probe) = probe(&wo, &tool, opts) {
+                return Err(Infrastructure(format!(
+                    "Numba does not work on this machine (the toolchain, not the submission): \
+                     {}\n{e}\nfix: run `cugrade doctor`; remove {} and let cugrade install it \
+                     again (`cugrade doctor --install`)",
+                    probe.lines().next().unwrap_or("").trim(),
+                    tool.site.display()
+                )));
+            }
+            all_fail(
+                &mut out,
+                Check::fail(
                     CheckKind::Compile,
                     "compile numba",
-                    "the Numba toolchain failed",
+                    "importing the submission's Python files stopped the compiler before it answered",
                 )
                 .with_details(e)
-                .with_hint(doctor),
+                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no sys.exit, no os._exit, no writing files)."),
             );
+            return Ok(out);
         }
         Err(NumbaFailure::Spawn(e)) => {
-            return all_fail(
-                out,
+            all_fail(
+                &mut out,
                 Check::error(
                     CheckKind::Compile,
                     "compile numba",
                     format!("could not start the compile worker: {e}"),
                 ),
             );
+            return Ok(out);
         }
         Err(NumbaFailure::Answer(e)) => {
-            return all_fail(out, Check::error(CheckKind::Compile, "compile numba", e));
+            all_fail(
+                &mut out,
+                Check::error(CheckKind::Compile, "compile numba", e),
+            );
+            return Ok(out);
         }
         Err(NumbaFailure::Timeout(d)) => {
-            return all_fail(
-                out,
+            all_fail(
+                &mut out,
                 Check::fail(
                     CheckKind::Compile,
                     "compile numba",
                     format!(
-                        "importing and compiling the Python files did not finish within {:.0} s",
+                        "the module did not finish importing and compiling within {:.0} s (the compile worker stopped answering)",
                         d.as_secs_f64()
                     ),
                 )
                 .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches)."),
             );
+            return Ok(out);
         }
         Err(NumbaFailure::Crashed(f, printed)) => {
-            return all_fail(
-                out,
+            all_fail(
+                &mut out,
                 Check::fail(
                     CheckKind::Compile,
                     "compile numba",
@@ -221,6 +252,7 @@ pub fn compile(
                 .with_details(printed)
                 .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions."),
             );
+            return Ok(out);
         }
     };
     for (o, k) in outcomes.into_iter().zip(&kernels) {
@@ -281,6 +313,44 @@ pub fn compile(
         }
     }
     Ok(out)
+}
+
+/// cugrade's own trivial kernel through a fresh compile worker like the student's: `Err` with
+/// what failed when even that does not compile.
+fn probe(
+    wo: &WorkerOptions,
+    tool: &toolchain::NumbaToolchain,
+    opts: &Options,
+) -> Result<(), String> {
+    let file = crate::compile::SourceFile {
+        name: "cugrade_probe.py".into(),
+        text: "from numba import cuda\n\n@cuda.jit\ndef cugrade_probe(a):\n    a[0] = 1.0\n".into(),
+    };
+    let kernel = NumbaKernel {
+        name: "cugrade_probe".into(),
+        signatures: vec![Signature {
+            text: "(float32[::1],)".into(),
+            ndims: vec![1],
+        }],
+        params: vec![],
+    };
+    // cugrade's own module imports at once; 30 s is plenty.
+    match compile_in_worker(
+        tool.clone(),
+        &[file],
+        &[kernel],
+        &opts.arch,
+        wo,
+        Duration::from_secs(30),
+        Duration::from_secs(120),
+    ) {
+        Ok(o) if o.iter().all(|x| x.ok) => Ok(()),
+        Ok(o) => Err(o.first().map_or("no answer".into(), |x| x.message.clone())),
+        Err(NumbaFailure::Machine(e) | NumbaFailure::Toolchain(e)) => Err(e),
+        Err(NumbaFailure::Spawn(e) | NumbaFailure::Answer(e)) => Err(e),
+        Err(NumbaFailure::Timeout(d)) => Err(format!("no answer within {:.0} s", d.as_secs_f64())),
+        Err(NumbaFailure::Crashed(f, _)) => Err(f),
+    }
 }
 
 /// Languages of the submission the rubric does not accept: one failing check each.

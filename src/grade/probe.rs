@@ -41,7 +41,7 @@ pub fn numba() -> (bool, String) {
     };
     let wo = WorkerOptions::new(Role::Compile, BackendKind::Emu, 0);
     let reinstall = format!(
-        "fix: remove {} and let cugrade install it again on the next `.py` submission",
+        "fix: remove {} and run `cugrade doctor --install` (or let cugrade install it again on the next `.py` submission)",
         site.display()
     );
     match compile_in_worker(
@@ -50,6 +50,7 @@ pub fn numba() -> (bool, String) {
         &[kernel],
         "sm_90",
         &wo,
+        Duration::from_secs(30),
         Duration::from_secs(120),
     ) {
         Ok(o) if o.first().is_some_and(|o| o.ok) => (

@@ -74,6 +74,11 @@ fn build_view(policy: &Policy, owner: Option<(u32, u32)>) -> Result<Notes, Strin
             temp.display()
         ));
     }
+    // The folders made for the view must be traversable by a worker that root gives a uid of
+    // its own, whatever umask the grader was started with (077 made them root's alone, and
+    // the worker could load nothing it had not loaded yet, NVRTC included).
+    // SAFETY: umask cannot fail.
+    unsafe { libc::umask(0o022) };
     // SAFETY: unshare with flag arguments only.
     if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
         return Err(format!(

@@ -252,12 +252,18 @@ impl Worker {
         policy.cpu_seconds = opts.cpu_seconds;
         policy.protected = opts.protected.clone();
         policy.extra_read = opts.extra_read.clone();
+        // NVRTC from cugrade's cache (no system NVRTC): the compile worker loads it from there.
+        let nvrtc_dir = (opts.role == Role::Compile && crate::compile::nvrtc_lib::present())
+            .then(crate::compile::nvrtc_lib::loaded_dir)
+            .flatten();
+        policy.extra_read.extend(nvrtc_dir.clone());
         let config = WorkerConfig {
             role: opts.role,
             backend: opts.backend,
             device: opts.device,
             policy: policy.clone(),
             max_request_bytes: opts.max_request_bytes,
+            nvrtc_dir,
         };
         let exe = worker_exe()?;
         let mut cmd = Command::new(exe);
