@@ -149,6 +149,7 @@ pub fn unreadable(
         compile: None,
         run: Default::default(),
         notes: vec![],
+        flags: vec![],
     }
 }
 
@@ -315,9 +316,26 @@ pub fn run(
     let pairs = integrity::pairs(&prints);
     let results: Vec<GradeResult> = graded.into_iter().map(|(r, _, _)| r).collect();
     report::write_cohort(&results, &pairs, out)?;
-    if opts.format != Format::Human {
-        for r in &results {
-            print_result(r, opts.format, None);
+    match opts.format {
+        Format::Human => {}
+        // JSON Lines on stdout, one result.json per line; everything for people goes to stderr.
+        Format::Json => {
+            for r in &results {
+                println!("{}", crate::report::output::json_line(r));
+            }
+        }
+        Format::Github => {
+            for r in &results {
+                // A folder entry's files are under cohort/<entry>; a single-file entry's
+                // location is its own file name, in the cohort folder.
+                let folder = cohort.join(&r.entry);
+                let dir = if folder.is_dir() {
+                    folder
+                } else {
+                    cohort.to_path_buf()
+                };
+                print_result(r, opts.format, Some(&dir));
+            }
         }
     }
     let resumed = if opts.resume {
@@ -336,11 +354,16 @@ pub fn run(
     } else {
         String::new()
     };
-    println!(
+    let summary = format!(
         "graded {} submissions into {}{resumed}",
         results.len(),
         out.display()
     );
+    if opts.format == Format::Json {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     Ok(if results.iter().all(GradeResult::all_passed) {
         exit::OK
     } else {
@@ -509,13 +532,15 @@ fn grade_entry(
     // The cohort entry names the student, never the manifest: a student could otherwise
     // claim another's name and take their place in the outputs.
     let loaded = loaded.map(|mut s| {
-        if s.student != student {
+        // Only a manifest that names someone else earns a note; a bare file's own name
+        // needs none.
+        if s.manifest.student.is_some() && s.student != student {
             s.notes.push(format!(
                 "the manifest names the student `{}`; graded as cohort entry `{student}`",
                 s.student
             ));
-            s.student = student.clone();
         }
+        s.student = student.clone();
         s
     });
     let folder = ctx.students.join(&entry.id);
@@ -549,6 +574,9 @@ fn grade_entry(
             }
         }
     };
+    // A worker ended by Ctrl-C or SIGTERM looks like a failing submission: write nothing (the
+    // interrupt handler exits the grader meanwhile), so that `--resume` grades it again.
+    crate::worker::interrupt::wait_if_interrupted();
     result.student_id = claimed_id;
     result.id = entry.id.clone();
     result.entry = entry.name.clone();

@@ -123,10 +123,14 @@ fn missing_driver_is_exit_3_with_the_fix() {
     assert!(err.contains("fix: install the NVIDIA driver"), "{err}");
 }
 
+/// No NVRTC on the system, none in cugrade's cache, and no way to install it: exit 3, saying
+/// what to install. (cugrade installs NVRTC from PyPI itself when it can: tests/readme_path.rs.)
 #[test]
 fn missing_nvrtc_is_exit_3_with_the_fix() {
-    let o = Command::new(env!("CARGO_BIN_EXE_cugrade"))
-        .args([
+    let cache = tempfile::tempdir().unwrap();
+    let run = |extra: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cugrade"));
+        c.args([
             "check",
             "--backend",
             "emu",
@@ -135,15 +139,34 @@ fn missing_nvrtc_is_exit_3_with_the_fix() {
             fixtures().join("correct").to_str().unwrap(),
         ])
         .env("LD_LIBRARY_PATH", "/nonexistent")
-        .output()
-        .unwrap();
+        .env("CUGRADE_NVRTC_CACHE", cache.path());
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    // No Python to download it with.
+    let o = run(&[("CUGRADE_PYTHON", "/nonexistent/python3")]);
     let (_, err) = text(&o);
     // With a system-wide NVRTC this cannot be provoked.
     if o.status.code() != Some(3) && std::path::Path::new("/usr/local/cuda").exists() {
         return;
     }
     assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("NVRTC (libnvrtc.so.13) is needed"), "{err}");
+    assert!(err.contains("python3-pip"), "{err}");
+    assert!(err.contains("CUDA 13.0 toolkit"), "{err}");
+    // pip that cannot reach an index: the command to run by hand, with the pin.
+    let o = run(&[
+        ("PIP_INDEX_URL", "http://127.0.0.1:9/simple"),
+        ("PIP_FIND_LINKS", ""),
+        ("PIP_RETRIES", "0"),
+        ("PIP_TIMEOUT", "2"),
+    ]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("nvidia-cuda-nvrtc==13.0.88"), "{err}");
+    assert!(err.contains("PyPI must be reachable"), "{err}");
 }
 
 #[test]
@@ -163,7 +186,8 @@ fn compile_error_is_a_failed_check_with_the_students_line() {
         .find(|c| c["kind"] == "compile")
         .expect("a compile check");
     assert_eq!(compile["status"], "fail");
-    assert_eq!(compile["location"], "add.cu:4");
+    // NVRTC's column: the `i` of `if (i < n)`.
+    assert_eq!(compile["location"], "add.cu:4:7");
     assert!(
         compile["message"]
             .as_str()
@@ -172,8 +196,8 @@ fn compile_error_is_a_failed_check_with_the_students_line() {
         "{compile}"
     );
     assert!(
-        compile["details"].as_str().unwrap().contains("add.cu(4)"),
-        "{compile}"
+        v["compile"]["log"].as_str().unwrap().contains("add.cu(4)"),
+        "{v}"
     );
     assert_eq!(v["milestones"][0]["status"], "fail");
     assert_eq!(v["score"], 0.0);

@@ -23,11 +23,16 @@ pub fn write_all_with(results: &[GradeResult], pairs: &[Pair], out_dir: &Path) -
     let sorted = sorted(results);
     // Everything is rendered before anything is written: a failure leaves the previous files.
     let summary = summary_md_with(&sorted, pairs);
-    let scores = charts::scores_svg(&sorted).map_err(io::Error::other)?;
+    // The charts say so when some totals lack their speed points (summary.md warns too).
+    let speed = gradebook::measures_speed(&sorted);
+    let provisional = sorted
+        .iter()
+        .any(|r| gradebook::speed_column(r, speed) == "no");
+    let scores = charts::scores_svg(&sorted, provisional).map_err(io::Error::other)?;
     let (ids, pct) = cleared_rates(&sorted);
-    let milestones = charts::milestones_svg(&ids, &pct).map_err(io::Error::other)?;
+    let milestones = charts::milestones_svg(&ids, &pct, provisional).map_err(io::Error::other)?;
     let grades = grades_csv(&sorted)?;
-    let integrity = integrity_csv(pairs)?;
+    let integrity = integrity_csv(pairs, &sorted)?;
     let junit = junit::cohort_to_string(&sorted);
     write(&out_dir.join("charts/scores.svg"), scores)?;
     write(&out_dir.join("charts/milestones.svg"), milestones)?;
@@ -135,7 +140,13 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
         inline(&assignments.join(", "))
     );
 
-    let count = |s: Status| results.iter().filter(|r| r.status() == s).count();
+    // A correct result whose speed was not measured passed (the warning below says so).
+    let count = |s: Status| {
+        results
+            .iter()
+            .filter(|r| describe::shown_overall(r) == s)
+            .count()
+    };
     let _ = writeln!(
         out,
         "{} students: {} passed everything, {} failed a check, {} hit an error, {} were partly \
@@ -198,7 +209,7 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
                     let _ = write!(
                         out,
                         " {} {} |",
-                        status_symbol(m.status),
+                        status_symbol(describe::shown_status(m)),
                         describe::score(m.score)
                     );
                 }
@@ -215,7 +226,10 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
             .iter()
             .filter_map(|r| r.milestones.iter().find(|m| &m.id == id))
             .collect();
-        let passed = ms.iter().filter(|m| m.status == Status::Pass).count();
+        let passed = ms
+            .iter()
+            .filter(|m| describe::shown_status(m) == Status::Pass)
+            .count();
         let clear = ms.iter().filter(|m| cleared(m.status)).count();
         let max = ms.first().map(|m| m.max_score).unwrap_or(0.0);
         let mean = if ms.is_empty() {
@@ -233,8 +247,9 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
         );
     }
     out.push_str(
-        "\n*Passed*: every check passed. *Cleared*: nothing failed or errored (a speed check \
-         that could not be measured does not count against the student).\n",
+        "\n*Passed*: every check passed (a correct kernel whose speed was not measured passes, \
+         with its speed points still to come). *Cleared*: nothing failed or errored (a check \
+         that could not run does not count against the student).\n",
     );
     failure_causes(&mut out, results);
     leaderboard(&mut out, results);
@@ -278,13 +293,25 @@ fn failure_causes(out: &mut String, results: &[GradeResult]) {
     let mut causes: BTreeMap<String, (usize, String, Option<String>)> = BTreeMap::new();
     for r in results {
         let mut seen = std::collections::HashSet::new();
-        for m in &r.milestones {
-            for c in m
-                .checks
+        // A finding several milestones share (one compile error stops them all) is one cause,
+        // under the milestones it stopped.
+        for p in super::findings::placed(r).iter().flatten() {
+            let milestones = match &p.shared {
+                super::findings::Shared::Repeat { .. } => continue,
+                super::findings::Shared::First { also } => {
+                    let mut ids = vec![p.milestone.id.as_str()];
+                    ids.extend(also);
+                    ids.join(", ")
+                }
+                super::findings::Shared::Alone => p.milestone.id.clone(),
+            };
+            for c in p
+                .finding
+                .all
                 .iter()
                 .filter(|c| matches!(c.status, Status::Fail | Status::Error))
             {
-                let key = cause_key(&m.id, c.kind, &c.message);
+                let key = cause_key(&milestones, c.kind, &c.message);
                 if seen.insert(key.clone()) {
                     let e = causes
                         .entry(key)

@@ -163,6 +163,7 @@ mod tests {
             student_id: None,
             id: name.into(),
             entry: name.into(),
+            flags: vec![],
             backend: "cuda".into(),
             seed: 1,
             score: 1.0,
