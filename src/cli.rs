@@ -100,9 +100,10 @@ enum Command {
         out: PathBuf,
         #[command(flatten)]
         common: Common,
-        /// Submissions graded at once (default 1; each still runs in its own workers).
-        #[arg(long, default_value_t = 1, value_name = "N")]
-        jobs: usize,
+        /// Submissions graded at once (default: one per GPU in --gpus, else 1; each still runs
+        /// in its own workers).
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
         /// Grade only shard K of N (1-based), e.g. `2/4`, to spread a cohort over machines.
         #[arg(long, value_name = "K/N")]
         shard: Option<String>,
@@ -310,7 +311,9 @@ fn run_command(cmd: Command) -> i32 {
             Err(e) => Err(CliError::Usage(e)),
             Ok(shard) => {
                 let opts = crate::cohort::CohortOptions {
-                    jobs: jobs.max(1),
+                    jobs: jobs
+                        .unwrap_or_else(|| crate::cohort::gpus::default_jobs(&common.gpus))
+                        .max(1),
                     shard,
                     resume: resume && !regrade,
                     format: common.format,

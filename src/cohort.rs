@@ -7,6 +7,7 @@
 //! combines shards; `progress` reports.
 
 pub mod entries;
+pub mod gpus;
 pub mod lock;
 pub mod merge;
 pub mod progress;
@@ -148,6 +149,7 @@ pub fn unreadable(
         compile: None,
         run: Default::default(),
         notes: vec![],
+        flags: vec![],
     }
 }
 
@@ -231,7 +233,10 @@ pub fn run(
     } else {
         req.gpus.clone()
     };
+    check_ordinals(req)?;
     let mut base = resolve(req, devices[0], true)?;
+    // The GPU of each job: every student a job takes is graded and timed on it.
+    let slots = plan_gpus(req, &base, &rubric, &devices, opts.jobs)?;
     base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
     // CPU baselines measured for this cohort live beside its outputs: every student, shard and
     // `--resume` of the cohort is compared with the same value (unless the rubric pins one).
@@ -252,29 +257,19 @@ pub fn run(
     };
     std::thread::scope(|s| {
         for job in 0..opts.jobs {
-            let device = devices[job % devices.len()];
+            let mut o = base.clone();
+            if let Some((slot, arch)) = slots.get(job) {
+                o.device = slot.gpu.index;
+                o.device_name = slot.gpu.name.clone();
+                o.arch = arch.clone();
+                o.gpu = Some(slot.lock.clone());
+                o.gpu_record = Some(slot.gpu.clone());
+            }
             // One compile of the reference for the cohort; expected outputs computed once.
-            let mut reference = reference.share(device, None);
+            let mut reference = reference.share(o.device, o.gpu.clone());
             let (queue, results, fatal, rubric, base, progress, ctx) =
                 (&queue, &results, &fatal, &rubric, &base, &progress, &ctx);
             s.spawn(move || {
-                let mut o = base.clone();
-                if o.backend == crate::backend::BackendKind::Cuda && device != base.device {
-                    match crate::backend::cuda::device_arch(device) {
-                        Ok((name, arch)) => {
-                            o.device = device;
-                            o.device_name = name;
-                            o.arch = arch;
-                            o.gpu = crate::backend::cuda::pci_bus_id(device).ok();
-                        }
-                        Err(e) => {
-                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) =
-                                Some(format!("GPU {device}: {e}"));
-                            return;
-                        }
-                    }
-                }
-                reference = reference.share(o.device, o.gpu.clone());
                 if o.arch != base.arch {
                     // A GPU of another architecture needs the reference compiled for it.
                     match Reference::compile(rubric, &o) {
@@ -374,6 +369,93 @@ pub fn run(
     } else {
         exit::FAILED
     })
+}
+
+/// `--gpus` names GPUs this machine has: an ordinal past the last GPU is a usage error (exit
+/// 2), never a silent fall back to the emulator.
+fn check_ordinals(req: &Requested) -> Result<(), CliError> {
+    if req.gpus.is_empty() || req.backend == crate::setup::BackendChoice::Emu {
+        return Ok(());
+    }
+    if let Ok(n) = crate::backend::cuda::device_count()
+        && n > 0
+        && let Some(bad) = req.gpus.iter().find(|&&i| i >= n)
+    {
+        return Err(CliError::Usage(format!(
+            "--gpus lists GPU {bad}, but this machine has {n} GPU{} (ordinals 0 to {}); \
+             `cugrade doctor` lists them",
+            if n == 1 { "" } else { "s" },
+            n - 1
+        )));
+    }
+    Ok(())
+}
+
+/// The GPU of each job (`gpus::assign`) with its compile target, after checking that the
+/// GPUs may time one cohort together (`gpus::check_models`: exit 2 when not). Empty on the
+/// emulator, which uses no GPU (a `--gpus` given then is noted and ignored).
+fn plan_gpus(
+    req: &Requested,
+    base: &grade::Options,
+    rubric: &LoadedRubric,
+    devices: &[usize],
+    jobs: usize,
+) -> Result<Vec<(gpus::Slot, String)>, CliError> {
+    if base.backend != crate::backend::BackendKind::Cuda {
+        if !req.gpus.is_empty() {
+            eprintln!(
+                "note: --gpus {} is not used: grading on the {} ({}), so no GPU runs anything \
+                 and speed is not measured; {jobs} job{} correctness on the CPU cores",
+                devices
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                base.device_name,
+                if req.backend == crate::setup::BackendChoice::Emu {
+                    "--backend emu"
+                } else {
+                    "no usable GPU was found"
+                },
+                if jobs == 1 { " grades" } else { "s grade" },
+            );
+        }
+        return Ok(Vec::new());
+    }
+    if let Some(note) = gpus::idle_note(&req.gpus, jobs) {
+        eprintln!("{note}");
+    }
+    let mut known: Vec<(crate::backend::GpuRecord, String)> = Vec::new();
+    for &d in devices {
+        if known.iter().any(|(g, _)| g.index == d) {
+            continue;
+        }
+        let found = crate::backend::cuda::identify(d)
+            .and_then(|g| crate::backend::cuda::device_arch(d).map(|(_, arch)| (g, arch)));
+        match found {
+            Ok(x) => known.push(x),
+            Err(e) => return Err(CliError::Fatal(Fatal::new(format!("GPU {d}: {e}")))),
+        }
+    }
+    let listed: Vec<crate::backend::GpuRecord> = devices
+        .iter()
+        .filter_map(|d| known.iter().find(|(g, _)| g.index == *d))
+        .map(|(g, _)| g.clone())
+        .collect();
+    let distinct: Vec<crate::backend::GpuRecord> = known.iter().map(|(g, _)| g.clone()).collect();
+    gpus::check_models(&distinct, &gpus::absolute_checks(&rubric.rubric.milestones))
+        .map_err(CliError::Usage)?;
+    Ok(gpus::assign(&listed, jobs)
+        .into_iter()
+        .map(|s| {
+            let arch = known
+                .iter()
+                .find(|(g, _)| g.index == s.gpu.index)
+                .map(|(_, a)| a.clone())
+                .unwrap_or_else(|| base.arch.clone());
+            (s, arch)
+        })
+        .collect())
 }
 
 mod report {
@@ -492,6 +574,9 @@ fn grade_entry(
             }
         }
     };
+    // A worker ended by Ctrl-C or SIGTERM looks like a failing submission: write nothing (the
+    // interrupt handler exits the grader meanwhile), so that `--resume` grades it again.
+    crate::worker::interrupt::wait_if_interrupted();
     result.student_id = claimed_id;
     result.id = entry.id.clone();
     result.entry = entry.name.clone();

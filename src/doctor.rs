@@ -145,10 +145,23 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
     // NVRTC: the system's, or cugrade's cache (loaded without LD_LIBRARY_PATH).
     let (ok, line) = describe_nvrtc();
     add(&mut lines, ok, needs.nvrtc, "NVRTC", line);
-    // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions.
-    let (ok, line) = crate::compile::toolchain::describe_headers();
+    // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions, each tried
+    // in a compile worker as grading runs it (after cugrade opened its own cache to the
+    // workers' uids, as grading does when it is root).
+    for note in crate::compile::toolchain::share_with_workers() {
+        let ok = !note.starts_with("could not");
+        let needed = needs.nvrtc || needs.headers || needs.numba;
+        add(
+            &mut lines,
+            ok,
+            needed,
+            "cugrade's cache",
+            format!("toolchain cache: {note}"),
+        );
+    }
+    let (ok, line) = crate::grade::probe::headers();
     add(&mut lines, ok, needs.headers, "CUDA's headers", line);
-    let (ok, line) = crate::compile::toolchain::describe_numba();
+    let (ok, line) = crate::grade::probe::numba();
     add(&mut lines, ok, needs.numba, "Numba", line);
     let (ok, line) = describe_cupy();
     add(
@@ -175,6 +188,23 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
     } else {
         add(&mut lines, false, needs.cublas, "cuBLAS", "cuBLAS: libcublas not found; thresholds `against: cublas` will error. fix: install the CUDA toolkit's cuBLAS".into());
     }
+    // The GPU's own counters and sanitizers (metric checks and the sanitizer pass on
+    // `--backend cuda`; `check --profile`). Never required: without them those checks are
+    // provisional or the emulator's alone.
+    match crate::profile::find_tool("ncu") {
+        Some(p) => add(&mut lines, true, false, "Nsight Compute", format!(
+            "Nsight Compute: {} (metric checks on --backend cuda read the GPU's counters)",
+            p.display()
+        )),
+        None => add(&mut lines, false, false, "Nsight Compute", "Nsight Compute (ncu) not found: on --backend cuda, metric checks are skipped and their points withheld (provisional). fix: install the CUDA toolkit's Nsight Compute and put `ncu` on PATH".into()),
+    }
+    match crate::profile::find_tool("compute-sanitizer") {
+        Some(p) => add(&mut lines, true, false, "compute-sanitizer", format!(
+            "compute-sanitizer: {} (the sanitizer pass on --backend cuda runs it on the GPU, besides the PTX emulator's)",
+            p.display()
+        )),
+        None => add(&mut lines, false, false, "compute-sanitizer", "compute-sanitizer not found: on --backend cuda only the PTX emulator's sanitizers run. fix: install the CUDA toolkit's compute-sanitizer and put it on PATH".into()),
+    }
     // Sandbox: a degraded layer confines less, and grading still works.
     for l in crate::sandbox::probe().layers {
         match l.state {
@@ -187,6 +217,33 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
             crate::sandbox::LayerState::Degraded(why) => {
                 lines.push((Mark::Optional, format!("sandbox {}: {why}", l.name)))
             }
+        }
+    }
+    // The worker cgroup, made as for a worker (and removed again). Never required: the
+    // rlimits, the PID namespace and the scratch's size hold without it.
+    let (cgroup, layer) =
+        crate::sandbox::cgroup::WorkerCgroup::create(&crate::sandbox::Policy::worker("/", true));
+    if let Some(c) = cgroup {
+        c.kill();
+    }
+    match layer.state {
+        crate::sandbox::LayerState::Active => {
+            // The doctor, unlike a report, may name the host's path.
+            let below = match crate::sandbox::cgroup::plan() {
+                Ok(p) => format!(" (below {})", p.base.display()),
+                Err(_) => String::new(),
+            };
+            let line = format!("sandbox cgroup: {}{below}", layer.detail);
+            add(&mut lines, true, false, "sandbox cgroup", line);
+        }
+        crate::sandbox::LayerState::Degraded(why) => {
+            add(
+                &mut lines,
+                false,
+                false,
+                "sandbox cgroup",
+                format!("sandbox cgroup: {why}"),
+            );
         }
     }
     for (mark, line) in &lines {

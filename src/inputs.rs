@@ -83,6 +83,48 @@ impl Invocation {
         self.buffers.iter().map(Buffer::allocation).collect()
     }
 
+    /// The same launch on the squares of the float inputs (as [`Invocation::absolute`]): a
+    /// reference that computes sums of products of its inputs computes each element's sum of
+    /// squared terms from these (the `R²` of `check::sum_scale`).
+    pub fn squared(&self) -> Invocation {
+        let mut inv = self.clone();
+        for b in &mut inv.buffers {
+            if b.dir == Direction::Out || !b.elem.is_float() {
+                continue;
+            }
+            let v: Vec<f64> = decode(&b.data, b.elem).iter().map(|x| x * x).collect();
+            b.data = encode(&v, b.elem);
+        }
+        inv
+    }
+
+    /// The same launch on the absolute values of the float inputs (integer buffers, indices
+    /// and lengths, unchanged; outputs as they were): a reference kernel that computes sums of
+    /// products of its inputs computes each element's sum of absolute terms from these (the
+    /// `S` of `check::sum_scale`).
+    pub fn absolute(&self) -> Invocation {
+        let mut inv = self.clone();
+        for b in &mut inv.buffers {
+            if b.dir == Direction::Out {
+                continue;
+            }
+            match b.elem {
+                ScalarType::F32 => {
+                    for c in b.data.chunks_exact_mut(4) {
+                        c[3] &= 0x7F;
+                    }
+                }
+                ScalarType::F64 => {
+                    for c in b.data.chunks_exact_mut(8) {
+                        c[7] &= 0x7F;
+                    }
+                }
+                _ => {}
+            }
+        }
+        inv
+    }
+
     /// Variables a tolerance expression may read: the case's, `eps`, and per float input
     /// buffer `<name>_abs_sum` and `<name>_abs_max`.
     pub fn tolerance_vars(&self, case_vars: &Vars) -> Vars {

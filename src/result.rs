@@ -257,6 +257,10 @@ pub struct RunInfo {
     /// Wall time of grading this submission, seconds (compilation to the last check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// The GPU this submission was graded and timed on (cuda backend): every performance check
+    /// of a student runs on this one GPU (`grade --gpus`), and records it in `timing.device`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::backend::GpuRecord>,
 }
 
 /// The whole verdict for one submission: `result.json`.
@@ -295,6 +299,26 @@ pub struct GradeResult {
     /// Submission-level problems that are not milestone checks (e.g. "manifest ignored").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Things in the submission an instructor should look at, never verdicts: device code
+    /// that reads timers or SM ids, large `__device__` arrays, a kernel whose emulator and GPU
+    /// runs disagree (docs/integrity.md). The cohort's integrity.csv lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<Flag>,
+}
+
+/// One flag for the instructor: no points depend on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flag {
+    /// Stable key: `reads-timer`, `reads-placement`, `large-device-array`,
+    /// `backends-disagree`.
+    pub kind: String,
+    /// The milestone it concerns, if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub milestone: Option<String>,
+    /// `file:line` in the submission (or the file alone), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    pub message: String,
 }
 
 impl GradeResult {

@@ -60,6 +60,10 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
             ),
         },
     };
+    // As root, workers run as uids of their own: cugrade's own cache must be open to them.
+    for note in crate::compile::toolchain::share_with_workers() {
+        eprintln!("cugrade: {note}");
+    }
     if needs_nvrtc {
         ensure_compilers()?;
     }
@@ -71,6 +75,9 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
         device_name,
         gpu: (backend == BackendKind::Cuda)
             .then(|| crate::backend::cuda::pci_bus_id(device).ok())
+            .flatten(),
+        gpu_record: (backend == BackendKind::Cuda)
+            .then(|| crate::backend::cuda::identify(device).ok())
             .flatten(),
         baseline_cache: None,
         protected: Vec::new(),

@@ -441,6 +441,7 @@ fn leaderboard_is_anonymous_and_causes_group_across_students() {
                 ..Default::default()
             },
             notes: vec![],
+            flags: vec![],
         }
     };
     let results = vec![

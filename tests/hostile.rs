@@ -20,7 +20,8 @@
 //! - memfd: refused (EPERM). tmpfs: the scratch fills at its size (ENOSPC); no `/dev/shm`.
 //! - a fork bomb beside an honest student under `--jobs 2`: the bomb stops at `RLIMIT_NPROC`
 //!   and is a compile timeout; the honest student's grade is the one it gets alone.
-//! - SIGINT mid-cohort: exit 130, every worker ended, the temp folder removed. SIGKILL: the
+//! - SIGINT mid-cohort: exit 130, every worker ended, the temp folder removed, no result
+//!   written for a student whose worker the interrupt ended. SIGKILL: the
 //!   workers end with the grader; the next run removes the folder.
 
 use serde_json::Value;
@@ -649,6 +650,16 @@ fn interrupting_a_cohort_leaves_nothing_behind() {
             if signal == libc::SIGINT {
                 assert_eq!(status.code(), Some(130), "{leg:?}: {status:?}");
                 s.assert_clean("SIGINT");
+                // No student was graded (each sleeps at import): a worker ended by the
+                // interrupt is no failing submission, and `--resume` must grade them all.
+                let graded: Vec<_> = ["a", "b", "c"]
+                    .iter()
+                    .filter(|n| out.join("students").join(n).join("result.json").exists())
+                    .collect();
+                assert!(
+                    graded.is_empty(),
+                    "{leg:?}: results after SIGINT: {graded:?}"
+                );
             } else {
                 assert_eq!(status.signal(), Some(libc::SIGKILL), "{leg:?}");
                 // The workers end with the grader (their supervisors see it gone) ...

@@ -42,6 +42,7 @@ fn gpu_run() -> RunInfo {
         sandbox: vec!["landlock: active".into(), "seccomp: active".into()],
         notes: vec![],
         seconds: None,
+        gpu: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn emu_run() -> RunInfo {
         ],
         notes: vec![],
         seconds: None,
+        gpu: None,
     }
 }
 
@@ -116,6 +118,7 @@ fn compile_failure() -> GradeResult {
         }),
         run: gpu_run(),
         notes: vec![],
+        flags: vec![],
     }
 }
 
@@ -209,6 +212,7 @@ fn mixed() -> GradeResult {
         }),
         run: emu_run(),
         notes: vec![],
+        flags: vec![],
     }
 }
 
@@ -651,6 +655,58 @@ fn markdown_says_what_the_run_could_not_do() {
     let md = markdown::render(&compile_failure());
     assert!(!md.contains("Speed was not measured"));
     assert!(!md.contains("degraded"));
+}
+
+/// Flags for the instructor (issue 19): listed in report.md and as rows of the cohort's
+/// integrity.csv after the pairs, never touching the score; a message from device code cannot
+/// become a spreadsheet formula.
+#[test]
+fn flags_reach_report_md_and_integrity_csv() {
+    let mut r = mixed();
+    r.flags = vec![
+        cugrade::result::Flag {
+            kind: "reads-timer".into(),
+            milestone: Some("reduce_shared".into()),
+            location: Some("reduce.cu:27".into()),
+            message: "reads %globaltimer (the GPU's nanosecond clock)".into(),
+        },
+        cugrade::result::Flag {
+            kind: "large-device-array".into(),
+            milestone: None,
+            location: None,
+            message: "=HYPERLINK(\"x\") declares a 4 MiB __device__ array".into(),
+        },
+    ];
+    let score = r.score;
+    let md = markdown::render(&r);
+    assert!(md.contains("## Flags for the instructor"), "{md}");
+    assert!(
+        md.contains("- `reads-timer` (reduce.cu:27): reduce\\_shared: reads %globaltimer"),
+        "{md}"
+    );
+    assert!(!markdown::render(&mixed()).contains("Flags for the instructor"));
+    let csv_text = cugrade::report::gradebook::integrity_csv(&[], &[r.clone()]).unwrap();
+    let mut rd = csv::Reader::from_reader(csv_text.as_bytes());
+    let head: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(
+        head.last().map(String::as_str),
+        Some("details"),
+        "{csv_text}"
+    );
+    let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 2, "{csv_text}");
+    let col = |row: &csv::StringRecord, name: &str| {
+        row.get(head.iter().position(|h| h == name).unwrap())
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(col(&rows[0], "student_a"), "alice");
+    assert_eq!(col(&rows[0], "flag"), "reads-timer");
+    assert_eq!(col(&rows[0], "lines_a"), "reduce.cu:27");
+    assert!(col(&rows[0], "details").starts_with("reduce_shared: reads %globaltimer"));
+    assert_eq!(col(&rows[1], "flag"), "large-device-array");
+    assert!(!col(&rows[1], "details").starts_with('='), "{csv_text}");
+    assert_eq!(r.score, score, "a flag never changes a score");
 }
 
 #[test]

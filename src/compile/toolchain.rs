@@ -316,61 +316,121 @@ fn install_numba() -> Result<NumbaToolchain, String> {
     numba()
 }
 
-/// What `cugrade doctor` says about Numba.
-/// Installed and able to compile: a trivial kernel (cugrade's own, so outside the sandbox) goes
-/// through the same driver as a student's.
-pub fn describe_numba() -> (bool, String) {
-    match numba() {
-        Ok(t) => match probe_numba(&t) {
-            Ok(()) => (
-                true,
-                format!(
-                    "Numba: numba-cuda 0.30.4 with NVVM in {} (Python {}); a test kernel compiles",
-                    t.site.display(),
-                    t.python.display()
-                ),
-            ),
-            Err(e) => (
-                false,
-                format!(
-                    "Numba in {} does not compile a test kernel: {}; fix: remove {} and let \
-                     cugrade install it again on the next `.py` submission",
-                    t.site.display(),
-                    e.lines().next().unwrap_or("").trim(),
-                    t.site.display()
-                ),
-            ),
-        },
-        Err(e) => (false, format!("Numba: {e}")),
+/// Make a tree of cugrade's cache readable to every user: directories `a+rx`, files `a+r`
+/// (and `a+x` where someone may execute them), symlinks left alone and never followed. The
+/// cache holds public wheels only, and a grader started as root runs its workers as uids of
+/// their own, which must read it (docs/security.md). Returns how many entries it changed.
+pub fn share_tree(root: &Path) -> std::io::Result<usize> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut changed = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p)?;
+        let mode = meta.permissions().mode() & 0o7777;
+        let want = if meta.is_dir() {
+            for e in std::fs::read_dir(&p)?.flatten() {
+                stack.push(e.path());
+            }
+            mode | 0o555
+        } else if meta.is_file() {
+            mode | 0o444 | if mode & 0o111 != 0 { 0o111 } else { 0 }
+        } else {
+            continue;
+        };
+        if want != mode {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(want))?;
+            changed += 1;
+        }
     }
+    Ok(changed)
 }
 
-fn probe_numba(tool: &NumbaToolchain) -> Result<(), String> {
-    use super::numba::{NumbaKernel, Signature, compile};
-    let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let file = super::SourceFile {
-        name: "probe.py".into(),
-        text: "from numba import cuda\n\n@cuda.jit\ndef probe(a):\n    a[0] = 1.0\n".into(),
-    };
-    let kernel = NumbaKernel {
-        name: "probe".into(),
-        signatures: vec![Signature {
-            text: "(float32[::1],)".into(),
-            ndims: vec![1],
-        }],
-        params: vec![],
-    };
-    let out = compile(tool, &[file], &[kernel], "sm_90", temp.path())?;
-    match out.first() {
-        Some(o) if o.ok => Ok(()),
-        Some(o) => Err(o.message.clone()),
-        None => Err("no answer from the Numba driver".into()),
+/// The parts of cugrade's cache that workers read, where present: the Numba wheels (with the
+/// pins stamp cugrade writes), CUDA's header wheels and the NVRTC wheel. Only these: a cache
+/// path set to a folder that also holds other files is not opened up beyond them.
+fn cache_parts() -> Vec<PathBuf> {
+    let root = cache_root();
+    let mut parts = vec![];
+    if numba_present(&numba_dir()) && numba_dir().join(PINS_STAMP).is_file() {
+        parts.push(numba_dir());
     }
+    if headers_dir().join("nvidia/cu13/include").is_dir() {
+        parts.push(headers_dir());
+    }
+    if root.join("nvidia/cu13/lib").is_dir() {
+        parts.push(root.join("nvidia"));
+    }
+    parts
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect()
+}
+
+/// When cugrade is root, open the parts of its own cache that workers read to every user (see
+/// [`share_tree`]): a cache unpacked or installed with a restrictive umask (`pip` as root with
+/// umask 077, a tar whose top directory was `0700`) would otherwise be unreadable to every
+/// worker, and every Numba submission would fail. Once per process; returns a note for each
+/// part it changed (for stderr and `doctor`), or why it could not.
+pub fn share_with_workers() -> Vec<String> {
+    static ONCE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return vec![];
+        }
+        let mut notes = vec![];
+        for part in cache_parts() {
+            match share_tree(&part) {
+                Ok(0) => {}
+                Ok(n) => notes.push(format!(
+                    "made {n} entries of cugrade's cache {} readable to the workers' own uids \
+                     (it holds public wheels only)",
+                    part.display()
+                )),
+                Err(e) => notes.push(format!(
+                    "could not make cugrade's cache {} readable to the workers' own uids: {e}",
+                    part.display()
+                )),
+            }
+        }
+        notes
+    })
+    .clone()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn share_tree_opens_dirs_and_files_and_leaves_links_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().join("numba");
+        std::fs::create_dir_all(top.join("pkg")).unwrap();
+        std::fs::write(top.join("pkg/mod.py"), "").unwrap();
+        std::fs::write(top.join("pkg/tool"), "").unwrap();
+        let outside = d.path().join("secret");
+        std::fs::write(&outside, "").unwrap();
+        std::os::unix::fs::symlink(&outside, top.join("pkg/link")).unwrap();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(&top.join("pkg/mod.py"), 0o600);
+        mode(&top.join("pkg/tool"), 0o700);
+        mode(&top.join("pkg"), 0o700);
+        mode(&top, 0o700);
+        mode(&outside, 0o600);
+        assert_eq!(share_tree(&top).unwrap(), 4);
+        let got = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(got(&top), 0o755);
+        assert_eq!(got(&top.join("pkg")), 0o755);
+        assert_eq!(got(&top.join("pkg/mod.py")), 0o644);
+        assert_eq!(got(&top.join("pkg/tool")), 0o755);
+        // The link's target is not the cache's: untouched.
+        assert_eq!(got(&outside), 0o600);
+        assert_eq!(share_tree(&top).unwrap(), 0);
+    }
 
     #[test]
     fn a_numba_install_with_other_pins_is_not_trusted() {

@@ -9,15 +9,19 @@ use crate::worker::{Role, Worker, WorkerFailure};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Compile every `.cu` of a submission in a (sandboxed) compile worker.
-/// Returns the PTX modules (name, ptx), the compile check(s) and the summary.
+/// What `compile_all` gives back: the PTX modules (name, ptx), the compile check(s) and the
+/// summary.
+pub(super) type Compiled = (Vec<(String, String)>, Vec<Check>, CompileSummary);
+
+/// Compile every `.cu` of a submission in a (sandboxed) compile worker. `Err` when the machine
+/// cannot compile for anyone: its workers cannot read the toolchain (confirmed from the host).
 pub(super) fn compile_all(
     sources: &[SourceFile],
     headers: &[SourceFile],
     ptx: &[SourceFile],
     opts: &Options,
     timeout: Duration,
-) -> (Vec<(String, String)>, Vec<Check>, CompileSummary) {
+) -> Result<Compiled, Infrastructure> {
     let mut modules: Vec<(String, String)> = ptx
         .iter()
         .map(|p| (p.name.clone(), p.text.clone()))
@@ -29,7 +33,7 @@ pub(super) fn compile_all(
         kernels: vec![],
     };
     if sources.is_empty() {
-        return (modules, checks, summary);
+        return Ok((modules, checks, summary));
     }
     let mut worker: Option<Worker> = None;
     // CUDA's own headers, read-only in the worker's sandbox.
@@ -98,6 +102,22 @@ pub(super) fn compile_all(
                     }
                 }
             }
+            Ok((Response::Unreadable { paths }, _)) => {
+                let mut roots = include_dirs.clone();
+                if let Some(ld) = std::env::var_os("LD_LIBRARY_PATH") {
+                    roots.extend(std::env::split_paths(&ld).filter(|p| p.is_absolute()));
+                }
+                if let Some(why) = w.unreadable(&paths, &roots) {
+                    return Err(Infrastructure(why));
+                }
+                summary.ok = false;
+                Check::error(
+                    CheckKind::Compile,
+                    format!("compile {}", src.name),
+                    "the compiler could not read its own files",
+                )
+                .with_details(unconfirmed(&paths))
+            }
             Ok((other, _)) => {
                 summary.ok = false;
                 Check::error(
@@ -140,7 +160,17 @@ pub(super) fn compile_all(
         checks.push(check);
         checks.extend(more);
     }
-    (modules, checks, summary)
+    Ok((modules, checks, summary))
+}
+
+/// A worker's list of refused toolchain files that the host's mode bits do not explain (a
+/// mount view or Landlock rule that left them out, or a worker that is not to be believed).
+pub(super) fn unconfirmed(paths: &[crate::sandbox::access::Blocked]) -> String {
+    let mut s = String::from("the worker was refused some of the toolchain's files:\n");
+    for b in paths {
+        s.push_str(&format!("  {}: {}\n", b.path.display(), b.error));
+    }
+    s
 }
 
 /// Whether the failed compiles among `checks` are the grading machine's fault rather than the
@@ -183,13 +213,17 @@ pub(super) fn machine_fault(checks: &[Check], opts: &Options) -> Option<String> 
         text: "extern \"C\" __global__ void cugrade_probe(float* x) { x[threadIdx.x] = 1.0f; }\n"
             .into(),
     };
-    let (modules, probe_checks, summary) = compile_all(
+    let (modules, probe_checks, summary) = match compile_all(
         std::slice::from_ref(&probe),
         &[],
         &[],
         opts,
         Duration::from_secs(120),
-    );
+    ) {
+        Ok(compiled) => compiled,
+        // The workers cannot read the toolchain: that says what and the fix.
+        Err(e) => return Some(e.0),
+    };
     if !modules.is_empty() {
         return None;
     }

@@ -32,7 +32,7 @@ pub fn write_all_with(results: &[GradeResult], pairs: &[Pair], out_dir: &Path) -
     let (ids, pct) = cleared_rates(&sorted);
     let milestones = charts::milestones_svg(&ids, &pct, provisional).map_err(io::Error::other)?;
     let grades = grades_csv(&sorted)?;
-    let integrity = integrity_csv(pairs)?;
+    let integrity = integrity_csv(pairs, &sorted)?;
     let junit = junit::cohort_to_string(&sorted);
     write(&out_dir.join("charts/scores.svg"), scores)?;
     write(&out_dir.join("charts/milestones.svg"), milestones)?;
@@ -253,6 +253,7 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
     );
     failure_causes(&mut out, results);
     leaderboard(&mut out, results);
+    super::devices::section(&mut out, results);
     duplicates(&mut out, pairs);
     out
 }

@@ -134,8 +134,12 @@ pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
 
 /// `integrity.csv`: `student_a`, `student_b` (cohort entries), `similarity` (0 to 1),
 /// `identical` (after normalization), `lines_a` and `lines_b` (`file:first-last`, `; `
-/// between ranges). A header even when nothing was flagged.
-pub fn integrity_csv(pairs: &[Pair]) -> io::Result<String> {
+/// between ranges) for each near-identical pair; then `flag` (`similar` on those rows) and
+/// `details`. After the pairs, one row per flag a student's result carries (device code that
+/// reads timers or SM ids, large `__device__` arrays, emulator and GPU runs that disagree):
+/// `student_a` the student's id (as grades.csv's `id`), `lines_a` where, `flag` its key, `details` what was seen. A header
+/// even when nothing was flagged.
+pub fn integrity_csv(pairs: &[Pair], results: &[GradeResult]) -> io::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
         "student_a",
@@ -144,6 +148,8 @@ pub fn integrity_csv(pairs: &[Pair]) -> io::Result<String> {
         "identical",
         "lines_a",
         "lines_b",
+        "flag",
+        "details",
     ])
     .map_err(io::Error::other)?;
     for p in pairs {
@@ -154,8 +160,31 @@ pub fn integrity_csv(pairs: &[Pair]) -> io::Result<String> {
             if p.identical { "yes" } else { "no" }.to_string(),
             spreadsheet_safe(&p.lines_a.join("; ")),
             spreadsheet_safe(&p.lines_b.join("; ")),
+            "similar".to_string(),
+            String::new(),
         ])
         .map_err(io::Error::other)?;
+    }
+    let mut sorted: Vec<&GradeResult> = results.iter().collect();
+    sorted.sort_by(|a, b| (&a.student, a.key()).cmp(&(&b.student, b.key())));
+    for r in sorted {
+        for f in &r.flags {
+            let details = match &f.milestone {
+                Some(m) => format!("{m}: {}", f.message),
+                None => f.message.clone(),
+            };
+            w.write_record([
+                spreadsheet_safe(r.key()),
+                String::new(),
+                String::new(),
+                String::new(),
+                spreadsheet_safe(f.location.as_deref().unwrap_or("")),
+                String::new(),
+                f.kind.clone(),
+                spreadsheet_safe(&details),
+            ])
+            .map_err(io::Error::other)?;
+        }
     }
     finish(w)
 }

@@ -31,7 +31,36 @@ pub fn render(r: &GradeResult) -> String {
         compile_section(&mut out, c, r);
     }
     run_section(&mut out, r);
+    flags_section(&mut out, r);
     out
+}
+
+/// Integrity flags (`GradeResult::flags`): listed for the reader, no points attached.
+fn flags_section(out: &mut String, r: &GradeResult) {
+    if r.flags.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Flags for the instructor
+
+Not verdicts, and no points depend on them (docs/integrity.md):
+"
+    );
+    for f in &r.flags {
+        let at = f
+            .location
+            .as_deref()
+            .map(|l| format!(" ({})", inline(l)))
+            .unwrap_or_default();
+        let m = f
+            .milestone
+            .as_deref()
+            .map(|m| format!("{}: ", inline(m)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "- `{}`{at}: {m}{}", f.kind, inline(&f.message));
+    }
+    out.push('\n');
 }
 
 /// The total: `60 / 100`, with `, speed not measured` unless the status already says so.

@@ -50,7 +50,7 @@ impl ParamType {
 
 /// Names a tolerance expression may read beyond the case's variables.
 pub fn tolerance_vars(contract: &Contract) -> Vec<String> {
-    let mut names = vec!["eps".to_string(), "eps64".to_string()];
+    let mut names = vec!["eps".to_string(), "eps64".to_string(), "u".to_string()];
     for p in &contract.params {
         if let Some(ParamType::Buffer(t)) = ParamType::parse(&p.ty)
             && t.is_float()
@@ -70,6 +70,14 @@ impl LoadedRubric {
 
     pub fn contract(&self, name: &str) -> &Contract {
         &self.rubric.contracts[name]
+    }
+
+    /// The precision milestone `m` computes in: its own `precision`, else its contract's,
+    /// else float.
+    pub fn precision(&self, m: &Milestone) -> crate::check::Precision {
+        m.precision
+            .or(self.contract(&m.contract).precision)
+            .unwrap_or_default()
     }
 
     pub fn correctness_case(&self, name: &str) -> Option<&Case> {
@@ -456,6 +464,9 @@ fn check_tolerance(
     }
     if let Some(a) = &t.rel {
         parse_at(r, &format!("{at}.rel"), a, Kind::Real, known)?;
+    }
+    if let Some(a) = &t.sum {
+        parse_at(r, &format!("{at}.sum"), a, Kind::Real, known)?;
     }
     Ok(())
 }
@@ -874,7 +885,7 @@ milestones:
         let text = GOOD.replace("    launch:", "    tolerence: 1\n    launch:");
         assert_eq!(
             load_text(&text).unwrap_err(),
-            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `launch`, `tolerance`\n \
+            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `launch`, `tolerance`, `precision`\n \
              --> r.yaml:9:5\n  |\n9 |     tolerence: 1\n  |     ^"
         );
     }

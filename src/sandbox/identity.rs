@@ -51,7 +51,7 @@ pub fn worker_uid(pid: u32) -> u32 {
 
 /// The gid a worker runs with: its own, unless it needs the GPU and the NVIDIA device files
 /// are not open to everyone (`NVreg_DeviceFileMode=0660`, group `video`): then their group.
-pub(super) fn worker_gid(uid: u32, gpu: bool) -> u32 {
+pub fn worker_gid(uid: u32, gpu: bool) -> u32 {
     use std::os::unix::fs::MetadataExt;
     if gpu
         && let Ok(m) = std::fs::metadata("/dev/nvidiactl")

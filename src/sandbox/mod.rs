@@ -14,6 +14,8 @@
 //! The parent's half is [`prepare_command`] (scrubbed environment, no inherited descriptors).
 //! `probe` answers `cugrade doctor` without confining the doctor. See docs/security.md.
 
+pub mod access;
+pub mod cgroup;
 mod filesystem;
 pub mod identity;
 mod limits;
@@ -137,7 +139,16 @@ pub struct Layer {
 }
 
 impl Layer {
-    fn active(name: &str, detail: impl Into<String>) -> Layer {
+    /// `name: active (detail)` or `name: DEGRADED (why)`.
+    pub fn line(&self) -> String {
+        match (&self.state, self.detail.is_empty()) {
+            (LayerState::Active, true) => format!("{}: active", self.name),
+            (LayerState::Active, false) => format!("{}: active ({})", self.name, self.detail),
+            (LayerState::Degraded(why), _) => format!("{}: DEGRADED ({why})", self.name),
+        }
+    }
+
+    pub(crate) fn active(name: &str, detail: impl Into<String>) -> Layer {
         Layer {
             name: name.into(),
             state: LayerState::Active,
@@ -145,7 +156,7 @@ impl Layer {
         }
     }
 
-    fn degraded(name: &str, why: impl Into<String>) -> Layer {
+    pub(crate) fn degraded(name: &str, why: impl Into<String>) -> Layer {
         Layer {
             name: name.into(),
             state: LayerState::Degraded(why.into()),
@@ -163,6 +174,8 @@ pub mod layer {
     pub const LANDLOCK: &str = "landlock";
     pub const RLIMITS: &str = "rlimits";
     pub const SECCOMP: &str = "seccomp";
+    /// Set up by the parent, not by `apply`: see `cgroup`.
+    pub const CGROUP: &str = "cgroup";
 }
 
 /// What `apply` achieved, one entry per layer.
@@ -174,14 +187,7 @@ pub struct Report {
 impl Report {
     /// One line per layer, for result.json and the reports.
     pub fn lines(&self) -> Vec<String> {
-        self.layers
-            .iter()
-            .map(|l| match (&l.state, l.detail.is_empty()) {
-                (LayerState::Active, true) => format!("{}: active", l.name),
-                (LayerState::Active, false) => format!("{}: active ({})", l.name, l.detail),
-                (LayerState::Degraded(why), _) => format!("{}: DEGRADED ({why})", l.name),
-            })
-            .collect()
+        self.layers.iter().map(Layer::line).collect()
     }
 
     /// The layer called `name`, if the report has one.

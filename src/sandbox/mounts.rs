@@ -55,6 +55,18 @@ struct Notes {
 }
 
 fn build(policy: &Policy, owner: Option<(u32, u32)>) -> Result<Notes, String> {
+    // The directories and mount points made for the view must be open to the worker's uid
+    // whatever umask the grader was started with (a root grader with umask 077 would make
+    // them 0700, and the worker, a uid of its own, could reach nothing).
+    // SAFETY: umask cannot fail; the worker is single-threaded here.
+    let umask = unsafe { libc::umask(0o022) };
+    let built = build_view(policy, owner);
+    // SAFETY: as above.
+    unsafe { libc::umask(umask) };
+    built
+}
+
+fn build_view(policy: &Policy, owner: Option<(u32, u32)>) -> Result<Notes, String> {
     let temp = &policy.temp_dir;
     if !temp.is_absolute() || !temp.is_dir() {
         return Err(format!(

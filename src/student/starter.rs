@@ -542,6 +542,7 @@ pub fn untouched(
         notes: vec![
             "nothing implemented yet: fill in a kernel and run `cugrade check` again".into(),
         ],
+        flags: vec![],
     }
 }
 

@@ -213,6 +213,14 @@ fn serve(
                 &headers,
                 &crate::compile::options(&arch, &include_dirs),
             );
+            if !c.ok && toolchain_suspect(&c.log) {
+                let mut roots = include_dirs.clone();
+                roots.extend(library_path());
+                let paths = sandbox::access::blocked(&roots);
+                if !paths.is_empty() {
+                    return (Response::Unreadable { paths }, vec![], false);
+                }
+            }
             let ptx = if c.ok {
                 vec![c.ptx.into_bytes()]
             } else {
@@ -232,9 +240,21 @@ fn serve(
             kernels,
             arch,
             toolchain,
+            import_s,
         } => {
             let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
-            let r = crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp);
+            let budget = Duration::from_secs_f64(import_s.clamp(0.1, 3600.0));
+            let r =
+                crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp, budget);
+            if r.is_err() {
+                // The toolchain failed: were we refused its files?
+                let mut roots = toolchain.read_dirs.clone();
+                roots.push(toolchain.site.clone());
+                let paths = sandbox::access::blocked(&roots);
+                if !paths.is_empty() {
+                    return (Response::Unreadable { paths }, vec![], false);
+                }
+            }
             let ptx: Vec<Vec<u8>> = match &r {
                 Ok(outcomes) => outcomes
                     .iter()
@@ -383,6 +403,37 @@ fn serve(
             }
         }
     }
+}
+
+/// Whether a failed NVRTC compile may have failed for want of a toolchain file (a header it
+/// could not open, NVRTC itself missing), rather than for the student's code alone.
+fn toolchain_suspect(log: &str) -> bool {
+    log.contains("cannot open source file")
+        || log.contains("could not open source file")
+        || log.contains("is not available in the worker")
+}
+
+/// Where NVRTC comes from: the folder of the `libnvrtc` this process loaded (from
+/// `/proc/self/maps`), else cugrade's own cache of it. Never every folder of `LD_LIBRARY_PATH`:
+/// those may hold anything (cargo's test runs put its build folder there), and a file of them
+/// the worker cannot read says nothing about NVRTC.
+fn library_path() -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_to_string("/proc/self/maps")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| {
+            std::path::Path::new(p)
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with("libnvrtc"))
+        })
+        .filter_map(|p| std::path::Path::new(p).parent().map(|d| d.to_path_buf()))
+        .collect();
+    dirs.dedup();
+    if dirs.is_empty() {
+        dirs.push(crate::compile::toolchain::cache_root().join("nvidia/cu13/lib"));
+    }
+    dirs
 }
 
 pub(super) type RunOk = (crate::backend::LaunchReport, Vec<Vec<u8>>);

@@ -89,12 +89,15 @@ pub struct Worker {
     dead: bool,
     /// The worker's own uid, when the grader is root (see `sandbox::identity`).
     uid: Option<u32>,
+    /// The worker's cgroup, where the host lets cugrade make one (see `sandbox::cgroup`).
+    cgroup: Option<sandbox::cgroup::WorkerCgroup>,
 }
 
 /// A worker that runs now: its supervisor's pid, with its uid and temp dir.
 struct Live {
     uid: Option<u32>,
     temp: PathBuf,
+    cgroup: Option<PathBuf>,
 }
 
 static LIVE: Mutex<BTreeMap<u32, Live>> = Mutex::new(BTreeMap::new());
@@ -115,23 +118,27 @@ fn live() -> std::sync::MutexGuard<'static, BTreeMap<u32, Live>> {
 /// SIGKILL, and every worker uid too.
 pub fn end_all() {
     STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
-    let workers: Vec<(u32, Option<u32>, PathBuf)> = live()
+    let workers: Vec<(u32, Option<u32>, PathBuf, Option<PathBuf>)> = live()
         .iter()
-        .map(|(pid, l)| (*pid, l.uid, l.temp.clone()))
+        .map(|(pid, l)| (*pid, l.uid, l.temp.clone(), l.cgroup.clone()))
         .collect();
-    for (pid, _, _) in &workers {
+    for (pid, _, _, _) in &workers {
         // SAFETY: signalling a child of ours.
         unsafe { libc::kill(*pid as libc::pid_t, libc::SIGTERM) };
     }
     let deadline = std::time::Instant::now() + Duration::from_millis(1500);
-    while std::time::Instant::now() < deadline && workers.iter().any(|(pid, _, _)| running(*pid)) {
+    while std::time::Instant::now() < deadline && workers.iter().any(|(pid, _, _, _)| running(*pid))
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
-    for (pid, uid, temp) in &workers {
+    for (pid, uid, temp, cgroup) in &workers {
         // SAFETY: signalling a process group of ours.
         unsafe { libc::kill(-(*pid as libc::pid_t), libc::SIGKILL) };
         if let Some(uid) = uid {
             sandbox::identity::kill_all_of(*uid);
+        }
+        if let Some(dir) = cgroup {
+            sandbox::cgroup::kill_dir(dir);
         }
         let _ = std::fs::remove_dir_all(temp);
     }
@@ -266,22 +273,46 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         sandbox::prepare_command(&mut cmd, &policy);
-        // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
+        let (cgroup, mut cgroup_layer) = sandbox::cgroup::WorkerCgroup::create(&policy);
+        let entry = cgroup.as_ref().map(|c| c.entry());
+        // SAFETY: setsid and the cgroup entry (open, write, close) are async-signal-safe; the
+        // closure allocates nothing.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::setsid();
+                if let Some(e) = &entry {
+                    e.enter();
+                }
                 Ok(())
             });
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(c) = &cgroup {
+                    c.kill();
+                }
+                return Err(format!("cannot start a worker: {e}"));
+            }
+        };
+        if let Some(c) = &cgroup
+            && c.holds(child.id()) == Some(false)
+        {
+            // The spawned process could not write itself into the cgroup (and stays where the
+            // grader is): say so rather than claim limits that do not hold.
+            cgroup_layer = sandbox::Layer::degraded(
+                sandbox::layer::CGROUP,
+                "the worker could not enter its cgroup; the rlimits, the PID namespace and the \
+                 scratch's size still hold",
+            );
+        }
         let uid = sandbox::identity::is_root().then(|| sandbox::identity::worker_uid(child.id()));
         live().insert(
             child.id(),
             Live {
                 uid,
                 temp: temp.path().to_path_buf(),
+                cgroup: cgroup.as_ref().map(|c| c.dir().to_path_buf()),
             },
         );
         let stdin = child.stdin.take().map(BufWriter::new);
@@ -314,6 +345,7 @@ impl Worker {
             _temp: temp,
             dead: false,
             uid,
+            cgroup,
         };
         match w.receive(opts.startup_timeout) {
             Ok((
@@ -325,6 +357,8 @@ impl Worker {
                 },
                 _,
             )) => {
+                let mut sandbox = sandbox;
+                sandbox.push(cgroup_layer.line());
                 w.ready = ReadyInfo {
                     device,
                     arch,
@@ -395,6 +429,52 @@ impl Worker {
         }
     }
 
+    /// Confirm, from the host's side, a worker's report that it was refused toolchain files
+    /// (`Response::Unreadable`): the message naming what stops it, with the fix, when the
+    /// host's mode bits refuse the worker's uid; `None` when they do not (then the worker's
+    /// word is not enough to blame the machine). `roots`: the toolchain's paths it walked.
+    pub fn unreadable(
+        &self,
+        paths: &[sandbox::access::Blocked],
+        roots: &[std::path::PathBuf],
+    ) -> Option<String> {
+        // SAFETY: getuid and getgid cannot fail.
+        let (uid, gid) = match self.uid {
+            Some(uid) => (uid, sandbox::identity::worker_gid(uid, false)),
+            None => unsafe { (libc::getuid(), libc::getgid()) },
+        };
+        let who = sandbox::access::Reader {
+            uid,
+            gid,
+            view: self
+                .ready
+                .sandbox
+                .iter()
+                .any(|l| l.starts_with("mounts: active")),
+        };
+        let confirmed: Vec<(String, String)> = paths
+            .iter()
+            .filter(|b| {
+                roots
+                    .iter()
+                    .any(|r| b.path.starts_with(r) || r.starts_with(&b.path))
+            })
+            .filter_map(|b| {
+                let why = sandbox::access::explain(&b.path, who)?;
+                Some((why, fix_for(&b.path, roots, who)))
+            })
+            .collect();
+        let (why, fix) = confirmed.first()?;
+        let whose = if self.uid.is_some() {
+            "cugrade runs as root, so each worker runs as a uid of its own, which owns no file"
+        } else {
+            "workers run as cugrade's own uid"
+        };
+        Some(format!(
+            "the grading workers cannot read the toolchain: {why} ({whose}).\nfix: {fix}"
+        ))
+    }
+
     /// Everything the worker printed so far.
     pub fn output(&self) -> Captured {
         // Give the drain thread a moment to catch up with output written just before an answer.
@@ -439,6 +519,9 @@ impl Worker {
         if let Some(uid) = self.uid {
             sandbox::identity::kill_all_of(uid);
         }
+        if let Some(c) = &self.cgroup {
+            c.kill();
+        }
         live().remove(&self.child.id());
     }
 }
@@ -446,6 +529,36 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// What to do about a toolchain path a worker may not read: open the toolchain's tree to all
+/// users, or, when a directory above it may not be entered (no mount view), that directory.
+fn fix_for(
+    path: &std::path::Path,
+    roots: &[std::path::PathBuf],
+    who: sandbox::access::Reader,
+) -> String {
+    let root = roots
+        .iter()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .cloned()
+        .unwrap_or_else(|| path.to_path_buf());
+    match sandbox::access::closed_above(path, who) {
+        Some((dir, _)) if !who.view => format!(
+            "`chmod o+x {}`, or keep the toolchain where every user may enter (for cugrade's \
+             own cache: set CUGRADE_NVRTC_CACHE to such a folder, e.g. /var/cache/cugrade-nvrtc)",
+            dir.display()
+        ),
+        _ if root.is_dir() => format!(
+            "`chmod -R a+rX {}` (every user must read the toolchain)",
+            root.display()
+        ),
+        _ => format!(
+            "`chmod a+rX {}` (every user must read the toolchain)",
+            root.display()
+        ),
     }
 }
 

@@ -7,7 +7,7 @@
 
 mod timer;
 
-pub use timer::pci_bus_id;
+pub use timer::{format_uuid, identify, pci_bus_id};
 
 use super::{
     Backend, BackendError, BackendKind, KernelInfo, LaunchDims, LaunchReport, ParamValue, Slot,

@@ -12,6 +12,7 @@ mod float;
 mod lex;
 mod mem;
 mod parse;
+mod specials;
 
 use super::{
     Backend, BackendError, BackendKind, Diagnostic, KernelInfo, LaunchDims, LaunchReport, Metrics,
@@ -111,6 +112,11 @@ impl EmuBackend {
             ))
         })
     }
+}
+
+/// A block's index in x, y, z order (what `specials` places blocks on SMs by).
+fn specials_linear(ctaid: [u32; 3], grid: [u32; 3]) -> u64 {
+    ctaid[0] as u64 + grid[0] as u64 * (ctaid[1] as u64 + grid[1] as u64 * ctaid[2] as u64)
 }
 
 fn ctaid_of(b: u64, grid: [u32; 3]) -> [u32; 3] {
@@ -359,6 +365,7 @@ impl Backend for EmuBackend {
             cbank: &self.cbank,
             deadline,
             abort: &abort,
+            clocks: specials::Clocks::at_launch(),
         };
         let nblocks = dims.blocks();
         // Merge in block order so reports do not depend on thread scheduling.
@@ -428,6 +435,7 @@ impl Backend for EmuBackend {
                 }
             }
         }
+        ctx.clocks.finish(metrics.warp_instructions, nblocks);
         if printf.len() > PRINTF_CAP + 64 {
             printf.truncate(PRINTF_CAP);
             printf.extend_from_slice(b"\n[output truncated]\n");
