@@ -37,6 +37,14 @@ struct Common {
     /// GPU ordinals to use (first one for `check`), e.g. `0,1`.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     gpus: Vec<usize>,
+    /// Without a GPU (emu), estimate each performance check's time on this GPU: h100
+    /// (default) or h200. An estimate, never a grade (docs/estimate.md).
+    #[arg(long, value_name = "GPU", value_parser = parse_estimate_gpu)]
+    estimate_gpu: Option<String>,
+}
+
+fn parse_estimate_gpu(s: &str) -> Result<String, String> {
+    crate::estimate::gpu::named(s).map(|g| g.id)
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -306,6 +314,7 @@ fn common_options(c: &Common) -> Requested {
         backend: c.backend,
         seed: c.seed,
         gpus: c.gpus.clone(),
+        estimate_gpu: c.estimate_gpu.clone(),
     }
 }
 

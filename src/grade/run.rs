@@ -93,6 +93,7 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::Ran { .. } => "Ran",
         Response::Staged => "Staged",
         Response::Timed(_) => "Timed",
+        Response::Estimated(_) => "Estimated",
         Response::Failed { .. } => "Failed",
     }
 }

@@ -56,6 +56,10 @@ pub enum Request {
     Measure(Box<crate::measure::session::MeasureSpec>),
     /// Start the timed launches of the `Measure` that answered `Staged`. Answer: `Timed`.
     Go,
+    /// Profile a kernel for the speed estimate on the emulator, whatever this worker's backend
+    /// (`estimate::sample`). Blobs: the module's PTX, then every buffer's whole allocation.
+    /// Answer: `Estimated`.
+    Estimate(Box<crate::estimate::sample::EstimateSpec>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,6 +103,8 @@ pub enum Response {
     Staged,
     /// What a `Measure` found.
     Timed(Box<crate::measure::session::TimingReport>),
+    /// What an `Estimate` found, or why it could not.
+    Estimated(Result<Box<crate::estimate::model::KernelProfile>, String>),
     /// The worker could not serve the request (e.g. the backend failed to start).
     Failed {
         message: String,
