@@ -7,7 +7,8 @@
 //!
 //! Run: `ci/with-nvrtc cargo run --release --example estimate_bench -- [OPTIONS]`
 //!   --measured DIR   the GPU run (unpacked estimate-bench-grade.tgz: DIR/grade/LAB/ENTRY/
-//!                    result.json), or a folder of LAB-ENTRY.json (ci/gpu-run.sh's layout)
+//!                    result.json), or a folder of LAB-ENTRY.json (ci/gpu-run.sh's layout), or
+//!                    a CSV of medians (docs/validation/estimate-h100-measured.csv)
 //!   --gpu ID         the modelled GPU (default h100)
 //!   --reuse          keep emulator results already in target/estimate-bench
 //!   --only TEXT      only entries whose LAB/ENTRY contains TEXT
@@ -138,6 +139,33 @@ fn measured(
 ) {
     let mut kernels = HashMap::new();
     let mut baselines = HashMap::new();
+    // docs/validation/estimate-h100-measured.csv: lab,submission,milestone,check,status,
+    // kernel_ms,baseline,baseline_ms (the first check of a milestone gives its kernel's time).
+    if dir.extension().is_some_and(|e| e == "csv") {
+        let text = std::fs::read_to_string(dir).unwrap_or_else(|e| {
+            eprintln!("{}: {e}", dir.display());
+            std::process::exit(2)
+        });
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            if f.len() < 8 {
+                continue;
+            }
+            if let Ok(ms) = f[5].parse::<f64>() {
+                kernels
+                    .entry((f[0].to_string(), f[1].to_string(), f[2].to_string()))
+                    .or_insert(ms);
+            }
+            if let Ok(ms) = f[7].parse::<f64>() {
+                if !f[6].starts_with("cpu") {
+                    baselines
+                        .entry((f[0].to_string(), f[6].to_string()))
+                        .or_insert(ms);
+                }
+            }
+        }
+        return (kernels, baselines);
+    }
     let mut files: Vec<(String, String, PathBuf)> = Vec::new();
     let grade = dir.join("grade");
     if grade.is_dir() {
@@ -474,7 +502,12 @@ fn main() {
                         name: bname,
                         validation: false,
                         profile: serde_json::from_value(b["profile"].clone()).ok(),
-                        fixed_ms: b["ms"].as_f64(),
+                        // A copy is priced again with this GPU's `copy_gbs` where its bytes
+                        // are known (results from before `bytes` keep their stored time).
+                        fixed_ms: match b["bytes"].as_f64() {
+                            Some(bytes) if kind == "copy" => Some(model::copy_ms(bytes, &g)),
+                            _ => b["ms"].as_f64(),
+                        },
                         measured: baselines.get(&(lab.clone(), kind.clone())).copied(),
                         seconds: 0.0,
                     });

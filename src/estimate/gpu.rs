@@ -58,6 +58,7 @@ pub struct Gpu {
     pub l2_store_sectors_per_ns: Param,
     pub l2_atomic_ops_per_ns: Param,
     pub dram_gbs: Param,
+    pub copy_gbs: Param,
     pub same_address_atomic_ns: Param,
     pub launch_us: Param,
     pub latency_scale: Param,
@@ -130,6 +131,8 @@ pub fn named(name: &str) -> Result<Gpu, String> {
 
 /// The GPU estimates are for unless asked otherwise.
 pub const DEFAULT: &str = "h100";
+/// `--estimate-gpu none`: no estimates.
+pub const NONE: &str = "none";
 
 impl Gpu {
     /// Latencies in cycles, as the emulator's cost counters take them.

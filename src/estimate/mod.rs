@@ -4,7 +4,8 @@
 //!
 //! On the emulator backend each performance check carries an [`Estimate`]: the kernel's
 //! estimated time with its likely range, the same for its baseline where that is a kernel
-//! (the reference, cuBLAS, a device copy; a CPU baseline is measured as ever), the ratio the
+//! (the reference, cuBLAS, a device copy; a CPU baseline only where it is pinned for the course
+//! by `cugrade calibrate`, never timed here), the ratio the
 //! rubric's bar is about, and what bounds the kernel. It is feedback, never a grade: the
 //! check stays skipped and its points provisional.
 
@@ -40,6 +41,9 @@ pub struct Estimate {
     pub against: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineEstimate>,
+    /// Why there is no ratio although the bar has one (a CPU baseline that is not pinned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_ratio: Option<String>,
     /// The bound that dominates: `compute`, `l1`, `latency`, `l2`, `dram`, `atomics`.
     pub limiter: String,
     /// Every bound, ms.
@@ -62,8 +66,11 @@ pub struct BaselineEstimate {
     /// `cpu`, `cpu_parallel`, `reference:<kernel>`, `cublas`, `copy`.
     pub kind: String,
     pub ms: f64,
-    /// Whether `ms` is the model's (a GPU baseline) or measured here (the CPU).
+    /// Whether `ms` is the model's (a GPU baseline) or pinned for the course (the CPU).
     pub estimated: bool,
+    /// A device copy's bytes (read once and written once), for `copy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<KernelProfile>,
 }
@@ -101,7 +108,7 @@ fn fmt_ratio(r: f64) -> String {
 impl Estimate {
     /// One sentence for every report format: "estimated on an H100: 0.352 ms (likely
     /// 0.246–0.493 ms), about 3.40x faster than the reference `reduce_naive` (needs 10x);
-    /// limited by DRAM bandwidth; an estimate, not a grade".
+    /// bound by DRAM bandwidth; an estimate, not a grade".
     pub fn sentence(&self) -> String {
         let article = if self
             .gpu
@@ -123,20 +130,26 @@ impl Estimate {
         );
         if let Some(r) = self.ratio {
             let unit = if self.unit == "%" { " %" } else { "x" };
-            let (lo, hi) = (self.ratio_low.unwrap_or(r), self.ratio_high.unwrap_or(r));
-            s.push_str(&format!(
-                ", about {}{unit} {} (likely {}–{}{unit})",
-                fmt_ratio(r),
-                self.against,
-                fmt_ratio(lo),
-                fmt_ratio(hi)
-            ));
-            if let Some(n) = self.needs {
-                s.push_str(&format!("; needs {n}{unit}"));
+            s.push_str(&format!(", about {}{unit} {}", fmt_ratio(r), self.against));
+            let mut paren = Vec::new();
+            if let Some(b) = self.baseline.as_ref().filter(|b| !b.estimated) {
+                paren.push(format!("the CPU's {} pinned for the course", fmt_ms(b.ms)));
             }
+            if let Some(n) = self.needs {
+                paren.push(format!("needs {n}{unit}"));
+            }
+            if !paren.is_empty() {
+                s.push_str(&format!(" ({})", paren.join("; ")));
+            }
+        } else if let (Some(n), Some(why)) = (self.needs, &self.no_ratio) {
+            let unit = if self.unit == "%" { " %" } else { "x" };
+            s.push_str(&format!(
+                "; needs {n}{unit} {} (no ratio: {why})",
+                self.against
+            ));
         }
         s.push_str(&format!(
-            "; limited by {}",
+            "; bound by {}",
             model::limiter_words(&self.limiter)
         ));
         s.push_str("; an estimate, not a grade");
@@ -162,6 +175,7 @@ mod tests {
             unit: "x".into(),
             against: "faster than the reference `reduce_naive`".into(),
             baseline: None,
+            no_ratio: None,
             limiter: "dram".into(),
             bounds: vec![],
             blocks_per_sm: 8,
@@ -177,7 +191,7 @@ mod tests {
         let s = sample().sentence();
         assert_eq!(
             s,
-            "estimated on an H100: 0.352 ms (likely 0.246–0.493 ms), about 3.40x faster than the reference `reduce_naive` (likely 2.43–4.86x); needs 10x; limited by DRAM bandwidth; an estimate, not a grade"
+            "estimated on an H100: 0.352 ms (likely 0.246–0.493 ms), about 3.40x faster than the reference `reduce_naive` (needs 10x); bound by DRAM bandwidth; an estimate, not a grade"
         );
         let mut e = sample();
         e.unit = "%".into();
@@ -186,9 +200,37 @@ mod tests {
         e.ratio_high = Some(61.0);
         e.needs = Some(40.0);
         e.against = "of the device-to-device copy bandwidth".into();
-        assert!(e.sentence().contains(
-            "about 55.3 % of the device-to-device copy bandwidth (likely 40.0–61.0 %); needs 40 %"
-        ));
+        assert!(
+            e.sentence()
+                .contains("about 55.3 % of the device-to-device copy bandwidth (needs 40 %)")
+        );
+        let mut e = sample();
+        e.baseline = Some(BaselineEstimate {
+            kind: "cpu".into(),
+            ms: 14.34,
+            estimated: false,
+            bytes: None,
+            profile: None,
+        });
+        e.against = "faster than the single-threaded CPU".into();
+        assert!(
+            e.sentence().contains(
+                "about 3.40x faster than the single-threaded CPU (the CPU's 14.3 ms pinned for the course; needs 10x)"
+            ),
+            "{}",
+            e.sentence()
+        );
+        let mut e = sample();
+        (e.ratio, e.ratio_low, e.ratio_high, e.baseline) = (None, None, None, None);
+        e.against = "faster than the single-threaded CPU".into();
+        e.no_ratio = Some("why".into());
+        assert!(
+            e.sentence().contains(
+                "; needs 10x faster than the single-threaded CPU (no ratio: why); bound by"
+            ),
+            "{}",
+            e.sentence()
+        );
     }
 
     #[test]

@@ -298,6 +298,13 @@ pub fn run(spec: &EstimateSpec, blobs: &[Vec<u8>]) -> Result<KernelProfile, Stri
     }
     let grid = spec.dims.grid;
     let first = pilot(grid);
+    let fault = |e: crate::backend::BackendError| match e {
+        crate::backend::BackendError::Fault(_) if Instant::now() > deadline => format!(
+            "the emulated blocks did not finish within {:.0} s: a block may wait for another block's writes (which a sample does not run), or one block does too much work to emulate",
+            spec.deadline_ms as f64 / 1000.0
+        ),
+        e => e.to_string(),
+    };
     let p0 = emu
         .launch_profiled(
             &spec.kernel,
@@ -307,16 +314,9 @@ pub fn run(spec: &EstimateSpec, blobs: &[Vec<u8>]) -> Result<KernelProfile, Stri
             &spec.cost,
             deadline,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(fault)?;
     let pilot_insts = p0.blocks.first().map_or(1, |b| b.1.warp_insts);
     let mut plan = plan(grid, pilot_insts, spec.budget);
-    let fault = |e: crate::backend::BackendError| match e {
-        crate::backend::BackendError::Fault(f) if Instant::now() > deadline => format!(
-            "the sampled blocks did not finish in {} s of emulation ({f}): a block may wait for another block's writes, or the case is too large to estimate",
-            spec.deadline_ms / 1000
-        ),
-        e => e.to_string(),
-    };
     // The pilot is one of a sample's blocks: it does not run again.
     let rest: Vec<u64> = if plan.whole {
         plan.blocks()

@@ -3,7 +3,7 @@
 //! backend. The check stays skipped (its points provisional, as without an estimate); its
 //! message and `estimate` say what the kernel would likely take on the modelled GPU, and the
 //! ratio against the same baseline a GPU run would use: the reference kernel and cuBLAS and a
-//! device copy estimated by the same model, a CPU baseline measured here.
+//! device copy estimated by the same model, a CPU baseline only where pinned for the course.
 
 use super::*;
 use crate::backend::KernelInfo;
@@ -14,7 +14,7 @@ use crate::estimate::sample::{self, EstimateSpec};
 use crate::estimate::{self, BaselineEstimate, Estimate};
 use crate::inputs::Invocation;
 use crate::measure::session::BaselinePlan;
-use crate::rubric::schema::PerfSpec;
+use crate::rubric::schema::{Against, PerfSpec};
 
 /// Reference-kernel profiles by kernel, case, launch and GPU (see `Reference::estimates`).
 pub(super) type ProfileCache = HashMap<String, Result<KernelProfile, String>>;
@@ -23,8 +23,12 @@ const NOT_MEASURED: &str =
     "speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check";
 const NOT_MEASURED_AFTER: &str = "Speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check's points";
 
-/// How long one kernel's profile may emulate.
-const PROFILE_LIMIT: Duration = Duration::from_secs(60);
+const NO_CPU_PIN: &str = "the CPU baseline is not pinned for this rubric with `cugrade calibrate`, and a CPU timed here would make the report depend on this machine";
+
+/// How long one kernel's profile may emulate (a few seconds normally; a kernel that serialises
+/// a whole case in one thread takes longer, one whose sampled blocks wait for other blocks
+/// never finishes).
+const PROFILE_LIMIT: Duration = Duration::from_secs(30);
 
 impl MilestoneRun<'_> {
     /// The performance check `p` on the emulator: skipped, with an estimate when the kernel is
@@ -39,6 +43,9 @@ impl MilestoneRun<'_> {
         let skipped = |why: String| {
             Check::skipped(CheckKind::Performance, p.name.clone(), why).with_case(p.case.clone())
         };
+        if self.opts.estimate_gpu == crate::estimate::gpu::NONE {
+            return skipped(NOT_MEASURED.to_string());
+        }
         if !correct {
             return skipped(format!(
                 "{NOT_MEASURED} (not estimated either: the kernel is not correct yet)"
@@ -160,6 +167,32 @@ impl MilestoneRun<'_> {
             ));
         }
         let (low_ms, high_ms) = estimate::range(t.ms, &g, widen);
+        // A CPU baseline timed here would make the report depend on this machine (and on the
+        // run): only one pinned for the course (`cugrade calibrate`) gives a ratio.
+        if let Some(words) = self.unpinned_cpu(&p.against, &case) {
+            return Ok(Estimate {
+                gpu: g.name.clone(),
+                gpu_id: g.id.clone(),
+                ms: t.ms,
+                low_ms,
+                high_ms,
+                ratio: None,
+                ratio_low: None,
+                ratio_high: None,
+                needs: Some(crate::rubric::perf_bar(p)),
+                unit: "x".into(),
+                against: words,
+                baseline: None,
+                no_ratio: Some(NO_CPU_PIN.into()),
+                limiter: t.limiter,
+                bounds: t.bounds,
+                blocks_per_sm: t.blocks_per_sm,
+                occupancy_limiter: t.occupancy_limiter,
+                notes,
+                seconds: 0.0,
+                profile,
+            });
+        }
         let t0 = Instant::now();
         let choice = self.baseline(&p.against, &case, &inv)?;
         if std::env::var_os("CUGRADE_ESTIMATE_TRACE").is_some() {
@@ -174,6 +207,7 @@ impl MilestoneRun<'_> {
                     .map_or("cpu".into(), |r| r.kind.clone()),
                 ms: *ms,
                 estimated: false,
+                bytes: None,
                 profile: None,
             }),
             BaselinePlan::Reference(call) => {
@@ -182,6 +216,7 @@ impl MilestoneRun<'_> {
                     kind: format!("reference:{}", call.kernel),
                     ms: model::time(&prof, &g).ms,
                     estimated: true,
+                    bytes: None,
                     profile: Some(prof),
                 })
             }
@@ -189,12 +224,14 @@ impl MilestoneRun<'_> {
                 kind: "cublas".into(),
                 ms: model::cublas_ms(*m as f64, *n as f64, *k as f64, &g),
                 estimated: true,
+                bytes: None,
                 profile: None,
             }),
             BaselinePlan::Copy { bytes } => Some(BaselineEstimate {
                 kind: "copy".into(),
                 ms: model::copy_ms(*bytes as f64, &g),
                 estimated: true,
+                bytes: Some(*bytes as f64),
                 profile: None,
             }),
         };
@@ -216,6 +253,7 @@ impl MilestoneRun<'_> {
             unit: choice.unit.to_string(),
             against: against_words(&choice.what),
             baseline,
+            no_ratio: None,
             limiter: t.limiter,
             bounds: t.bounds,
             blocks_per_sm: t.blocks_per_sm,
@@ -224,6 +262,27 @@ impl MilestoneRun<'_> {
             seconds: 0.0,
             profile,
         })
+    }
+
+    /// For a bar against the CPU whose baseline is not pinned for the course (no
+    /// `<rubric>.calibration.json` entry): the bar's words ("faster than the single-threaded
+    /// CPU"). The CPU is then not timed at all.
+    fn unpinned_cpu(&self, against: &Against, case: &Case) -> Option<String> {
+        let (what, label) = match against {
+            Against::Cpu => ("cpu", "single-threaded CPU"),
+            Against::CpuParallel => ("cpu_parallel", "multi-threaded CPU"),
+            _ => return None,
+        };
+        let key = crate::measure::calibration::key(
+            &self.rubric.rubric.assignment,
+            what,
+            &case.name,
+            &case.vars,
+        );
+        if crate::measure::calibration::pinned(&self.rubric.path, &key).is_some() {
+            return None;
+        }
+        Some(format!("faster than the {label}"))
     }
 
     /// A reference kernel's profile on a case, emulated in the reference's worker once per run

@@ -169,7 +169,13 @@ fn check<'a>(out: &mut String, f: &Finding<'a>, hints_said: &mut Vec<&'a str>) {
         facts.push(format!("- **{label}:** {}{more}", spans.join(", ")));
     }
     if let Some(m) = describe::measurement(c) {
-        facts.push(format!("- **Measured:** {}", inline(&m)));
+        // An estimated check has a bar but no measurement (docs/estimate.md).
+        let label = if c.measured.is_none() && c.estimate.is_some() {
+            "Not measured"
+        } else {
+            "Measured"
+        };
+        facts.push(format!("- **{label}:** {}", inline(&m)));
     }
     if let Some(h) = c.hint.as_deref().filter(|h| !hints_said.contains(h)) {
         hints_said.push(h);
