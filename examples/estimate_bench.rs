@@ -131,12 +131,13 @@ fn read(path: &Path) -> Option<Value> {
 
 /// Measured medians of a GPU run: (lab, entry, milestone) -> kernel ms, and (lab, baseline
 /// kind) -> baseline ms.
-fn measured(
-    dir: &Path,
-) -> (
+/// Measured kernel medians by (lab, entry, milestone), and GPU-baseline medians by (lab, kind).
+type Medians = (
     HashMap<(String, String, String), f64>,
     HashMap<(String, String), f64>,
-) {
+);
+
+fn measured(dir: &Path) -> Medians {
     let mut kernels = HashMap::new();
     let mut baselines = HashMap::new();
     // docs/validation/estimate-h100-measured.csv: lab,submission,milestone,check,status,
@@ -156,12 +157,12 @@ fn measured(
                     .entry((f[0].to_string(), f[1].to_string(), f[2].to_string()))
                     .or_insert(ms);
             }
-            if let Ok(ms) = f[7].parse::<f64>() {
-                if !f[6].starts_with("cpu") {
-                    baselines
-                        .entry((f[0].to_string(), f[6].to_string()))
-                        .or_insert(ms);
-                }
+            if let Ok(ms) = f[7].parse::<f64>()
+                && !f[6].starts_with("cpu")
+            {
+                baselines
+                    .entry((f[0].to_string(), f[6].to_string()))
+                    .or_insert(ms);
             }
         }
         return (kernels, baselines);
@@ -240,10 +241,10 @@ fn measured(
                 } else {
                     None
                 };
-                if let (Some(k), Some(ms)) = (kind, bms) {
-                    if !k.starts_with("cpu") {
-                        baselines.entry((lab.clone(), k)).or_insert(ms);
-                    }
+                if let (Some(k), Some(ms)) = (kind, bms)
+                    && !k.starts_with("cpu")
+                {
+                    baselines.entry((lab.clone(), k)).or_insert(ms);
                 }
             }
         }
