@@ -5,7 +5,7 @@ the kernel time the performance checks measured).
 
     ci/cohort-bench.py --cugrade target/release/cugrade [--students 200] [--jobs N]
                        [--backend emu|cuda|auto] [--rubric rubrics/reduction.yaml]
-                       [--keep DIR] [--json OUT.json]
+                       [--gpus LIST] [--keep DIR] [--json OUT.json] [--grades OUT.csv]
 
 The cohort is the reduction lab's example submissions (good, buggy, hanging) repeated to the
 requested size; each copy gets a comment line naming its student, so no two submissions are
@@ -83,6 +83,8 @@ def main():
                     help="leave out the Numba examples (no Numba toolchain on this machine)")
     ap.add_argument("--keep", help="keep the cohort and the output tree here")
     ap.add_argument("--json", help="also write the figures as JSON here")
+    ap.add_argument("--gpus", help="passed to `cugrade grade --gpus` (e.g. 0,1)")
+    ap.add_argument("--grades", help="copy the run's grades.csv here (to compare two runs)")
     a = ap.parse_args()
     if not os.access(a.cugrade, os.X_OK):
         sys.exit("cohort-bench: no cugrade binary at %s (--cugrade PATH)" % a.cugrade)
@@ -93,6 +95,8 @@ def main():
     make_cohort(cohort, a.students, numba=not a.no_numba)
     cmd = [a.cugrade, "grade", "--rubric", a.rubric, cohort, "--out", out,
            "--backend", a.backend, "--jobs", str(a.jobs), "--seed", "1"]
+    if a.gpus:
+        cmd += ["--gpus", a.gpus]
     print("$ " + " ".join(cmd), flush=True)
     started = time.monotonic()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -102,8 +106,9 @@ def main():
         sys.stderr.write(proc.stderr[-4000:])
         sys.exit("cohort-bench: cugrade exited %d" % proc.returncode)
     results = []
-    for d in sorted(os.listdir(out)):
-        p = os.path.join(out, d, "result.json")
+    students = os.path.join(out, "students")  # <out>/students/<id>/ since issue 17
+    for d in sorted(os.listdir(students)):
+        p = os.path.join(students, d, "result.json")
         if os.path.isfile(p):
             with open(p) as f:
                 results.append(json.load(f))
@@ -118,6 +123,30 @@ def main():
     held = sum(h.get("held_s", 0.0) for h in holds)
     setup = sum(h.get("setup_s", 0.0) for h in holds)
     waited = sum(h.get("waited_s", 0.0) for h in holds)
+    # Per GPU (`grade --gpus`): students graded, timed sections' hold and wait, and any student
+    # whose checks were timed on more than one GPU (never expected).
+    def gpu_name(g):
+        return "%s %s %s" % (g.get("index"), g.get("name"), g.get("uuid") or g.get("pci_bus_id") or "")
+    per_gpu = {}
+    split = []
+    for r in results:
+        g = r.get("run", {}).get("gpu")
+        if isinstance(g, dict):
+            e = per_gpu.setdefault(gpu_name(g), {"students": 0, "held_s": 0.0, "waited_s": 0.0})
+            e["students"] += 1
+        devs = set()
+        for m in r["milestones"]:
+            for c in m["checks"]:
+                t = c.get("timing")
+                if isinstance(t, dict) and isinstance(t.get("device"), dict):
+                    devs.add(gpu_name(t["device"]))
+                    h = t.get("gpu") or {}
+                    e = per_gpu.setdefault(gpu_name(t["device"]),
+                                           {"students": 0, "held_s": 0.0, "waited_s": 0.0})
+                    e["held_s"] += h.get("held_s", 0.0)
+                    e["waited_s"] += h.get("waited_s", 0.0)
+        if len(devs) > 1:
+            split.append(r.get("id") or r.get("student"))
     # Each student's grading wall time, by the example it copies.
     by_example = {}
     for r in results:
@@ -140,6 +169,10 @@ def main():
         "gpu_held_s": round(held, 2),
         "gpu_setup_s": round(setup, 2),
         "gpu_waited_s": round(waited, 2),
+        "gpus": a.gpus or "",
+        "per_gpu": {k: {"students": v["students"], "held_s": round(v["held_s"], 2),
+                        "waited_s": round(v["waited_s"], 2)} for k, v in sorted(per_gpu.items())},
+        "students_timed_on_several_gpus": split,
         "student_seconds_by_example": {k: {"n": len(v), "mean_s": round(sum(v) / len(v), 2),
                                            "max_s": round(max(v), 2)}
                                        for k, v in sorted(by_example.items())},
@@ -155,6 +188,11 @@ def main():
         print("timed sections held the GPU for %(gpu_held_s).1f s in all (%(timed_sections)d sections); "
               "they waited %(gpu_waited_s).1f s for it, after %(gpu_setup_s).1f s of setup "
               "(allocations, uploads)" % figures)
+    for k, v in figures["per_gpu"].items():
+        print("GPU %s: %d students, timed sections held it %.1f s and waited %.1f s for it"
+              % (k, v["students"], v["held_s"], v["waited_s"]))
+    if split:
+        print("WARNING: %d students were timed on more than one GPU: %s" % (len(split), split[:5]))
     if by_example:
         print("grading wall time per student, by example (mean / max s): " + ", ".join(
             "%s %.1f/%.1f" % (k, v["mean_s"], v["max_s"])
@@ -162,6 +200,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(figures, f, indent=2)
+    if a.grades:
+        shutil.copyfile(os.path.join(out, "grades.csv"), a.grades)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
 

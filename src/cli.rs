@@ -11,10 +11,13 @@ use std::path::PathBuf;
 #[command(
     name = "cugrade",
     version,
-    about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA kernels",
-    long_about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA \
-                  kernels against a YAML rubric, on the GPU or on cugrade's PTX emulator.\n\n\
-                  Students: `cugrade init LAB` writes a starter, `cugrade check` grades it.",
+    about = "Auto-grader for GPU programming courses: compiles, runs and checks CUDA kernels \
+             (.cu, .ptx, Numba .py)",
+    long_about = "Auto-grader for GPU programming courses: compiles, runs and checks GPU \
+                  kernels (CUDA C++ .cu, PTX .ptx, Numba @cuda.jit in .py) against a YAML \
+                  rubric, on the GPU or on cugrade's PTX emulator.\n\n\
+                  Students: `cugrade init LAB` (or `cugrade init LAB --lang numba`) writes a \
+                  starter, `cugrade check` grades it.",
     max_term_width = 80
 )]
 struct Cli {
@@ -57,7 +60,7 @@ pub struct CheckArgs {
     /// (`rubric: LAB` for a lab built into cugrade, or a file next to cugrade.yaml).
     #[arg(long, value_name = "FILE")]
     pub rubric: Option<PathBuf>,
-    /// The submission: a .cu or .ptx file, or a folder of them.
+    /// The submission: a .cu, .ptx or .py (Numba) file, or a folder of them.
     #[arg(default_value = ".", value_name = "SUBMISSION")]
     pub submission: PathBuf,
     /// Write result.json here.
@@ -72,7 +75,8 @@ pub struct CheckArgs {
     /// Write Gradescope's results.json here (e.g. /autograder/results/results.json).
     #[arg(long, value_name = "FILE")]
     pub gradescope: Option<PathBuf>,
-    /// Grade again each time a source file of the submission changes (Ctrl-C stops).
+    /// Grade again each time a file of the submission (.cu, .cuh, .h, .ptx, .py,
+    /// cugrade.yaml) or the rubric changes (Ctrl-C stops).
     #[arg(long)]
     pub watch: bool,
     /// Print only the total line (GitHub annotations and JSON are unaffected).
@@ -88,7 +92,7 @@ pub struct CheckArgs {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Grade one submission (a .cu or .ptx file, or a folder) and print a summary.
+    /// Grade one submission (a .cu, .ptx or .py file, or a folder) and print a summary.
     Check {
         #[command(flatten)]
         args: CheckArgs,
@@ -100,17 +104,18 @@ enum Command {
         /// Rubric file (YAML).
         #[arg(long, value_name = "FILE")]
         rubric: PathBuf,
-        /// Folder of submissions: each subfolder, .cu/.ptx file or .zip/.tar.gz archive is one
-        /// student.
+        /// Folder of submissions: each subfolder, .cu/.ptx/.py file or .zip/.tar.gz archive is
+        /// one student.
         cohort: PathBuf,
         /// Folder for the results (created if missing).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
         #[command(flatten)]
         common: Common,
-        /// Submissions graded at once (default 1; each still runs in its own workers).
-        #[arg(long, default_value_t = 1, value_name = "N")]
-        jobs: usize,
+        /// Submissions graded at once (default: one per GPU in --gpus, else 1; each still runs
+        /// in its own workers).
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
         /// Grade only shard K of N (1-based), e.g. `2/4`, to spread a cohort over machines.
         #[arg(long, value_name = "K/N")]
         shard: Option<String>,
@@ -152,9 +157,28 @@ enum Command {
         /// Rubric files (YAML) whose CPU baselines to measure.
         rubrics: Vec<PathBuf>,
     },
-    /// Say what this machine offers: driver, GPUs, NVRTC, sandbox layers, and what is missing.
-    Doctor,
-    /// Write a student starter for a lab: stub kernels, cugrade.yaml and a README.
+    /// Say what this machine offers (driver, GPUs, NVRTC, CUDA headers, Numba, sandbox) and
+    /// what is missing; exit 3 when something the rubric needs is missing.
+    Doctor {
+        /// The rubric whose needs count (NVRTC, headers; Numba if it accepts .py kernels).
+        /// Without it, the rubric the submission's cugrade.yaml names.
+        #[arg(long, value_name = "FILE")]
+        rubric: Option<PathBuf>,
+        /// The submission folder whose cugrade.yaml and files count [default: .]; Numba is
+        /// needed when it has .py kernels.
+        #[arg(value_name = "SUBMISSION")]
+        submission: Option<PathBuf>,
+        /// Where kernels will run: with `cuda`, a GPU (and cuBLAS, where the rubric compares
+        /// against it) is needed too.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        /// First install what is needed and missing (NVRTC, CUDA's headers, Numba) from PyPI
+        /// into cugrade's cache.
+        #[arg(long)]
+        install: bool,
+    },
+    /// Write a student starter for a lab: stub kernels (CUDA C++, or Numba with --lang
+    /// numba), cugrade.yaml and a README.
     Init {
         /// The lab (`cugrade init --list` lists them).
         #[arg(value_name = "LAB", required_unless_present = "list",
@@ -164,9 +188,14 @@ enum Command {
         /// but not the starter's kernels or cugrade.yaml.
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
-        /// List the labs built into this cugrade and exit.
+        /// List the labs built into this cugrade, with the languages each has starters in,
+        /// and exit.
         #[arg(long)]
         list: bool,
+        /// The language of the starter's kernels: CUDA C++ (LAB.cu) or Numba @cuda.jit
+        /// functions in Python (LAB.py).
+        #[arg(long, value_enum, default_value = "cuda")]
+        lang: crate::student::starter::StarterLang,
     },
     /// Print a shell completion script, e.g. `cugrade completions bash > ~/.local/share/bash-completion/completions/cugrade`.
     Completions {
@@ -195,6 +224,7 @@ pub fn command() -> clap::Command {
 
 /// Parse the command line and run it; returns the exit code.
 pub fn main() -> i32 {
+    quiet_on_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -207,10 +237,33 @@ pub fn main() -> i32 {
             };
         }
     };
-    let result = match cli.command {
+    let command = match cli.command {
         Command::Worker { config } => return crate::worker::child::main(&config),
         Command::ProfileKernel { job } => return crate::worker::profiled::main(&job),
-        Command::Doctor => Ok(crate::doctor::run()),
+        other => other,
+    };
+    // Ctrl-C or SIGTERM: end every worker and remove every temp folder before exiting.
+    crate::worker::interrupt::install();
+    let code = run_command(command);
+    crate::worker::interrupt::wait_if_interrupted();
+    crate::sandbox::scratch::remove_run_dir();
+    code
+}
+
+fn run_command(cmd: Command) -> i32 {
+    let result = match cmd {
+        Command::Worker { .. } | Command::ProfileKernel { .. } => Ok(exit::USAGE),
+        Command::Doctor {
+            rubric,
+            submission,
+            backend,
+            install,
+        } => crate::doctor::run(&crate::doctor::DoctorOptions {
+            rubric,
+            submission,
+            backend,
+            install,
+        }),
         Command::Calibrate { rubrics } => crate::calibrate::run(&rubrics),
         Command::Validate {
             rubrics,
@@ -243,10 +296,16 @@ pub fn main() -> i32 {
                 crate::student::check(&opts)
             }
         }
-        Command::Init { lab, dir, list } => crate::student::init(lab.as_deref(), dir, list),
+        Command::Init {
+            lab,
+            dir,
+            list,
+            lang,
+        } => crate::student::init(lab.as_deref(), dir, list, lang),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut command(), "cugrade", &mut std::io::stdout());
-            Ok(exit::OK)
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command(), "cugrade", &mut script);
+            write_stdout(&script).map(|()| exit::OK)
         }
         Command::Man { out } => man(out),
         Command::Merge { out, shards } => crate::cohort::merge::run(&out, &shards),
@@ -264,7 +323,9 @@ pub fn main() -> i32 {
             Err(e) => Err(CliError::Usage(e)),
             Ok(shard) => {
                 let opts = crate::cohort::CohortOptions {
-                    jobs: jobs.max(1),
+                    jobs: jobs
+                        .unwrap_or_else(|| crate::cohort::gpus::default_jobs(&common.gpus))
+                        .max(1),
                     shard,
                     resume: resume && !regrade,
                     format: common.format,
@@ -288,9 +349,11 @@ fn man(out: Option<PathBuf>) -> Result<i32, CliError> {
     let fatal = |e: std::io::Error| CliError::Fatal(crate::errors::Fatal::new(e.to_string()));
     match out {
         None => {
+            let mut page = Vec::new();
             clap_mangen::Man::new(cmd)
-                .render(&mut std::io::stdout())
+                .render(&mut page)
                 .map_err(fatal)?;
+            write_stdout(&page)?;
         }
         Some(dir) => {
             std::fs::create_dir_all(&dir).map_err(fatal)?;
@@ -298,6 +361,54 @@ fn man(out: Option<PathBuf>) -> Result<i32, CliError> {
         }
     }
     Ok(exit::OK)
+}
+
+/// Write `bytes` to stdout; a reader that went away ends the process as [`broken_pipe`] does.
+fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => broken_pipe(),
+        Err(e) => Err(CliError::Fatal(crate::errors::Fatal::new(format!(
+            "cannot write to standard output: {e}"
+        )))),
+    }
+}
+
+/// End as a Unix filter does when its reader goes away (`cugrade man | head`): killed by
+/// SIGPIPE, silently (the shell reports status 141 and prints nothing).
+///
+/// Rust ignores SIGPIPE so that a write to a closed pipe is an error instead; cugrade keeps it
+/// ignored while it runs, because a worker that dies must not take the grader down with it
+/// when the grader writes its next request. Only a write to cugrade's own stdout or stderr
+/// ends up here.
+pub fn broken_pipe() -> ! {
+    // SAFETY: resetting a signal's disposition and raising it; nothing runs after it.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    std::process::exit(141)
+}
+
+/// `print!` and `eprint!` panic when their pipe is closed ("failed printing to stdout: Broken
+/// pipe"): that one panic ends the process quietly through [`broken_pipe`]; every other panic
+/// is reported as usual. Installed once, before anything prints.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if payload.starts_with("failed printing to std") && payload.contains("Broken pipe") {
+            broken_pipe();
+        }
+        default(info);
+    }));
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {

@@ -1,9 +1,14 @@
 //! `cugrade grade`: every submission of a cohort, one broken submission never stopping the
 //! others (as ripgrep treats a bad file). Each student gets `result.json`, `report.md`,
 //! `junit.xml`, Gradescope's `results.json` and the `fingerprints.json` of their sources in
-//! their own folder; the cohort gets `summary.md` (and `charts/`), `grades.csv`,
-//! `integrity.csv` and a combined `junit.xml`. `merge` combines shards; `progress` reports.
+//! their own folder, `<out>/students/<id>/` ([`entries`] says how ids are made); the cohort
+//! gets `summary.md` (and `charts/`), `grades.csv`, `integrity.csv` and a combined
+//! `junit.xml`, each written atomically. The run holds a [`lock`] on `<out>`. `merge`
+//! combines shards; `progress` reports.
 
+pub mod entries;
+pub mod gpus;
+pub mod lock;
 pub mod merge;
 pub mod progress;
 
@@ -11,11 +16,12 @@ use crate::errors::{CliError, Fatal};
 use crate::exit;
 use crate::grade::{self, Reference};
 use crate::integrity::{self, Fingerprints};
-use crate::report::output::{Format, print_result, write_outputs};
+use crate::report::output::{Format, print_result};
 use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
 use crate::rubric::{self, LoadedRubric};
 use crate::setup::{Requested, resolve};
-use crate::submission;
+use crate::submission::{self, Submission};
+use entries::{Entry, Kind as EntryKind};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -131,15 +137,64 @@ pub fn unreadable(
         assignment: rubric.rubric.assignment.clone(),
         student: student.to_string(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: backend.to_string(),
         seed,
         score: 0.0,
         max_score: rubric.max_score(),
         milestones,
         submission_sha256: String::new(),
+        rubric_sha256: String::new(),
         compile: None,
         run: Default::default(),
         notes: vec![],
+        flags: vec![],
+    }
+}
+
+/// The folder of `<out>` that holds one folder per student: no student's folder can take the
+/// name of a class report (`summary.md`, `junit.xml`, `charts`...), whatever the entry is called.
+pub const STUDENTS: &str = "students";
+
+/// sha256 of the rubric's text and its reference kernel: what `--resume` compares, so that a
+/// result graded against another rubric (or another reference) is graded again.
+pub fn rubric_sha256(rubric: &LoadedRubric) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"rubric\0");
+    h.update(rubric.source().as_bytes());
+    h.update(b"\0reference\0");
+    h.update(std::fs::read(&rubric.reference_path).unwrap_or_default());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How a student's result came about, for the run's closing line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Graded,
+    Reused,
+    /// `--resume` found a result for this submission, graded under another rubric, reference,
+    /// cugrade version or backend.
+    Regraded,
+}
+
+/// Say so when `out` holds student folders of the layout before `students/` (`<out>/<name>/`):
+/// they are not read, and `--resume` grades those students again.
+fn note_old_layout(out: &Path) {
+    let old = std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name() != STUDENTS && e.path().join("result.json").is_file())
+        .count();
+    if old > 0 {
+        eprintln!(
+            "note: {} holds {old} student folders of an older layout (<out>/<student>/); students \
+             are now in {}/{STUDENTS}/<id>/, and those folders are left as they are",
+            out.display(),
+            out.display()
+        );
     }
 }
 
@@ -151,7 +206,9 @@ pub fn run(
     opts: &CohortOptions,
 ) -> Result<i32, CliError> {
     let rubric = rubric::load(rubric_path)?;
-    let mut entries = submission::cohort_entries(cohort).map_err(CliError::Usage)?;
+    // Ids come from the whole cohort before sharding: a student has the same id in every
+    // shard and in an unsharded run.
+    let mut entries = entries::list(cohort).map_err(CliError::Usage)?;
     if let Some((k, n)) = opts.shard {
         entries = entries
             .into_iter()
@@ -160,61 +217,59 @@ pub fn run(
             .map(|(_, e)| e)
             .collect();
     }
-    std::fs::create_dir_all(out)
-        .map_err(|e| Fatal::new(format!("cannot create {}: {e}", out.display())))?;
+    let _lock = lock::lock(out, "grade")?;
+    note_old_layout(out);
+    let students = out.join(STUDENTS);
+    std::fs::create_dir_all(&students)
+        .map_err(|e| Fatal::new(format!("cannot create {}: {e}", students.display())))?;
     let common = common_hashes(&rubric, &opts.starter)?;
+    let rubric_hash = rubric_sha256(&rubric);
     let progress = progress::Progress::new(entries.len(), progress::wants_bar());
-    let unpack_dir = tempfile::tempdir().map_err(|e| Fatal::new(format!("temp dir: {e}")))?;
+    // In the run's temp folder, which an interrupt or the next run removes.
+    let unpack_dir = crate::sandbox::scratch::tempdir("unpack-")
+        .map_err(|e| Fatal::new(format!("temp dir: {e}")))?;
     let devices = if req.gpus.is_empty() {
         vec![0]
     } else {
         req.gpus.clone()
     };
+    check_ordinals(req)?;
     let mut base = resolve(req, devices[0], true)?;
+    // The GPU of each job: every student a job takes is graded and timed on it.
+    let slots = plan_gpus(req, &base, &rubric, &devices, opts.jobs)?;
     base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
     // CPU baselines measured for this cohort live beside its outputs: every student, shard and
     // `--resume` of the cohort is compared with the same value (unless the rubric pins one).
     base.baseline_cache = Some(out.join("cpu-baselines.json"));
     let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
 
-    let queue = Mutex::new(entries.into_iter());
-    let results: Mutex<Vec<(GradeResult, Fingerprints)>> = Mutex::new(Vec::new());
+    let queue = Mutex::new(entries.iter());
+    type Graded = (GradeResult, Fingerprints, Outcome);
+    let results: Mutex<Vec<Graded>> = Mutex::new(Vec::new());
     let fatal: Mutex<Option<String>> = Mutex::new(None);
-    let used_names: Mutex<std::collections::BTreeSet<String>> = Mutex::new(Default::default());
+    let ctx = EntryContext {
+        rubric: &rubric,
+        rubric_hash: &rubric_hash,
+        unpack: unpack_dir.path(),
+        students: &students,
+        resume: opts.resume,
+        common: &common,
+    };
     std::thread::scope(|s| {
         for job in 0..opts.jobs {
-            let device = devices[job % devices.len()];
+            let mut o = base.clone();
+            if let Some((slot, arch)) = slots.get(job) {
+                o.device = slot.gpu.index;
+                o.device_name = slot.gpu.name.clone();
+                o.arch = arch.clone();
+                o.gpu = Some(slot.lock.clone());
+                o.gpu_record = Some(slot.gpu.clone());
+            }
             // One compile of the reference for the cohort; expected outputs computed once.
-            let mut reference = reference.share(device, None);
-            let (queue, results, fatal, used_names, rubric, base, common, progress) = (
-                &queue,
-                &results,
-                &fatal,
-                &used_names,
-                &rubric,
-                &base,
-                &common,
-                &progress,
-            );
-            let unpack = unpack_dir.path();
+            let mut reference = reference.share(o.device, o.gpu.clone());
+            let (queue, results, fatal, rubric, base, progress, ctx) =
+                (&queue, &results, &fatal, &rubric, &base, &progress, &ctx);
             s.spawn(move || {
-                let mut o = base.clone();
-                if o.backend == crate::backend::BackendKind::Cuda && device != base.device {
-                    match crate::backend::cuda::device_arch(device) {
-                        Ok((name, arch)) => {
-                            o.device = device;
-                            o.device_name = name;
-                            o.arch = arch;
-                            o.gpu = crate::backend::cuda::pci_bus_id(device).ok();
-                        }
-                        Err(e) => {
-                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) =
-                                Some(format!("GPU {device}: {e}"));
-                            return;
-                        }
-                    }
-                }
-                reference = reference.share(o.device, o.gpu.clone());
                 if o.arch != base.arch {
                     // A GPU of another architecture needs the reference compiled for it.
                     match Reference::compile(rubric, &o) {
@@ -232,17 +287,7 @@ pub fn run(
                     let Some(entry) = queue.lock().ok().and_then(|mut q| q.next()) else {
                         return;
                     };
-                    match grade_entry(
-                        &entry,
-                        rubric,
-                        &o,
-                        &mut reference,
-                        unpack,
-                        out,
-                        opts.resume,
-                        used_names,
-                        common,
-                    ) {
+                    match grade_entry(entry, ctx, &o, &mut reference) {
                         Ok(r) => {
                             progress.graded(&r.0);
                             results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
@@ -261,29 +306,156 @@ pub fn run(
         return Err(CliError::Fatal(Fatal::new(format!("grading stopped: {e}"))));
     }
     let mut graded = results.into_inner().unwrap_or_else(|p| p.into_inner());
-    graded.sort_by(|a, b| a.0.student.cmp(&b.0.student));
+    graded.sort_by(|a, b| (&a.0.student, a.0.key()).cmp(&(&b.0.student, b.0.key())));
+    let count = |o: Outcome| graded.iter().filter(|g| g.2 == o).count();
+    let (reused, regraded) = (count(Outcome::Reused), count(Outcome::Regraded));
     let prints: Vec<(String, Fingerprints)> = graded
         .iter()
-        .map(|(r, f)| (r.student.clone(), f.clone()))
+        .map(|(r, f, _)| (r.key().to_string(), f.clone()))
         .collect();
     let pairs = integrity::pairs(&prints);
-    let results: Vec<GradeResult> = graded.into_iter().map(|(r, _)| r).collect();
+    let results: Vec<GradeResult> = graded.into_iter().map(|(r, _, _)| r).collect();
     report::write_cohort(&results, &pairs, out)?;
-    if opts.format != Format::Human {
-        for r in &results {
-            print_result(r, opts.format, None);
+    match opts.format {
+        Format::Human => {}
+        // JSON Lines on stdout, one result.json per line; everything for people goes to stderr.
+        Format::Json => {
+            for r in &results {
+                println!("{}", crate::report::output::json_line(r));
+            }
+        }
+        Format::Github => {
+            for r in &results {
+                // A folder entry's files are under cohort/<entry>; a single-file entry's
+                // location is its own file name, in the cohort folder.
+                let folder = cohort.join(&r.entry);
+                let dir = if folder.is_dir() {
+                    folder
+                } else {
+                    cohort.to_path_buf()
+                };
+                print_result(r, opts.format, Some(&dir));
+            }
         }
     }
-    println!(
-        "graded {} submissions into {}",
+    let resumed = if opts.resume {
+        format!(
+            " ({reused} reused from the previous run, {} graded{})",
+            results.len() - reused,
+            if regraded > 0 {
+                format!(
+                    ", {regraded} of them again because the rubric, its reference, cugrade or \
+                     the backend changed"
+                )
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        String::new()
+    };
+    let summary = format!(
+        "graded {} submissions into {}{resumed}",
         results.len(),
         out.display()
     );
+    if opts.format == Format::Json {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     Ok(if results.iter().all(GradeResult::all_passed) {
         exit::OK
     } else {
         exit::FAILED
     })
+}
+
+/// `--gpus` names GPUs this machine has: an ordinal past the last GPU is a usage error (exit
+/// 2), never a silent fall back to the emulator.
+fn check_ordinals(req: &Requested) -> Result<(), CliError> {
+    if req.gpus.is_empty() || req.backend == crate::setup::BackendChoice::Emu {
+        return Ok(());
+    }
+    if let Ok(n) = crate::backend::cuda::device_count()
+        && n > 0
+        && let Some(bad) = req.gpus.iter().find(|&&i| i >= n)
+    {
+        return Err(CliError::Usage(format!(
+            "--gpus lists GPU {bad}, but this machine has {n} GPU{} (ordinals 0 to {}); \
+             `cugrade doctor` lists them",
+            if n == 1 { "" } else { "s" },
+            n - 1
+        )));
+    }
+    Ok(())
+}
+
+/// The GPU of each job (`gpus::assign`) with its compile target, after checking that the
+/// GPUs may time one cohort together (`gpus::check_models`: exit 2 when not). Empty on the
+/// emulator, which uses no GPU (a `--gpus` given then is noted and ignored).
+fn plan_gpus(
+    req: &Requested,
+    base: &grade::Options,
+    rubric: &LoadedRubric,
+    devices: &[usize],
+    jobs: usize,
+) -> Result<Vec<(gpus::Slot, String)>, CliError> {
+    if base.backend != crate::backend::BackendKind::Cuda {
+        if !req.gpus.is_empty() {
+            eprintln!(
+                "note: --gpus {} is not used: grading on the {} ({}), so no GPU runs anything \
+                 and speed is not measured; {jobs} job{} correctness on the CPU cores",
+                devices
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                base.device_name,
+                if req.backend == crate::setup::BackendChoice::Emu {
+                    "--backend emu"
+                } else {
+                    "no usable GPU was found"
+                },
+                if jobs == 1 { " grades" } else { "s grade" },
+            );
+        }
+        return Ok(Vec::new());
+    }
+    if let Some(note) = gpus::idle_note(&req.gpus, jobs) {
+        eprintln!("{note}");
+    }
+    let mut known: Vec<(crate::backend::GpuRecord, String)> = Vec::new();
+    for &d in devices {
+        if known.iter().any(|(g, _)| g.index == d) {
+            continue;
+        }
+        let found = crate::backend::cuda::identify(d)
+            .and_then(|g| crate::backend::cuda::device_arch(d).map(|(_, arch)| (g, arch)));
+        match found {
+            Ok(x) => known.push(x),
+            Err(e) => return Err(CliError::Fatal(Fatal::new(format!("GPU {d}: {e}")))),
+        }
+    }
+    let listed: Vec<crate::backend::GpuRecord> = devices
+        .iter()
+        .filter_map(|d| known.iter().find(|(g, _)| g.index == *d))
+        .map(|(g, _)| g.clone())
+        .collect();
+    let distinct: Vec<crate::backend::GpuRecord> = known.iter().map(|(g, _)| g.clone()).collect();
+    gpus::check_models(&distinct, &gpus::absolute_checks(&rubric.rubric.milestones))
+        .map_err(CliError::Usage)?;
+    Ok(gpus::assign(&listed, jobs)
+        .into_iter()
+        .map(|s| {
+            let arch = known
+                .iter()
+                .find(|(g, _)| g.index == s.gpu.index)
+                .map(|(_, a)| a.clone())
+                .unwrap_or_else(|| base.arch.clone());
+            (s, arch)
+        })
+        .collect())
 }
 
 mod report {
@@ -299,99 +471,124 @@ mod report {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every student of a run shares.
+struct EntryContext<'a> {
+    rubric: &'a LoadedRubric,
+    rubric_hash: &'a str,
+    /// Where archives are unpacked, one folder per id.
+    unpack: &'a Path,
+    /// `<out>/students`.
+    students: &'a Path,
+    resume: bool,
+    common: &'a HashSet<u64>,
+}
+
+/// Read a cohort entry into a submission; `Err` is the student's message.
+fn read_entry(entry: &Entry, unpack: &Path, protected: &[PathBuf]) -> Result<Submission, String> {
+    let path = match entry.kind {
+        EntryKind::Link => {
+            return Err(format!(
+                "the cohort entry `{}` is a symbolic link; cugrade does not follow links in a \
+                 cohort (copy the submission itself into the cohort folder)",
+                entry.name
+            ));
+        }
+        EntryKind::Special => {
+            return Err(format!(
+                "the cohort entry `{}` is not a regular file or folder (a FIFO, socket or \
+                 device); it was not opened",
+                entry.name
+            ));
+        }
+        EntryKind::Archive(_) => {
+            submission::unpack(&entry.path, &unpack.join(&entry.id), protected)?
+        }
+        EntryKind::Dir | EntryKind::File => entry.path.clone(),
+    };
+    submission::load(&path).map_err(|e| e.to_string())
+}
+
 fn grade_entry(
-    entry: &Path,
-    rubric: &LoadedRubric,
+    entry: &Entry,
+    ctx: &EntryContext<'_>,
     o: &grade::Options,
     reference: &mut Reference,
-    unpack: &Path,
-    out: &Path,
-    resume: bool,
-    used: &Mutex<std::collections::BTreeSet<String>>,
-    common: &HashSet<u64>,
-) -> Result<(GradeResult, Fingerprints), String> {
-    let name = entry
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let lower = name.to_ascii_lowercase();
-    let path: Result<PathBuf, String> =
-        if lower.ends_with(".zip") || lower.ends_with(".tar.gz") || lower.ends_with(".tgz") {
-            submission::unpack(entry, unpack)
-        } else {
-            Ok(entry.to_path_buf())
-        };
-    let fallback_name = name
-        .trim_end_matches(".zip")
-        .trim_end_matches(".tar.gz")
-        .trim_end_matches(".tgz")
-        .trim_end_matches(".cu")
-        .trim_end_matches(".ptx")
-        .to_string();
-    let loaded = path.and_then(|p| submission::load(&p).map_err(|e| e.to_string()));
+) -> Result<(GradeResult, Fingerprints, Outcome), String> {
+    let rubric = ctx.rubric;
+    let loaded = read_entry(entry, ctx.unpack, &o.protected);
     let loaded = loaded.and_then(|s| {
         submission::check_against(&s, rubric)
             .map(|_| s)
             .map_err(|e| e.to_string())
     });
+    let student = entry.student.clone();
     // The manifest's name is the student's id for the gradebook (grades.csv refuses an id two
     // submissions claim).
     let claimed_id = loaded
         .as_ref()
         .ok()
         .and_then(|s| s.manifest.student.clone())
-        .filter(|id| *id != fallback_name && !id.trim().is_empty());
+        .filter(|id| *id != student && !id.trim().is_empty());
     // The cohort entry names the student, never the manifest: a student could otherwise
     // claim another's name and take their place in the outputs.
     let loaded = loaded.map(|mut s| {
-        if s.student != fallback_name {
+        // Only a manifest that names someone else earns a note; a bare file's own name
+        // needs none.
+        if s.manifest.student.is_some() && s.student != student {
             s.notes.push(format!(
-                "the manifest names the student `{}`; graded as cohort entry `{fallback_name}`",
+                "the manifest names the student `{}`; graded as cohort entry `{student}`",
                 s.student
             ));
-            s.student = fallback_name.clone();
         }
+        s.student = student.clone();
         s
     });
-    let student = fallback_name;
-    let folder = {
-        let mut set = used.lock().unwrap_or_else(|p| p.into_inner());
-        let base = crate::report::cohort::safe_dir_name(&student);
-        let mut f = base.clone();
-        let mut i = 2;
-        while !set.insert(f.clone()) {
-            f = format!("{base}-{i}");
-            i += 1;
-        }
-        out.join(f)
-    };
+    let folder = ctx.students.join(&entry.id);
     let mut prints = Fingerprints::default();
+    let mut outcome = Outcome::Graded;
     let mut result = match loaded {
         Err(why) => unreadable(rubric, &student, &why, o.seed, o.backend.as_str()),
         Ok(sub) => {
-            prints = fingerprints_of(&sub, common);
-            let previous = folder.join("result.json");
-            let reuse = resume
-                .then(|| std::fs::read_to_string(&previous).ok())
+            prints = fingerprints_of(&sub, ctx.common);
+            let previous = ctx
+                .resume
+                .then(|| crate::report::json::read(&folder.join("result.json")).ok())
                 .flatten()
-                .and_then(|t| serde_json::from_str::<GradeResult>(&t).ok())
-                .filter(|r| {
-                    r.submission_sha256 == sub.sha256 && r.assignment == rubric.rubric.assignment
-                });
+                .filter(|r| r.submission_sha256 == sub.sha256);
+            let reuse = previous.filter(|r| {
+                let same = r.assignment == rubric.rubric.assignment
+                    && r.rubric_sha256 == ctx.rubric_hash
+                    && r.run.cugrade_version == env!("CARGO_PKG_VERSION")
+                    && r.backend == o.backend.as_str();
+                if !same {
+                    outcome = Outcome::Regraded;
+                }
+                same
+            });
             match reuse {
-                Some(r) => r,
+                Some(r) => {
+                    outcome = Outcome::Reused;
+                    r
+                }
                 None => grade::grade(rubric, &sub, o, reference).map_err(|e| e.0)?,
             }
         }
     };
+    // A worker ended by Ctrl-C or SIGTERM looks like a failing submission: write nothing (the
+    // interrupt handler exits the grader meanwhile), so that `--resume` grades it again.
+    crate::worker::interrupt::wait_if_interrupted();
     result.student_id = claimed_id;
+    result.id = entry.id.clone();
+    result.entry = entry.name.clone();
+    result.rubric_sha256 = ctx.rubric_hash.to_string();
     std::fs::create_dir_all(&folder)
         .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
     let write = |name: &str, text: String| {
-        std::fs::write(folder.join(name), text)
+        crate::report::atomic::write(&folder.join(name), text)
             .map_err(|e| format!("cannot write {}: {e}", folder.join(name).display()))
     };
+    write("report.md", crate::report::markdown::render(&result))?;
+    write("junit.xml", crate::report::junit::to_string(&result))?;
     write(
         "results.json",
         crate::report::gradescope::to_string(&result),
@@ -400,12 +597,7 @@ fn grade_entry(
         "fingerprints.json",
         serde_json::to_string(&prints).map_err(|e| e.to_string())? + "\n",
     )?;
-    write_outputs(
-        &result,
-        Some(&folder.join("result.json")),
-        Some(&folder.join("junit.xml")),
-        Some(&folder.join("report.md")),
-    )
-    .map_err(|e| e.to_string())?;
-    Ok((result, prints))
+    // Last: `--resume` takes an existing result.json for "graded".
+    write("result.json", crate::report::json::to_string(&result))?;
+    Ok((result, prints, outcome))
 }

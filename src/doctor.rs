@@ -1,66 +1,297 @@
-//! `cugrade doctor`: what this machine offers for grading, and what is missing with the fix.
+//! `cugrade doctor`: what this machine offers for grading, what is missing with the fix, and
+//! whether everything that grading needs here is present (the exit code, so CI can gate on it).
+//!
+//! What is needed comes from a rubric: `--rubric FILE`, else the rubric the submission's
+//! `cugrade.yaml` names (SUBMISSION, default `.`). NVRTC and CUDA's headers are needed by every
+//! rubric whose reference or accepted submissions are CUDA C++; Numba by a rubric that accepts
+//! `.py` kernels (given with `--rubric`), or by a submission that has them; a GPU with
+//! `--backend cuda`, and then cuBLAS when a threshold is measured against it. Without any
+//! rubric, NVRTC and the headers are needed (every built-in lab compiles CUDA C++).
+//! `--install` first installs what is needed and missing into cugrade's cache.
 
 use crate::backend::cuda;
+use crate::errors::CliError;
+use crate::exit;
+use crate::rubric::LoadedRubric;
+use crate::rubric::schema::{Against, Language};
+use crate::setup::BackendChoice;
+use std::path::PathBuf;
 
-/// Print the report; always exit 0 (doctor describes, it does not grade).
-pub fn run() -> i32 {
-    let mut lines: Vec<(bool, String)> = Vec::new();
+/// What `cugrade doctor` was asked.
+#[derive(Debug, Clone)]
+pub struct DoctorOptions {
+    pub rubric: Option<PathBuf>,
+    pub submission: Option<PathBuf>,
+    pub backend: BackendChoice,
+    pub install: bool,
+}
+
+/// What grading needs on this machine, and for what (for the last line).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Needs {
+    pub nvrtc: bool,
+    pub headers: bool,
+    pub numba: bool,
+    pub gpu: bool,
+    pub cublas: bool,
+    pub what: String,
+}
+
+/// What a rubric needs, with `python` when the submission has `.py` kernels and `accepts_all`
+/// when every language the rubric accepts counts (an instructor's `--rubric`).
+pub fn needs_of(r: &LoadedRubric, python: bool, accepts_all: bool, gpu: bool) -> Needs {
+    let accepts = |l: Language| r.rubric.languages.as_ref().is_none_or(|v| v.contains(&l));
+    let reference_cu = r.reference_path.extension().is_none_or(|e| e != "ptx");
+    let nvrtc = reference_cu || (accepts_all && accepts(Language::Cuda));
+    let cublas = gpu
+        && r.rubric
+            .milestones
+            .iter()
+            .flat_map(|m| &m.performance)
+            .any(|p| matches!(p.against, Against::Cublas));
+    Needs {
+        nvrtc,
+        headers: nvrtc,
+        numba: accepts(Language::Numba) && (python || accepts_all),
+        gpu,
+        cublas,
+        what: r.rubric.assignment.clone(),
+    }
+}
+
+/// The needs for this invocation; a bad rubric or manifest is exit 2.
+fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
+    let gpu = o.backend == BackendChoice::Cuda;
+    let path = o.submission.clone().unwrap_or_else(|| PathBuf::from("."));
+    // A folder is read only when it is a submission (has cugrade.yaml) or was named.
+    let sub = (o.submission.is_some() || path.join("cugrade.yaml").is_file())
+        .then(|| crate::submission::load(&path).ok())
+        .flatten();
+    let python = sub.as_ref().is_some_and(|s| !s.python.is_empty());
+    if let Some(r) = &o.rubric {
+        let loaded = crate::rubric::load(r)?;
+        return Ok(needs_of(&loaded, python, true, gpu));
+    }
+    if let Some(s) = sub.as_ref().filter(|s| s.manifest.rubric.is_some()) {
+        let r = crate::student::find_rubric(None, s)?;
+        let mut n = needs_of(&r.loaded, python, false, gpu);
+        n.what = format!("{} ({})", n.what, s.root.display());
+        return Ok(n);
+    }
+    Ok(Needs {
+        nvrtc: true,
+        headers: true,
+        numba: python,
+        gpu,
+        cublas: false,
+        what: "CUDA C++ submissions".into(),
+    })
+}
+
+/// One line of the report: present, missing and needed, or missing and not needed here.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mark {
+    Ok,
+    Miss,
+    Optional,
+}
+
+/// Print the report; exit 0 when everything needed is here, 3 when something is missing.
+pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
+    let needs = needs(o)?;
+    if o.install {
+        install(&needs);
+    }
+    let mut lines: Vec<(Mark, String)> = Vec::new();
+    let mut missing: Vec<&str> = Vec::new();
+    let mut add = |lines: &mut Vec<(Mark, String)>, ok: bool, needed: bool, what, line| {
+        let mark = match (ok, needed) {
+            (true, _) => Mark::Ok,
+            (false, true) => {
+                missing.push(what);
+                Mark::Miss
+            }
+            (false, false) => Mark::Optional,
+        };
+        lines.push((mark, line));
+    };
     // Driver and GPUs.
     match cuda::device_count() {
-        Ok(0) => lines.push((false, "GPU: the NVIDIA driver is installed but reports no device; grading uses the PTX emulator (no speed checks)".into())),
+        Ok(0) => add(&mut lines, false, needs.gpu, "a GPU", "GPU: the NVIDIA driver is installed but reports no device; grading uses the PTX emulator (no speed checks)".into()),
         Ok(n) => {
             for i in 0..n {
                 match cuda::device_arch(i) {
-                    Ok((name, arch)) => lines.push((true, format!("GPU {i}: {name} ({arch})"))),
-                    Err(e) => lines.push((false, format!("GPU {i}: {e}"))),
+                    Ok((name, arch)) => add(&mut lines, true, needs.gpu, "a GPU", format!("GPU {i}: {name} ({arch})")),
+                    Err(e) => add(&mut lines, false, needs.gpu, "a GPU", format!("GPU {i}: {e}")),
                 }
             }
         }
-        Err(e) => lines.push((false, format!("GPU: {e}; fix: install the NVIDIA driver on a machine with a GPU. Without one, cugrade grades correctness with its PTX emulator and skips speed checks"))),
+        Err(e) => add(&mut lines, false, needs.gpu, "a GPU", format!("GPU: {e}; fix: install the NVIDIA driver on a machine with a GPU. Without one, cugrade grades correctness with its PTX emulator and skips speed checks")),
     }
-    // NVRTC.
-    if cuda::nvrtc_present() {
-        let mut v = (0, 0);
-        // SAFETY: the library is present; nvrtcVersion only writes two ints.
-        let ok = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut v.0, &mut v.1) }
-            == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS;
-        lines.push((
-            true,
-            if ok {
-                format!("NVRTC {}.{}", v.0, v.1)
-            } else {
-                "NVRTC present".into()
-            },
-        ));
-    } else {
-        lines.push((false, "NVRTC: libnvrtc.so.13 not found; fix: `python3 -m pip install --target ~/.cache/cugrade-nvrtc nvidia-cuda-nvrtc==13.0.88` and set LD_LIBRARY_PATH=~/.cache/cugrade-nvrtc/nvidia/cu13/lib".into()));
+    // NVRTC: the system's, or cugrade's cache (loaded without LD_LIBRARY_PATH).
+    let (ok, line) = describe_nvrtc();
+    add(&mut lines, ok, needs.nvrtc, "NVRTC", line);
+    // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions, each tried
+    // in a compile worker as grading runs it (after cugrade opened its own cache to the
+    // workers' uids, as grading does when it is root).
+    for note in crate::compile::toolchain::share_with_workers() {
+        let ok = !note.starts_with("could not");
+        let needed = needs.nvrtc || needs.headers || needs.numba;
+        add(
+            &mut lines,
+            ok,
+            needed,
+            "cugrade's cache",
+            format!("toolchain cache: {note}"),
+        );
     }
-    // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions.
-    lines.push(crate::compile::toolchain::describe_headers());
-    lines.push(crate::compile::toolchain::describe_numba());
-    // cuBLAS (only for matmul thresholds against cuBLAS).
+    let (ok, line) = crate::grade::probe::headers();
+    add(&mut lines, ok, needs.headers, "CUDA's headers", line);
+    let (ok, line) = crate::grade::probe::numba();
+    add(&mut lines, ok, needs.numba, "Numba", line);
+    // ptxas's registers for PTX and Numba kernels without a GPU (never needed: without it the
+    // resources check says the registers are unknown).
+    let (ok, line) = crate::compile::jitlink::describe();
+    add(&mut lines, ok, false, "nvJitLink", line);
+    // cuBLAS (only for matmul thresholds against cuBLAS, on a GPU).
     // SAFETY: only tries to dlopen libcublas.
     if unsafe { cudarc::cublas::sys::is_culib_present() } {
-        lines.push((
+        add(
+            &mut lines,
             true,
+            needs.cublas,
+            "cuBLAS",
             "cuBLAS present (matmul thresholds against cuBLAS can be measured)".into(),
-        ));
+        );
     } else {
-        lines.push((false, "cuBLAS: libcublas not found; thresholds `against: cublas` will error. fix: install the CUDA toolkit's cuBLAS".into()));
+        add(&mut lines, false, needs.cublas, "cuBLAS", "cuBLAS: libcublas not found; thresholds `against: cublas` will error. fix: install the CUDA toolkit's cuBLAS".into());
     }
-    // Sandbox.
+    // The GPU's own counters and sanitizers (metric checks and the sanitizer pass on
+    // `--backend cuda`; `check --profile`). Never required: without them those checks are
+    // provisional or the emulator's alone.
+    match crate::profile::find_tool("ncu") {
+        Some(p) => add(&mut lines, true, false, "Nsight Compute", format!(
+            "Nsight Compute: {} (metric checks on --backend cuda read the GPU's counters)",
+            p.display()
+        )),
+        None => add(&mut lines, false, false, "Nsight Compute", "Nsight Compute (ncu) not found: on --backend cuda, metric checks are skipped and their points withheld (provisional). fix: install the CUDA toolkit's Nsight Compute and put `ncu` on PATH".into()),
+    }
+    match crate::profile::find_tool("compute-sanitizer") {
+        Some(p) => add(&mut lines, true, false, "compute-sanitizer", format!(
+            "compute-sanitizer: {} (the sanitizer pass on --backend cuda runs it on the GPU, besides the PTX emulator's)",
+            p.display()
+        )),
+        None => add(&mut lines, false, false, "compute-sanitizer", "compute-sanitizer not found: on --backend cuda only the PTX emulator's sanitizers run. fix: install the CUDA toolkit's compute-sanitizer and put it on PATH".into()),
+    }
+    // Sandbox: a degraded layer confines less, and grading still works.
     for l in crate::sandbox::probe().layers {
         match l.state {
+            crate::sandbox::LayerState::Active if l.detail.is_empty() => {
+                lines.push((Mark::Ok, format!("sandbox {}: available", l.name)))
+            }
             crate::sandbox::LayerState::Active => {
-                lines.push((true, format!("sandbox {}: available", l.name)))
+                lines.push((Mark::Ok, format!("sandbox {}: {}", l.name, l.detail)))
             }
             crate::sandbox::LayerState::Degraded(why) => {
-                lines.push((false, format!("sandbox {}: {why}", l.name)))
+                lines.push((Mark::Optional, format!("sandbox {}: {why}", l.name)))
             }
         }
     }
-    for (ok, line) in &lines {
-        println!("{} {line}", if *ok { "ok  " } else { "MISS" });
+    // The worker cgroup, made as for a worker (and removed again). Never required: the
+    // rlimits, the PID namespace and the scratch's size hold without it.
+    let (cgroup, layer) =
+        crate::sandbox::cgroup::WorkerCgroup::create(&crate::sandbox::Policy::worker("/", true));
+    if let Some(c) = cgroup {
+        c.kill();
     }
-    crate::exit::OK
+    match layer.state {
+        crate::sandbox::LayerState::Active => {
+            // The doctor, unlike a report, may name the host's path.
+            let below = match crate::sandbox::cgroup::plan() {
+                Ok(p) => format!(" (below {})", p.base.display()),
+                Err(_) => String::new(),
+            };
+            let line = format!("sandbox cgroup: {}{below}", layer.detail);
+            add(&mut lines, true, false, "sandbox cgroup", line);
+        }
+        crate::sandbox::LayerState::Degraded(why) => {
+            add(
+                &mut lines,
+                false,
+                false,
+                "sandbox cgroup",
+                format!("sandbox cgroup: {why}"),
+            );
+        }
+    }
+    for (mark, line) in &lines {
+        let tag = match mark {
+            Mark::Ok => "ok  ",
+            Mark::Miss => "MISS",
+            Mark::Optional => "--  ",
+        };
+        println!("{tag} {line}");
+    }
+    if missing.is_empty() {
+        println!("ready: everything needed for {} is here", needs.what);
+        Ok(exit::OK)
+    } else {
+        missing.dedup();
+        println!(
+            "not ready for {}: missing {} (the MISS lines say how to fix it; `cugrade doctor \
+             --install` installs NVRTC, CUDA's headers and Numba)",
+            needs.what,
+            missing.join(", ")
+        );
+        Ok(exit::CANNOT_GRADE)
+    }
+}
+
+/// Install what is needed and missing; what fails is said on stderr (the report follows).
+fn install(needs: &Needs) {
+    use crate::compile::{install, toolchain};
+    let report = |r: Result<(), String>| {
+        if let Err(e) = r {
+            eprintln!("cugrade: {e}");
+        }
+    };
+    if needs.nvrtc {
+        report(install::ensure_nvrtc());
+    }
+    if needs.headers {
+        report(install::ensure_headers());
+    }
+    if needs.numba {
+        report(toolchain::ensure_numba().map(|_| ()));
+    }
+}
+
+fn describe_nvrtc() -> (bool, String) {
+    if !cuda::nvrtc_present() {
+        return (
+            false,
+            format!(
+                "NVRTC: libnvrtc.so.13 not found on the system or in {}; fix: `cugrade doctor \
+                 --install` (cugrade also installs it from PyPI the first time it compiles), or \
+                 install the CUDA 13.0 toolkit",
+                crate::compile::toolchain::nvrtc_cache_lib_dir().display()
+            ),
+        );
+    }
+    let mut v = (0, 0);
+    // SAFETY: the library is present; nvrtcVersion only writes two ints.
+    let ok = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut v.0, &mut v.1) }
+        == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS;
+    let from = match crate::compile::nvrtc_lib::loaded_dir() {
+        Some(d) => format!(" from {}", d.display()),
+        None => " (the system's)".into(),
+    };
+    (
+        true,
+        if ok {
+            format!("NVRTC {}.{}{from}", v.0, v.1)
+        } else {
+            format!("NVRTC present{from}")
+        },
+    )
 }

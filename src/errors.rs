@@ -20,23 +20,32 @@ pub struct ConfigError {
     pub file: PathBuf,
     pub pos: Option<Pos>,
     pub message: String,
-    /// The source line at `pos`, for the caret display.
+    /// The source line at `pos`, for the caret display: the whole line, or for a long one
+    /// (a hostile manifest can be one 2 MiB line) a window around the column.
     pub source_line: Option<String>,
+    /// Characters of the line left out before `source_line` starts (0 for a whole line).
+    window_start: usize,
 }
+
+/// A shown line keeps at most this many characters around the column.
+const LINE_WINDOW: usize = 120;
 
 impl ConfigError {
     pub fn new(file: &Path, pos: Option<Pos>, message: impl Into<String>, source: &str) -> Self {
-        let source_line = pos.and_then(|p| {
-            source
-                .lines()
-                .nth(p.line.saturating_sub(1))
-                .map(str::to_string)
-        });
+        let line = pos.and_then(|p| source.lines().nth(p.line.saturating_sub(1)));
+        let (source_line, window_start) = match (line, pos) {
+            (Some(l), Some(p)) => {
+                let (text, start) = window(l, p.col);
+                (Some(text), start)
+            }
+            _ => (None, 0),
+        };
         ConfigError {
             file: file.to_path_buf(),
             pos,
             message: message.into(),
             source_line,
+            window_start,
         }
     }
 
@@ -47,8 +56,32 @@ impl ConfigError {
             pos: None,
             message: message.into(),
             source_line: None,
+            window_start: 0,
         }
     }
+}
+
+/// `line` whole when short, else [`LINE_WINDOW`] characters around column `col` (1-based)
+/// with `…` where text was left out; and how many characters were left out before.
+fn window(line: &str, col: usize) -> (String, usize) {
+    let len = line.chars().count();
+    if len <= LINE_WINDOW {
+        return (line.to_string(), 0);
+    }
+    let start = col
+        .saturating_sub(1)
+        .saturating_sub(LINE_WINDOW / 2)
+        .min(len - LINE_WINDOW);
+    let mut shown: String = line.chars().skip(start).take(LINE_WINDOW).collect();
+    if start + LINE_WINDOW < len {
+        shown.push('…');
+    }
+    if start > 0 {
+        // The `…` takes the place of the last character left out.
+        let rest: String = shown.chars().skip(1).collect();
+        return (format!("…{rest}"), start);
+    }
+    (shown, 0)
 }
 
 impl fmt::Display for ConfigError {
@@ -71,7 +104,7 @@ impl fmt::Display for ConfigError {
                 // Columns count characters; tabs stay tabs so the caret lines up.
                 let lead: String = line
                     .chars()
-                    .take(p.col.saturating_sub(1))
+                    .take(p.col.saturating_sub(1).saturating_sub(self.window_start))
                     .map(|c| if c == '\t' { '\t' } else { ' ' })
                     .collect();
                 write!(f, "{pad} | {lead}^")
@@ -136,5 +169,35 @@ mod tests {
             e.to_string(),
             "error: bad\n --> r.yaml:3:6\n  |\n3 |   x: [\n  |      ^"
         );
+    }
+
+    #[test]
+    fn a_long_line_shows_a_window_with_the_caret_under_the_column() {
+        let line = format!("grid: [{}x{}]", "(".repeat(5000), ")".repeat(5000));
+        let col = 5008; // the `x`
+        let e = ConfigError::new(
+            Path::new("m.yaml"),
+            Some(Pos { line: 1, col }),
+            "bad",
+            &line,
+        );
+        let text = e.to_string();
+        assert!(text.contains("--> m.yaml:1:5008"), "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        let shown = lines[3].trim_start_matches("1 | ");
+        assert!(shown.chars().count() <= LINE_WINDOW + 1, "{shown}");
+        assert!(shown.starts_with('…') && shown.ends_with('…'), "{shown}");
+        let caret = lines[4].trim_start_matches("  | ").chars().count() - 1;
+        assert_eq!(shown.chars().nth(caret), Some('x'), "{text}");
+        // The start of a long line: no leading ellipsis, caret in place.
+        let e = ConfigError::new(
+            Path::new("m.yaml"),
+            Some(Pos { line: 1, col: 1 }),
+            "b",
+            &line,
+        );
+        let text = e.to_string();
+        assert!(text.contains("1 | grid: [((("), "{text}");
+        assert!(text.ends_with("  | ^"), "{text}");
     }
 }

@@ -44,6 +44,7 @@ pub fn for_wrong(w: &crate::check::Wrong) -> &'static str {
     match w {
         Wrong::Untouched { .. } | Wrong::PartlyUnwritten { .. } => UNWRITTEN,
         Wrong::NonFinite { .. } => NON_FINITE,
+        Wrong::Imprecise { .. } => IMPRECISE,
         Wrong::Zeros => ZEROS,
         Wrong::Offset { .. } => OFFSET,
         Wrong::Transposed => TRANSPOSED,
@@ -54,6 +55,12 @@ pub fn for_wrong(w: &crate::check::Wrong) -> &'static str {
 }
 /// Right on small inputs, wrong on large ones.
 pub const SMALL_ONLY: &str = "Right for small inputs only: what changes when n grows past one block (or one tile)? Check the grid size, the loop over blocks or tiles, the combination of per-block results, and sums that lose precision when they grow.";
+
+/// Right to a few digits, but less precise than the lab's precision allows.
+pub const IMPRECISE: &str = "The results are close to the right answer but off by more than rounding in the lab's precision explains: keep the arithmetic in float (no __half or __float2half, no bfloat16, no TF32 tensor cores through wmma or mma.sync, no fast approximations where the lab asks for precise math). A lab that teaches lower precision says so in its rubric (`precision:`).";
+
+/// A timed launch left (part of) its output as it was before the launch.
+pub const TIMED_UNWRITTEN: &str = "Every timed launch starts with its outputs refilled with NaN (or the contract's initial value) and fresh inputs: a kernel must write every output element on every launch, not skip work it did on an earlier launch.";
 
 pub const TIMED_WRONG: &str = "Every timed launch runs on fresh inputs and its output is checked against the reference. A kernel must compute the whole answer on every launch: no state kept between launches (a __device__ counter or cache), no answer replayed from an earlier launch, no work skipped once the first launches are done.";
 

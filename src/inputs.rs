@@ -83,6 +83,48 @@ impl Invocation {
         self.buffers.iter().map(Buffer::allocation).collect()
     }
 
+    /// The same launch on the squares of the float inputs (as [`Invocation::absolute`]): a
+    /// reference that computes sums of products of its inputs computes each element's sum of
+    /// squared terms from these (the `R²` of `check::sum_scale`).
+    pub fn squared(&self) -> Invocation {
+        let mut inv = self.clone();
+        for b in &mut inv.buffers {
+            if b.dir == Direction::Out || !b.elem.is_float() {
+                continue;
+            }
+            let v: Vec<f64> = decode(&b.data, b.elem).iter().map(|x| x * x).collect();
+            b.data = encode(&v, b.elem);
+        }
+        inv
+    }
+
+    /// The same launch on the absolute values of the float inputs (integer buffers, indices
+    /// and lengths, unchanged; outputs as they were): a reference kernel that computes sums of
+    /// products of its inputs computes each element's sum of absolute terms from these (the
+    /// `S` of `check::sum_scale`).
+    pub fn absolute(&self) -> Invocation {
+        let mut inv = self.clone();
+        for b in &mut inv.buffers {
+            if b.dir == Direction::Out {
+                continue;
+            }
+            match b.elem {
+                ScalarType::F32 => {
+                    for c in b.data.chunks_exact_mut(4) {
+                        c[3] &= 0x7F;
+                    }
+                }
+                ScalarType::F64 => {
+                    for c in b.data.chunks_exact_mut(8) {
+                        c[7] &= 0x7F;
+                    }
+                }
+                _ => {}
+            }
+        }
+        inv
+    }
+
     /// Variables a tolerance expression may read: the case's, `eps`, and per float input
     /// buffer `<name>_abs_sum` and `<name>_abs_max`.
     pub fn tolerance_vars(&self, case_vars: &Vars) -> Vars {
@@ -254,7 +296,7 @@ fn make_buffer_with(
         _ => vec![],
     };
     let mut values = values;
-    if let (Some(s), false) = (&p.specials, values.is_empty()) {
+    if let (Some(s), false) = (&p.specials, values.is_empty() || s_empty(&p.specials)) {
         for v in values.iter_mut() {
             if rng.random::<f64>() < s.fraction {
                 *v = s.values[rng.random_range(0..s.values.len())];
@@ -280,6 +322,11 @@ fn make_buffer_with(
     })
 }
 
+/// `specials` without values (the rubric check refuses it; never index an empty list).
+fn s_empty(s: &Option<crate::rubric::schema::Specials>) -> bool {
+    s.as_ref().is_some_and(|s| s.values.is_empty())
+}
+
 fn draw(g: &Gen, len: usize, vars: &Vars, rng: &mut ChaCha8Rng) -> Result<Vec<f64>, String> {
     let ev = |e: &crate::rubric::schema::Expr| {
         Expression::parse(&e.source(), Kind::Real).and_then(|x| x.eval_f64(vars))
@@ -287,17 +334,40 @@ fn draw(g: &Gen, len: usize, vars: &Vars, rng: &mut ChaCha8Rng) -> Result<Vec<f6
     Ok(match g {
         Gen::Uniform([lo, hi]) => {
             let (lo, hi) = (ev(lo)?, ev(hi)?);
+            if !lo.is_finite() || !hi.is_finite() {
+                return Err(format!("uniform range [{lo}, {hi}) is not finite"));
+            }
             if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
                 return Err(format!("uniform range [{lo}, {hi}) is empty"));
             }
-            (0..len).map(|_| rng.random_range(lo..hi)).collect()
+            if (hi - lo).is_finite() {
+                (0..len).map(|_| rng.random_range(lo..hi)).collect()
+            } else {
+                // A range wider than f64 can hold (`[-1e308, 1e308]`): rand refuses it, so
+                // mix the bounds by a uniform fraction instead, which stays finite.
+                (0..len)
+                    .map(|_| {
+                        let t: f64 = rng.random();
+                        (lo * (1.0 - t) + hi * t).clamp(lo, hi)
+                    })
+                    .collect()
+            }
         }
         Gen::Normal([m, s]) => {
-            let n = Normal::new(ev(m)?, ev(s)?).map_err(|e| format!("normal: {e}"))?;
+            let (m, s) = (ev(m)?, ev(s)?);
+            if !m.is_finite() {
+                return Err(format!("normal mean {m} is not finite"));
+            }
+            let n = Normal::new(m, s).map_err(|e| format!("normal: {e}"))?;
             (0..len).map(|_| n.sample(rng)).collect()
         }
         Gen::Int([lo, hi]) => {
-            let (lo, hi) = (ev(lo)?.ceil() as i64, ev(hi)?.ceil() as i64);
+            let (lo, hi) = (ev(lo)?.ceil(), ev(hi)?.ceil());
+            let range = i64::MIN as f64..=i64::MAX as f64;
+            if !range.contains(&lo) || !range.contains(&hi) {
+                return Err(format!("int range [{lo}, {hi}) is outside 64-bit integers"));
+            }
+            let (lo, hi) = (lo as i64, hi as i64);
             if lo >= hi {
                 return Err(format!("int range [{lo}, {hi}) is empty"));
             }
@@ -524,6 +594,34 @@ launch: { block: [256], grid: ["ceil_div(n, 256)"] }
         assert!(alloc[..GUARD].iter().all(|&b| b == GUARD_BYTE));
         let tv = inv.tolerance_vars(&vars());
         assert!(tv["a_abs_sum"] > 100.0 && tv["a_abs_max"] <= 1.0 && !tv.contains_key("c_abs_sum"));
+    }
+
+    #[test]
+    fn extreme_generator_bounds_are_drawn_or_refused_never_a_panic() {
+        let with = |g: &str| -> Contract {
+            serde_yaml::from_str(&format!(
+                "params:\n  - {{ name: a, type: f64*, len: n, gen: {g}, \
+                 specials: {{ values: [], fraction: 1 }} }}\n\
+                 launch: {{ block: [1], grid: [1] }}\n"
+            ))
+            .unwrap()
+        };
+        // Wider than f64 can subtract: drawn by mixing the bounds, all finite and in range.
+        let inv = generate(&with("{ uniform: [-1e308, 1e308] }"), &vars(), 1).unwrap();
+        let a = decode(&inv.buffers[0].data, ScalarType::F64);
+        assert!(a.iter().all(|x| x.is_finite() && x.abs() <= 1e308));
+        assert!(a.iter().any(|&x| x < -1e300) && a.iter().any(|&x| x > 1e300));
+        for (g, want) in [
+            ("{ uniform: [-1, .inf] }", "not finite"),
+            ("{ uniform: [.nan, 1] }", "not finite"),
+            ("{ normal: [.inf, 1] }", "not finite"),
+            ("{ normal: [0, .inf] }", "normal"),
+            ("{ int: [-1e300, 1] }", "outside 64-bit"),
+            ("{ int: [.nan, 1] }", "outside 64-bit"),
+        ] {
+            let e = generate(&with(g), &vars(), 1).unwrap_err();
+            assert!(e.contains(want), "{g}: {e}");
+        }
     }
 
     #[test]

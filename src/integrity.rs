@@ -15,6 +15,8 @@
 //! Fingerprints are saved per student (`fingerprints.json`) so that `cugrade merge` can compare
 //! students graded on different machines.
 
+pub mod device;
+
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 

@@ -124,6 +124,18 @@ pub enum RubricSource {
 
 pub fn resolve_manifest_rubric(value: &str, manifest_dir: &Path) -> Result<RubricSource, String> {
     let candidate = manifest_dir.join(value);
+    // A submission's rubric is the student's file: it must be in their folder, links resolved
+    // (`rubric: ../../etc/passwd` would otherwise have a line of that file printed).
+    if let Ok(real) = std::fs::canonicalize(&candidate) {
+        let inside = std::fs::canonicalize(manifest_dir).is_ok_and(|d| real.starts_with(d));
+        if !inside {
+            return Err(format!(
+                "`rubric: {value}` is outside the submission's folder; name a rubric file in \
+                 it, or a lab built into cugrade ({})",
+                names()
+            ));
+        }
+    }
     if candidate.is_file() {
         return Ok(RubricSource::File(candidate));
     }
@@ -169,5 +181,10 @@ mod tests {
         ));
         let e = resolve_manifest_rubric("nope", d.path()).err().unwrap();
         assert!(e.contains("vector-add, reduction"), "{e}");
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("evil.yaml")).unwrap();
+        for bad in ["evil.yaml", "../../../../../../etc/passwd", "/etc/passwd"] {
+            let e = resolve_manifest_rubric(bad, d.path()).err().unwrap();
+            assert!(e.contains("outside the submission's folder"), "{bad}: {e}");
+        }
     }
 }

@@ -189,7 +189,13 @@ fn coalescing(pct: f64) -> Explained {
     Explained {
         name: "global_load_efficiency",
         value: format!("{pct:.1}%"),
-        meaning: if pct >= 80.0 {
+        meaning: if pct > 100.5 {
+            // The emulator counts bytes asked for against sectors fetched: lanes that read
+            // (or update atomically) the same bytes count them once per lane.
+            "above 100%: lanes of a warp read the same bytes (a broadcast, or atomics on one \
+             address), each fetched sector serving several of them"
+                .into()
+        } else if pct >= 80.0 {
             "global loads are coalesced: a warp's loads use almost every byte of each 32-byte \
              sector it fetches"
                 .into()
@@ -217,14 +223,61 @@ fn bank_conflicts(n: f64) -> Explained {
     }
 }
 
-/// The same names from the emulator's deterministic counters (no GPU needed).
+/// The same names from the emulator's deterministic counters (no GPU needed), and the
+/// counters only the emulator has (store coalescing, divergence, instructions).
 pub fn from_emulator(m: &Metrics) -> Vec<Explained> {
     let mut out = Vec::new();
     if let Some(v) = m.by_name("global_load_efficiency") {
         out.push(coalescing(v));
     }
+    if let Some(v) = m.by_name("global_store_efficiency") {
+        out.push(Explained {
+            name: "global_store_efficiency",
+            value: format!("{v:.1}%"),
+            meaning: if v >= 80.0 {
+                "global stores are coalesced: a warp's stores fill the 32-byte sectors they touch"
+                    .into()
+            } else {
+                format!(
+                    "only {v:.0}% of each written 32-byte sector is used: consecutive threads \
+                     should write consecutive addresses"
+                )
+            },
+        });
+    }
     if let Some(v) = m.by_name("shared_bank_conflicts") {
         out.push(bank_conflicts(v));
+    }
+    if let Some(v) = m.by_name("branch_divergence") {
+        out.push(Explained {
+            name: "branch_divergence",
+            value: format!("{v:.1}%"),
+            meaning: if v < 5.0 {
+                "the threads of a warp almost always take the same branch".into()
+            } else {
+                format!(
+                    "{v:.0}% of branches split a warp, which then runs both sides one after \
+                     the other: let whole warps take the same path where you can"
+                )
+            },
+        });
+    }
+    if m.warp_instructions > 0 {
+        let per_lane = m.lane_instructions as f64 / m.warp_instructions as f64;
+        out.push(Explained {
+            name: "warp_instructions",
+            value: format!(
+                "{} ({per_lane:.1} active lanes per instruction)",
+                m.warp_instructions
+            ),
+            meaning: if per_lane >= 28.0 {
+                "nearly every instruction keeps all 32 lanes of its warp busy".into()
+            } else {
+                "many instructions run with idle lanes (divergence, partial warps or guards): \
+                 work done by fewer threads per warp is slower than it looks"
+                    .into()
+            },
+        });
     }
     out
 }
@@ -259,26 +312,36 @@ pub fn section(
 ) -> String {
     let mut out = String::from("\n");
     if r.backend != "cuda" {
-        // The emulator's counters, from the metric checks the rubric asked for.
-        for m in &r.milestones {
-            let metrics: Vec<Explained> = m
-                .checks
-                .iter()
-                .filter(|c| c.kind == crate::result::CheckKind::Metric)
-                .filter_map(|c| match (c.name.as_str(), c.measured) {
-                    ("global_load_efficiency", Some(v)) => Some(coalescing(v)),
-                    ("shared_bank_conflicts", Some(v)) => Some(bank_conflicts(v)),
-                    _ => None,
-                })
-                .collect();
-            if !metrics.is_empty() {
-                out.push_str(&render(&m.kernel, "PTX emulator counters", &metrics));
+        // The emulator's counters of every kernel it graded, on the largest case it ran.
+        let mut shown = 0;
+        for k in kept {
+            match &k.emulator {
+                Some((case, mx)) => {
+                    out.push_str(&render(
+                        &k.kernel,
+                        &format!("PTX emulator counters, case {case}"),
+                        &from_emulator(mx),
+                    ));
+                    shown += 1;
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "profile of {}: no counters: the emulator ran no case of it",
+                        k.kernel
+                    );
+                }
             }
         }
-        out.push_str(
-            "profile: Nsight Compute needs a GPU (--backend cuda); the emulator's counters \
-             above carry the same names.\n",
-        );
+        if kept.is_empty() {
+            out.push_str("profile: no kernel was run, so there is nothing to profile.\n");
+        } else if shown > 0 {
+            out.push_str(
+                "profile: counted by the PTX emulator (no GPU: Nsight Compute needs \
+                 --backend cuda); global_load_efficiency and shared_bank_conflicts carry \
+                 Nsight Compute's meaning, the others are the emulator's own.\n",
+            );
+        }
         return out;
     }
     let Some(ncu) = find_ncu() else {
@@ -330,12 +393,49 @@ pub fn section(
     out
 }
 
-/// Find `ncu` on PATH.
+/// Find `ncu`: on PATH, else where the CUDA toolkit and Nsight Compute install it.
 pub fn find_ncu() -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("ncu"))
-        .find(|p| p.is_file())
+    find_tool("ncu")
+}
+
+/// Find an NVIDIA tool (`ncu`, `compute-sanitizer`): on PATH first, then in the CUDA
+/// toolkit's and Nsight Compute's usual install folders.
+pub fn find_tool(name: &str) -> Option<std::path::PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let mut dirs = on_path;
+    for pattern in [
+        "/usr/local/cuda/bin",
+        "/usr/local/cuda/compute-sanitizer",
+        "/opt/nvidia/nsight-compute",
+        "/usr/local",
+    ] {
+        let p = Path::new(pattern);
+        dirs.push(p.to_path_buf());
+        // Versioned installs: /usr/local/cuda-13.0/bin, /opt/nvidia/nsight-compute/2025.3.1/.
+        if let Ok(entries) = std::fs::read_dir(p) {
+            let mut sub: Vec<std::path::PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|d| {
+                    let n = d.file_name().map(|n| n.to_string_lossy().into_owned());
+                    n.is_some_and(|n| {
+                        n.starts_with("cuda")
+                            || n.starts_with("NVIDIA-Nsight-Compute")
+                            || n.chars().next().is_some_and(|c| c.is_ascii_digit())
+                    })
+                })
+                .collect();
+            sub.sort();
+            for d in sub.into_iter().rev() {
+                dirs.push(d.join("bin"));
+                dirs.push(d.join("compute-sanitizer"));
+                dirs.push(d);
+            }
+        }
+    }
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 /// The case a kernel is profiled on: its first performance check's (the size its speed is
@@ -358,6 +458,69 @@ fn profile_case<'a>(rubric: &'a LoadedRubric, m: &Milestone) -> Option<&'a Case>
 /// How long one profiled kernel may take, Nsight Compute's replay passes included.
 const NCU_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// A job file for `cugrade __profile-kernel` (`worker::profiled`): one launch of `kernel` from
+/// `ptx` (a Numba kernel with its `numba` signature) on `case` with the inputs of the case's
+/// first trial (what the GPU's correctness run got), with the submission's launch. The job may
+/// read `extra_read` (the tool's own files) besides the system's. Returns the temporary
+/// directory (also the run's TMPDIR) and the job's path in it.
+#[allow(clippy::too_many_arguments)]
+pub fn kernel_job(
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    m: &Milestone,
+    case: &Case,
+    ptx: &str,
+    numba: Option<&crate::compile::numba::Signature>,
+    opts: &Options,
+    extra_read: Vec<std::path::PathBuf>,
+    deadline: Duration,
+) -> Result<(tempfile::TempDir, std::path::PathBuf), String> {
+    let contract = rubric.contract(&m.contract);
+    let vars = case_vars(case);
+    let inv = inputs::generate(
+        contract,
+        &vars,
+        inputs::trial_seed(opts.seed, &case.name, 0),
+    )?;
+    let inv = match numba {
+        Some(sig) => inputs::numba_invocation(&inv, contract, sig)?,
+        None => inv,
+    };
+    let launch = if rubric.rubric.allow_launch_override {
+        crate::submission::launch_for(sub, &m.kernel, &contract.launch)
+    } else {
+        contract.launch.clone()
+    };
+    let dims = crate::rubric::eval_launch(&launch, &vars)?;
+    let spec = RunSpec {
+        kernel: m.kernel.clone(),
+        dims,
+        args: inv.args.clone(),
+        buffers: inv.specs(),
+        symbols: inv.symbols.clone(),
+        deadline_ms: deadline.as_millis() as u64,
+    };
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let job_path = dir.path().join("job.bin");
+    let job = Job {
+        device: opts.device,
+        spec,
+        extra_read,
+    };
+    write_job(&job_path, &job, ptx, &inv.allocations())
+        .map_err(|e| format!("cannot write the profile job: {e}"))?;
+    Ok((dir, job_path))
+}
+
+/// The directory a tool's executable lives in (its injection libraries are beside it).
+pub fn tool_root(tool: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::canonicalize(tool)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .into_iter()
+        .collect()
+}
+
 /// Profile kernel `k` under Nsight Compute: its inputs are prepared here, as for a correctness
 /// run, and one launch runs in `cugrade __profile-kernel` (`worker::profiled`), a process ncu
 /// starts itself. Returns the case's name and ncu's rows.
@@ -374,47 +537,19 @@ fn profile_kernel(
         .iter()
         .find(|m| m.id == k.milestone)
         .ok_or("no such milestone")?;
-    let contract = rubric.contract(&m.contract);
     let case = profile_case(rubric, m).ok_or("the milestone has no case to run")?;
-    let vars = case_vars(case);
-    let inv = inputs::generate(
-        contract,
-        &vars,
-        inputs::trial_seed(opts.seed, &case.name, 0),
-    )?;
-    let inv = match &k.numba {
-        Some(sig) => inputs::numba_invocation(&inv, contract, sig)?,
-        None => inv,
-    };
-    let launch = if rubric.rubric.allow_launch_override {
-        crate::submission::launch_for(sub, &m.kernel, &contract.launch)
-    } else {
-        contract.launch.clone()
-    };
-    let dims = crate::rubric::eval_launch(&launch, &vars)?;
-    let spec = RunSpec {
-        kernel: k.kernel.clone(),
-        dims,
-        args: inv.args.clone(),
-        buffers: inv.specs(),
-        symbols: inv.symbols.clone(),
-        deadline_ms: NCU_TIMEOUT.as_millis() as u64,
-    };
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let job_path = dir.path().join("job.bin");
     // ncu's own files (its injection libraries, its section files) must stay readable.
-    let ncu_root = std::fs::canonicalize(ncu)
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .into_iter()
-        .collect();
-    let job = Job {
-        device: opts.device,
-        spec,
-        extra_read: ncu_root,
-    };
-    write_job(&job_path, &job, &k.ptx, &inv.allocations())
-        .map_err(|e| format!("cannot write the profile job: {e}"))?;
+    let (dir, job_path) = kernel_job(
+        rubric,
+        sub,
+        m,
+        case,
+        &k.ptx,
+        k.numba.as_ref(),
+        opts,
+        tool_root(ncu),
+        NCU_TIMEOUT,
+    )?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let args: Vec<std::ffi::OsString> = vec!["__profile-kernel".into(), job_path.into_os_string()];
     run_ncu(
@@ -423,6 +558,7 @@ fn profile_kernel(
         &args,
         std::slice::from_ref(&k.kernel),
         dir.path(),
+        NCU_METRICS,
     )
     .map(|rows| (case.name.clone(), rows))
 }
@@ -433,9 +569,9 @@ fn profile_kernel(
 pub const NCU_EXTRA_ENV: &str = "CUGRADE_NCU_EXTRA_METRICS";
 pub const NCU_KEEP_ENV: &str = "CUGRADE_NCU_KEEP";
 
-/// The `--metrics` argument: [`NCU_METRICS`] and any extra ones ([`NCU_EXTRA_ENV`]).
-fn metric_list() -> String {
-    let mut list: Vec<String> = NCU_METRICS.iter().map(|m| m.to_string()).collect();
+/// The `--metrics` argument: `metrics` and any extra ones ([`NCU_EXTRA_ENV`]).
+fn metric_list(metrics: &[&str]) -> String {
+    let mut list: Vec<String> = metrics.iter().map(|m| m.to_string()).collect();
     let extra = std::env::var(NCU_EXTRA_ENV).unwrap_or_default();
     for m in extra.split(',').map(str::trim) {
         let valid = !m.is_empty()
@@ -458,6 +594,7 @@ pub fn run_ncu(
     args: &[std::ffi::OsString],
     kernels: &[String],
     dir: &Path,
+    metrics: &[&str],
 ) -> Result<Vec<NcuRow>, String> {
     use wait_timeout::ChildExt;
     let log = dir.join("ncu.csv");
@@ -471,7 +608,7 @@ pub fn run_ncu(
         .arg("--launch-count")
         .arg(kernels.len().to_string())
         .arg("--metrics")
-        .arg(metric_list())
+        .arg(metric_list(metrics))
         .arg(exe)
         .args(args)
         .env("TMPDIR", dir)

@@ -261,6 +261,10 @@ pub struct RunInfo {
     /// Wall time of grading this submission, seconds (compilation to the last check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// The GPU this submission was graded and timed on (cuda backend): every performance check
+    /// of a student runs on this one GPU (`grade --gpus`), and records it in `timing.device`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::backend::GpuRecord>,
 }
 
 /// The whole verdict for one submission: `result.json`.
@@ -272,6 +276,13 @@ pub struct GradeResult {
     /// from `student` (the cohort entry): grades.csv keys rows by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub student_id: Option<String>,
+    /// `grade` only: the row's unique, stable key in the cohort, derived from the cohort entry's
+    /// name (`alice.zip`, `alice`), and the name of its folder in `<out>/students/`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// `grade` only: the cohort entry's name as found (`alice.tar.gz`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub entry: String,
     pub backend: String,
     pub seed: u64,
     pub score: f64,
@@ -280,6 +291,10 @@ pub struct GradeResult {
     /// sha256 of the submission's files, for reproducibility and `--resume`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub submission_sha256: String,
+    /// `grade` only: sha256 of the rubric and its reference kernel, for `--resume` (a result
+    /// graded against another rubric is graded again).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rubric_sha256: String,
     /// The compile log and per-kernel resources, shown once per submission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileSummary>,
@@ -288,12 +303,41 @@ pub struct GradeResult {
     /// Submission-level problems that are not milestone checks (e.g. "manifest ignored").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Things in the submission an instructor should look at, never verdicts: device code
+    /// that reads timers or SM ids, large `__device__` arrays, a kernel whose emulator and GPU
+    /// runs disagree (docs/integrity.md). The cohort's integrity.csv lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<Flag>,
+}
+
+/// One flag for the instructor: no points depend on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flag {
+    /// Stable key: `reads-timer`, `reads-placement`, `large-device-array`,
+    /// `backends-disagree`.
+    pub kind: String,
+    /// The milestone it concerns, if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub milestone: Option<String>,
+    /// `file:line` in the submission (or the file alone), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    pub message: String,
 }
 
 impl GradeResult {
     /// Status over all milestones.
     pub fn status(&self) -> Status {
         Status::aggregate(self.milestones.iter().map(|m| m.status))
+    }
+
+    /// How cohort files name this result: its [`id`](Self::id) in a cohort, else the student.
+    pub fn key(&self) -> &str {
+        if self.id.is_empty() {
+            &self.student
+        } else {
+            &self.id
+        }
     }
 
     /// Some milestone's score is provisional (its speed was not measured).

@@ -62,12 +62,12 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
             ),
         },
     };
-    if needs_nvrtc && !crate::backend::cuda::nvrtc_present() {
-        return Err(Fatal::new(
-            "NVRTC (libnvrtc.so.13) was not found, so CUDA sources cannot be compiled.\n\
-             fix: install the CUDA 13.0 toolkit, or `python3 -m pip install --target ~/.cache/cugrade-nvrtc nvidia-cuda-nvrtc==13.0.88`\n\
-             and run with LD_LIBRARY_PATH=~/.cache/cugrade-nvrtc/nvidia/cu13/lib (see README.md)",
-        ));
+    // As root, workers run as uids of their own: cugrade's own cache must be open to them.
+    for note in crate::compile::toolchain::share_with_workers() {
+        eprintln!("cugrade: {note}");
+    }
+    if needs_nvrtc {
+        ensure_compilers()?;
     }
     Ok(Options {
         backend,
@@ -78,6 +78,9 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
         gpu: (backend == BackendKind::Cuda)
             .then(|| crate::backend::cuda::pci_bus_id(device).ok())
             .flatten(),
+        gpu_record: (backend == BackendKind::Cuda)
+            .then(|| crate::backend::cuda::identify(device).ok())
+            .flatten(),
         baseline_cache: None,
         protected: Vec::new(),
         keep_kernels: None,
@@ -86,6 +89,26 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
             .clone()
             .unwrap_or_else(|| crate::estimate::gpu::DEFAULT.to_string()),
     })
+}
+
+/// NVRTC and CUDA's headers for CUDA C++ sources: the system's, else cugrade's cache, which
+/// is filled from PyPI on first use. Without NVRTC nothing can be graded (exit 3, saying what
+/// to install); without the headers grading goes on, and a submission that includes one of
+/// them is stopped as the machine's fault (exit 3) rather than scored as a compile error.
+pub fn ensure_compilers() -> Result<(), Fatal> {
+    crate::compile::install::ensure_nvrtc().map_err(|e| {
+        Fatal::new(format!(
+            "NVRTC (libnvrtc.so.13) is needed to compile CUDA C++ and could not be had: {e}"
+        ))
+    })?;
+    if let Err(e) = crate::compile::install::ensure_headers() {
+        eprintln!(
+            "cugrade: warning: CUDA's headers (cooperative_groups.h, cuda_fp16.h, CCCL) are not \
+             available: {e}\nA submission that includes one of them cannot be graded on this \
+             machine until they are (`cugrade doctor --install`)."
+        );
+    }
+    Ok(())
 }
 
 /// The folders around what we read: a worker must not see other students or the rubric's files.

@@ -2,11 +2,13 @@
 //! `cugrade.yaml` manifest (docs/submissions.md). `.py` files hold Numba `@cuda.jit` kernels. Archives (`.zip`, `.tar.gz`) are unpacked
 //! into a temp dir with size limits first, so a zip bomb is a message, not a full disk.
 
+pub mod archive;
+
 use crate::compile::SourceFile;
 use crate::errors::ConfigError;
 use crate::rubric::expr::{Expression, Kind};
 use crate::rubric::locate::Locations;
-use crate::rubric::parse_yaml;
+use crate::rubric::parse_yaml_within;
 use crate::rubric::schema::Expr;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -122,6 +124,13 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
     let mut total = 0u64;
     for (rel, full) in &files {
         let size = std::fs::metadata(full).map(|m| m.len()).unwrap_or(0);
+        let manifest_cap = crate::rubric::bounds::MANIFEST.max_bytes as u64;
+        if rel == "cugrade.yaml" && size > manifest_cap {
+            return Err(SubmissionError::Manifest(ConfigError::whole_file(
+                full,
+                format!("the file is {size} bytes; a cugrade.yaml may have at most {manifest_cap}"),
+            )));
+        }
         if size > MAX_FILE_BYTES {
             return Err(SubmissionError::Other(format!(
                 "`{rel}` is {size} bytes; a submission file may have at most {MAX_FILE_BYTES}"
@@ -133,7 +142,7 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
                 "the submission exceeds {MAX_TOTAL_BYTES} bytes"
             )));
         }
-        let bytes = std::fs::read(full)
+        let bytes = read_no_follow(full)
             .map_err(|e| SubmissionError::Other(format!("cannot read `{rel}`: {e}")))?;
         hasher.update(rel.as_bytes());
         hasher.update([0]);
@@ -175,6 +184,24 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
         )));
     }
     Ok(sub)
+}
+
+/// A submission file's bytes, never through a link (a file swapped for one after it was
+/// listed is refused, not followed), at most [`MAX_FILE_BYTES`].
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // Non-blocking: a FIFO swapped in after the listing must not stall the grader.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 fn extension(name: &str) -> String {
@@ -238,7 +265,8 @@ fn collect(
 /// Parse and check a manifest; every expression must parse (variables are checked when the
 /// rubric is known, in [`check_against`]).
 pub fn parse_manifest(path: &Path, text: &str) -> Result<Manifest, SubmissionError> {
-    let m: Manifest = parse_yaml(path, text).map_err(SubmissionError::Manifest)?;
+    let m: Manifest = parse_yaml_within(path, text, &crate::rubric::bounds::MANIFEST)
+        .map_err(SubmissionError::Manifest)?;
     let locs = Locations::of(text);
     for (kernel, o) in &m.launch {
         for (key, list) in [("block", &o.block), ("grid", &o.grid)] {
@@ -400,124 +428,10 @@ impl Submission {
     }
 }
 
-/// The submissions of a cohort directory: each subdirectory, `.cu`/`.ptx`/`.py` file or archive.
-pub fn cohort_entries(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let mut out = vec![];
-    for e in std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot list cohort `{}`: {e}", dir.display()))?
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let p = e.path();
-        let lower = name.to_ascii_lowercase();
-        if p.is_dir()
-            || lower.ends_with(".cu")
-            || lower.ends_with(".ptx")
-            || lower.ends_with(".py")
-            || lower.ends_with(".zip")
-            || lower.ends_with(".tar.gz")
-            || lower.ends_with(".tgz")
-        {
-            out.push(p);
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// Unpack an archive into `into`, refusing links, absolute or `..` paths and oversize content.
-pub fn unpack(archive: &Path, into: &Path) -> Result<PathBuf, String> {
-    let name = archive
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stem = name
-        .trim_end_matches(".zip")
-        .trim_end_matches(".tar.gz")
-        .trim_end_matches(".tgz")
-        .to_string();
-    let dest = into.join(&stem);
-    std::fs::create_dir_all(&dest).map_err(|e| e.to_string())?;
-    let mut total = 0u64;
-    let mut count = 0usize;
-    let mut put = |rel: &Path, data: &mut dyn std::io::Read| -> Result<(), String> {
-        if rel.is_absolute()
-            || rel
-                .components()
-                .any(|c| matches!(c, std::path::Component::ParentDir))
-        {
-            return Err(format!("`{}` in {name} escapes the archive", rel.display()));
-        }
-        count += 1;
-        if count > MAX_FILES * 4 {
-            return Err(format!("{name} holds too many files"));
-        }
-        let target = dest.join(rel);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-        }
-        let mut f = std::fs::File::create(&target).map_err(|e| e.to_string())?;
-        let left = MAX_TOTAL_BYTES.saturating_sub(total);
-        let n = std::io::copy(&mut std::io::Read::take(data, left + 1), &mut f)
-            .map_err(|e| e.to_string())?;
-        total += n;
-        if total > MAX_TOTAL_BYTES {
-            return Err(format!(
-                "{name} unpacks to more than {MAX_TOTAL_BYTES} bytes"
-            ));
-        }
-        Ok(())
-    };
-    let file = std::fs::File::open(archive).map_err(|e| format!("cannot open {name}: {e}"))?;
-    if name.to_ascii_lowercase().ends_with(".zip") {
-        let mut z =
-            zip::ZipArchive::new(file).map_err(|e| format!("{name} is not a valid zip: {e}"))?;
-        for i in 0..z.len() {
-            let mut entry = z.by_index(i).map_err(|e| format!("{name}: {e}"))?;
-            if entry.is_dir() {
-                continue;
-            }
-            if entry.is_symlink() {
-                return Err(format!("{name} contains a symbolic link"));
-            }
-            let rel = entry.enclosed_name().ok_or_else(|| {
-                format!(
-                    "`{}` in {name} escapes the archive",
-                    entry.name().unwrap_or_default()
-                )
-            })?;
-            put(&rel, &mut entry)?;
-        }
-    } else {
-        let mut t = tar::Archive::new(flate2::read::GzDecoder::new(file));
-        for entry in t
-            .entries()
-            .map_err(|e| format!("{name} is not a valid .tar.gz: {e}"))?
-        {
-            let mut entry = entry.map_err(|e| format!("{name}: {e}"))?;
-            let kind = entry.header().entry_type();
-            if kind.is_dir() {
-                continue;
-            }
-            if !kind.is_file() {
-                return Err(format!("{name} contains a link or special file"));
-            }
-            let rel = entry.path().map_err(|e| e.to_string())?.into_owned();
-            put(&rel, &mut entry)?;
-        }
-    }
-    // An archive holding a single top-level folder is that folder.
-    let entries: Vec<_> = std::fs::read_dir(&dest)
-        .map_err(|e| e.to_string())?
-        .flatten()
-        .collect();
-    if entries.len() == 1 && entries[0].path().is_dir() {
-        return Ok(entries[0].path());
-    }
-    Ok(dest)
+/// Unpack an archive into `into` in a sandboxed worker ([`archive`]); returns the submission's
+/// folder.
+pub fn unpack(archive: &Path, into: &Path, protected: &[PathBuf]) -> Result<PathBuf, String> {
+    archive::unpack(archive, into, protected)
 }
 
 #[cfg(test)]
@@ -590,7 +504,7 @@ mod tests {
         );
         let single = load(&d.path().join("lab/reduce.py")).unwrap();
         assert_eq!(single.python[0].name, "reduce.py");
-        let cohort = cohort_entries(&d.path().join("lab")).unwrap();
+        let cohort = crate::cohort::entries::list(&d.path().join("lab")).unwrap();
         assert_eq!(cohort.len(), 1);
     }
 
@@ -603,31 +517,5 @@ mod tests {
                 .to_string()
                 .contains("no `.cu`, `.ptx` or `.py` file")
         );
-    }
-
-    #[test]
-    fn archives_unpack_and_refuse_escapes() {
-        let d = tempfile::tempdir().unwrap();
-        let zpath = d.path().join("bob.zip");
-        {
-            let f = std::fs::File::create(&zpath).unwrap();
-            let mut z = zip::ZipWriter::new(f);
-            let o = zip::write::SimpleFileOptions::default();
-            z.start_file("bob/k.cu", o).unwrap();
-            std::io::Write::write_all(&mut z, b"// hi").unwrap();
-            z.finish().unwrap();
-        }
-        let out = tempfile::tempdir().unwrap();
-        let root = unpack(&zpath, out.path()).unwrap();
-        assert!(root.join("k.cu").is_file());
-        let evil = d.path().join("evil.zip");
-        {
-            let f = std::fs::File::create(&evil).unwrap();
-            let mut z = zip::ZipWriter::new(f);
-            z.start_file("../../x.cu", zip::write::SimpleFileOptions::default())
-                .unwrap();
-            z.finish().unwrap();
-        }
-        assert!(unpack(&evil, out.path()).unwrap_err().contains("escapes"));
     }
 }

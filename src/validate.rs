@@ -1,5 +1,10 @@
 //! `cugrade validate`: check rubric files, then grade each rubric's own reference kernels
 //! against it and cross-check them with the CPU implementations.
+//!
+//! Every file given is checked, and every mistake found is reported (on stderr, each with its
+//! `file:line:column`), not just the first: an instructor fixing a course's rubrics sees them
+//! all in one run. Any mistake makes the exit code 2; the reference kernels of the rubrics
+//! whose schema is sound still run.
 
 use crate::errors::{CliError, Fatal};
 use crate::exit;
@@ -12,32 +17,56 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
             "validate needs at least one rubric file".into(),
         ));
     }
-    let mut ok = true;
+    let mut loaded = Vec::new();
+    let mut mistakes = 0usize;
+    let mut bad_files = 0usize;
     for p in paths {
-        let r = crate::rubric::load(p)?;
-        let n = r.rubric.milestones.len();
-        println!(
-            "{}: schema ok ({n} milestone{}, {} points)",
-            p.display(),
-            if n == 1 { "" } else { "s" },
-            r.max_score()
-        );
-        if schema_only {
-            continue;
+        match crate::rubric::load_all(p) {
+            Ok(r) => {
+                let n = r.rubric.milestones.len();
+                println!(
+                    "{}: schema ok ({n} milestone{}, {} points)",
+                    p.display(),
+                    if n == 1 { "" } else { "s" },
+                    r.max_score()
+                );
+                loaded.push((p, r));
+            }
+            Err(errors) => {
+                for e in &errors {
+                    eprintln!("{e}\n");
+                }
+                mistakes += errors.len();
+                bad_files += 1;
+            }
         }
-        let mut opts = resolve(
-            &Requested {
-                backend,
-                seed: Some(1),
-                gpus: vec![],
-                estimate_gpu: None,
-            },
-            0,
-            true,
-        )?;
-        opts.protected = crate::setup::protected_dirs(&[p.as_path()]);
-        ok &=
-            crate::grade::validate_reference(&r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
+    }
+    let mut ok = true;
+    if !schema_only {
+        for (p, r) in &loaded {
+            let mut opts = resolve(
+                &Requested {
+                    backend,
+                    seed: Some(1),
+                    gpus: vec![],
+                    estimate_gpu: None,
+                },
+                0,
+                true,
+            )?;
+            opts.protected = crate::setup::protected_dirs(&[p.as_path()]);
+            ok &= crate::grade::validate_reference(r, &opts)
+                .map_err(|e| Fatal::new(e.0.to_string()))?;
+        }
+    }
+    if mistakes > 0 {
+        eprintln!(
+            "error: {mistakes} mistake{} in {bad_files} of {} rubric file{}",
+            if mistakes == 1 { "" } else { "s" },
+            paths.len(),
+            if paths.len() == 1 { "" } else { "s" }
+        );
+        return Ok(exit::USAGE);
     }
     Ok(if ok { exit::OK } else { exit::FAILED })
 }

@@ -123,10 +123,14 @@ fn missing_driver_is_exit_3_with_the_fix() {
     assert!(err.contains("fix: install the NVIDIA driver"), "{err}");
 }
 
+/// No NVRTC on the system, none in cugrade's cache, and no way to install it: exit 3, saying
+/// what to install. (cugrade installs NVRTC from PyPI itself when it can: tests/readme_path.rs.)
 #[test]
 fn missing_nvrtc_is_exit_3_with_the_fix() {
-    let o = Command::new(env!("CARGO_BIN_EXE_cugrade"))
-        .args([
+    let cache = tempfile::tempdir().unwrap();
+    let run = |extra: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cugrade"));
+        c.args([
             "check",
             "--backend",
             "emu",
@@ -135,15 +139,34 @@ fn missing_nvrtc_is_exit_3_with_the_fix() {
             fixtures().join("correct").to_str().unwrap(),
         ])
         .env("LD_LIBRARY_PATH", "/nonexistent")
-        .output()
-        .unwrap();
+        .env("CUGRADE_NVRTC_CACHE", cache.path());
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    // No Python to download it with.
+    let o = run(&[("CUGRADE_PYTHON", "/nonexistent/python3")]);
     let (_, err) = text(&o);
     // With a system-wide NVRTC this cannot be provoked.
     if o.status.code() != Some(3) && std::path::Path::new("/usr/local/cuda").exists() {
         return;
     }
     assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("NVRTC (libnvrtc.so.13) is needed"), "{err}");
+    assert!(err.contains("python3-pip"), "{err}");
+    assert!(err.contains("CUDA 13.0 toolkit"), "{err}");
+    // pip that cannot reach an index: the command to run by hand, with the pin.
+    let o = run(&[
+        ("PIP_INDEX_URL", "http://127.0.0.1:9/simple"),
+        ("PIP_FIND_LINKS", ""),
+        ("PIP_RETRIES", "0"),
+        ("PIP_TIMEOUT", "2"),
+    ]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("nvidia-cuda-nvrtc==13.0.88"), "{err}");
+    assert!(err.contains("PyPI must be reachable"), "{err}");
 }
 
 #[test]
@@ -163,7 +186,8 @@ fn compile_error_is_a_failed_check_with_the_students_line() {
         .find(|c| c["kind"] == "compile")
         .expect("a compile check");
     assert_eq!(compile["status"], "fail");
-    assert_eq!(compile["location"], "add.cu:4");
+    // NVRTC's column: the `i` of `if (i < n)`.
+    assert_eq!(compile["location"], "add.cu:4:7");
     assert!(
         compile["message"]
             .as_str()
@@ -172,8 +196,8 @@ fn compile_error_is_a_failed_check_with_the_students_line() {
         "{compile}"
     );
     assert!(
-        compile["details"].as_str().unwrap().contains("add.cu(4)"),
-        "{compile}"
+        v["compile"]["log"].as_str().unwrap().contains("add.cu(4)"),
+        "{v}"
     );
     assert_eq!(v["milestones"][0]["status"], "fail");
     assert_eq!(v["score"], 0.0);
@@ -351,4 +375,213 @@ extern "C" __global__ void reduce_shuffle(const float* in, float* out, int n)
         msg.starts_with("timeout") && msg.contains("its deadline was 1.0 s (timeouts.launch_min_s"),
         "{msg}"
     );
+}
+
+/// `cugrade ARGS` with a generous wall-clock bound: a stall fails the test with what the run
+/// printed instead of holding CI for its whole budget. Output goes to files (no pipe to fill).
+fn cugrade_within(args: &[&str], secs: u64) -> (Option<i32>, String, String) {
+    use wait_timeout::ChildExt;
+    let d = tempfile::tempdir().unwrap();
+    let (out, err) = (d.path().join("out"), d.path().join("err"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cugrade"))
+        .args(args)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let status = child
+        .wait_timeout(std::time::Duration::from_secs(secs))
+        .unwrap();
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let read = |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned();
+    assert!(
+        status.is_some(),
+        "cugrade {args:?} still ran after {secs} s\n{}",
+        read(&err)
+    );
+    (status.and_then(|s| s.code()), read(&out), read(&err))
+}
+
+#[test]
+fn hostile_manifests_are_exit_2_with_their_position_never_a_crash_or_a_stall() {
+    let d = tempfile::tempdir().unwrap();
+    let deep = |n: usize| format!("{}n{}", "(".repeat(n), ")".repeat(n));
+    let flow = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let cases: Vec<(&str, String, &str, &str)> = vec![
+        (
+            "parens",
+            format!("launch:\n  vector_add:\n    grid: [\"{}\"]\n", deep(10_000)),
+            "cugrade.yaml:3:12",
+            "at most 1024",
+        ),
+        (
+            "flow-2mib",
+            format!(
+                "launch:\n  vector_add:\n    grid: {}\n",
+                flow((1 << 20) - 40)
+            ),
+            "cugrade.yaml",
+            "a cugrade.yaml may have at most 65536",
+        ),
+        (
+            "flow-60k",
+            format!("launch:\n  vector_add:\n    grid: {}\n", flow(30_000)),
+            "cugrade.yaml:3:",
+            "nest more than",
+        ),
+        (
+            "block",
+            format!("student:\n{}x\n", "- ".repeat(5_000)),
+            "cugrade.yaml:",
+            "nest more than 16 levels",
+        ),
+    ];
+    for (name, manifest, at, why) in cases {
+        let sub = d.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::copy(fixtures().join("correct/add.cu"), sub.join("add.cu")).unwrap();
+        std::fs::write(sub.join("cugrade.yaml"), manifest).unwrap();
+        let (code, _, err) = cugrade_within(
+            &[
+                "check",
+                "--rubric",
+                fixtures().join("rubric.yaml").to_str().unwrap(),
+                sub.to_str().unwrap(),
+                "--backend",
+                "emu",
+            ],
+            120,
+        );
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(at) && err.contains(why), "{name}: {err}");
+        assert!(
+            err.len() < 2000,
+            "{name}: a short message ({} bytes)",
+            err.len()
+        );
+    }
+}
+
+/// A copy of the mini rubric (and its reference) in a temp dir, with `from` replaced by `to`.
+fn mini_rubric_with(dir: &Path, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(fixtures().join("rubric.yaml")).unwrap();
+    assert!(text.contains(from), "{from}");
+    std::fs::copy(fixtures().join("ref.cu"), dir.join("ref.cu")).unwrap();
+    let p = dir.join("rubric.yaml");
+    std::fs::write(&p, text.replace(from, to)).unwrap();
+    p
+}
+
+#[test]
+fn rubric_numbers_that_would_overflow_are_exit_2_at_their_line() {
+    for (from, to, at, why) in [
+        (
+            "uniform: [-1, 1] } }\n      - { name: b",
+            "uniform: [-1e308, 1e308] } }\n      - { name: b",
+            "rubric.yaml:8:",
+            "outside what a `f32` element holds",
+        ),
+        (
+            "points: 10",
+            "points: .nan",
+            "rubric.yaml:21:",
+            "points must be a number",
+        ),
+        (
+            "points: 10",
+            "points: 1e308",
+            "rubric.yaml:21:",
+            "points must be a number",
+        ),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let rubric = mini_rubric_with(d.path(), from, to);
+        for args in [
+            vec!["validate", rubric.to_str().unwrap()],
+            vec![
+                "check",
+                "--rubric",
+                rubric.to_str().unwrap(),
+                fixtures().join("correct").to_str().unwrap(),
+                "--backend",
+                "emu",
+            ],
+        ] {
+            let (code, _, err) = cugrade_within(&args, 120);
+            assert_eq!(code, Some(2), "{to}: {err}");
+            assert!(err.contains(at) && err.contains(why), "{to}: {err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn rubric_files_outside_the_course_tree_are_refused_unread() {
+    let d = tempfile::tempdir().unwrap();
+    let course = d.path().join("course");
+    std::fs::create_dir(&course).unwrap();
+    // A file beside the course tree, as a secret would be.
+    std::fs::write(d.path().join("secret.cu"), "root:x:0:0:SECRET\n").unwrap();
+    let outside = d.path().join("secret.cu");
+    let run = |args: &[&str]| {
+        let (code, out, err) = cugrade_within(args, 120);
+        assert!(
+            !out.contains("SECRET") && !err.contains("SECRET") && !err.contains("root:x"),
+            "{args:?} printed the file: {err}"
+        );
+        (code, err)
+    };
+    for reference in [
+        "../secret.cu".to_string(),
+        outside.display().to_string(),
+        "/etc/passwd".to_string(),
+    ] {
+        let dir = course.join("rubrics");
+        std::fs::create_dir_all(&dir).unwrap();
+        let rubric = mini_rubric_with(
+            &dir,
+            "reference: ref.cu",
+            &format!("reference: {reference}"),
+        );
+        // rubrics/.. is the course tree: `../secret.cu` from rubrics/ is course/secret.cu, absent.
+        let (code, err) = run(&["validate", rubric.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{reference}: {err}");
+        assert!(
+            err.contains("outside the course tree") || err.contains("does not exist"),
+            "{reference}: {err}"
+        );
+        assert!(err.contains("rubric.yaml:3:"), "{reference}: {err}");
+    }
+    // A rubric that is a link out of the tree is not read.
+    std::os::unix::fs::symlink(&outside, course.join("rubrics/linked.yaml")).unwrap();
+    let (code, err) = run(&[
+        "check",
+        "--rubric",
+        course.join("rubrics/linked.yaml").to_str().unwrap(),
+        fixtures().join("correct").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("outside the course tree"), "{err}");
+    // A manifest's `rubric:` stays in the submission, links resolved; and so do its files.
+    let sub = d.path().join("student");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::copy(fixtures().join("correct/add.cu"), sub.join("add.cu")).unwrap();
+    std::os::unix::fs::symlink(&outside, sub.join("evil.yaml")).unwrap();
+    for (value, why) in [
+        ("evil.yaml", "outside the submission's folder"),
+        ("../secret.cu", "outside the submission's folder"),
+        ("mine.yaml", "outside the submission's folder"),
+    ] {
+        std::fs::write(sub.join("cugrade.yaml"), format!("rubric: {value}\n")).unwrap();
+        let text = std::fs::read_to_string(fixtures().join("rubric.yaml"))
+            .unwrap()
+            .replace("reference: ref.cu", "reference: ../secret.cu");
+        std::fs::write(sub.join("mine.yaml"), text).unwrap();
+        let (code, err) = run(&["check", sub.to_str().unwrap(), "--backend", "emu"]);
+        assert_eq!(code, Some(2), "{value}: {err}");
+        assert!(err.contains(why), "{value}: {err}");
+    }
 }

@@ -136,7 +136,7 @@ fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
     for pair in [
         "s01-optimized,s24-copy-of-s01,1.00,yes",
         "s01-optimized,s25-disguised-s01,1.00,yes",
-        "s04-alt-b,s05-single-file,1.00,yes",
+        "s04-alt-b.tar.gz,s05-single-file.cu,1.00,yes",
     ] {
         assert!(integrity.contains(pair), "{pair} not in\n{integrity}");
     }
@@ -153,8 +153,15 @@ fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
     let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(header[0], "student");
     assert_eq!(
-        &header[header.len() - 5..],
-        ["total", "max_score", "speed_measured", "status", "entry"]
+        &header[header.len() - 6..],
+        [
+            "total",
+            "max_score",
+            "speed_measured",
+            "status",
+            "entry",
+            "id"
+        ]
     );
     let rows: Vec<Vec<String>> = csv
         .records()
@@ -168,7 +175,17 @@ fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
     );
     assert!(keys.contains(&"s02-naive") && keys.contains(&"s16-claims-s02s-id"));
     assert!(keys.contains(&"'=SUM(A1;A2)"), "{keys:?}");
-    assert!(rows.iter().all(|r| r[header.len() - 3] == "no"), "{rows:?}");
+    assert!(rows.iter().all(|r| r[header.len() - 4] == "no"), "{rows:?}");
+    // Every row has its own id, and its folder under students/.
+    let ids: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r[header.len() - 1].as_str()).collect();
+    assert_eq!(ids.len(), 50);
+    for id in &ids {
+        assert!(
+            out.join("students").join(id).join("result.json").is_file(),
+            "{id}"
+        );
+    }
     let summary = read("summary.md");
     assert!(
         summary.contains("claims the student id `S1002`"),
@@ -184,7 +201,7 @@ fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
         serde_json::from_str(include_str!("data/gradescope-results.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let mut students = 0;
-    for e in std::fs::read_dir(&out).unwrap() {
+    for e in std::fs::read_dir(out.join("students")).unwrap() {
         let p = e.unwrap().path().join("results.json");
         if !p.is_file() {
             continue;
@@ -203,8 +220,8 @@ fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
         pinned(
             &format!("gradescope/{s}.json"),
             &redacted_gradescope(
-                &read(&format!("{s}/results.json")),
-                &read(&format!("{s}/report.md")),
+                &read(&format!("students/{s}/results.json")),
+                &read(&format!("students/{s}/report.md")),
                 tmp.path(),
             ),
         );
@@ -213,12 +230,14 @@ fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
     // merge of the run split in two halves equals the run, byte for byte.
     let (a, b) = (tmp.path().join("half-a"), tmp.path().join("half-b"));
     let mut i = 0;
-    for e in std::fs::read_dir(&out).unwrap() {
+    for e in std::fs::read_dir(out.join("students")).unwrap() {
         let p = e.unwrap().path();
         if !p.join("result.json").is_file() {
             continue;
         }
-        let dest = if i % 2 == 0 { &a } else { &b }.join(p.file_name().unwrap());
+        let dest = if i % 2 == 0 { &a } else { &b }
+            .join("students")
+            .join(p.file_name().unwrap());
         std::fs::create_dir_all(&dest).unwrap();
         for f in std::fs::read_dir(&p).unwrap() {
             let f = f.unwrap().path();
@@ -281,13 +300,23 @@ fn merge_refuses_conflicting_shards_and_bad_usage() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot read shard output"), "{err}");
 
-    let (a, b) = (tmp.path().join("a/x"), tmp.path().join("b/x"));
+    let (a, b) = (
+        tmp.path().join("a/students/x"),
+        tmp.path().join("b/students/x"),
+    );
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
     std::fs::write(a.join("result.json"), "{not json").unwrap();
     let (code, err) = run(&[&tmp.path().join("m"), &tmp.path().join("a")]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("is not a cugrade result.json"), "{err}");
+    // A shard of the layout before students/ is read too.
+    let legacy = tmp.path().join("legacy/x");
+    std::fs::create_dir_all(&legacy).unwrap();
+    std::fs::write(legacy.join("result.json"), "{not json").unwrap();
+    let (code, err) = run(&[&tmp.path().join("m2"), &tmp.path().join("legacy")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("legacy/x/result.json"), "{err}");
 }
 
 /// ci/gradescope/run_autograder in a fake /autograder: a graded submission, and one cugrade
@@ -316,16 +345,20 @@ fn gradescope_run_autograder_writes_valid_results_even_for_unreadable_submission
         let tmp = tempfile::tempdir().unwrap();
         let ag = tmp.path();
         std::fs::create_dir_all(ag.join("source/rubrics")).unwrap();
+        std::fs::create_dir_all(ag.join("source/reference-kernels")).unwrap();
         std::fs::create_dir_all(ag.join("submission")).unwrap();
+        // The bundle's layout (ci/gradescope/make-bundle.sh): the reference beside rubrics/.
+        std::fs::copy(
+            root().join("reference-kernels/reduction.cu"),
+            ag.join("source/reference-kernels/reduction.cu"),
+        )
+        .unwrap();
         let rubric =
             std::fs::read_to_string(root().join("tests/fixtures/cohort/reduction-small.yaml"))
                 .unwrap()
                 .replace(
                     "../../../reference-kernels/reduction.cu",
-                    root()
-                        .join("reference-kernels/reduction.cu")
-                        .to_str()
-                        .unwrap(),
+                    "../reference-kernels/reduction.cu",
                 );
         std::fs::write(ag.join("source/rubrics/reduction.yaml"), rubric).unwrap();
         for (n, t) in files {
@@ -387,6 +420,8 @@ fn leaderboard_is_anonymous_and_causes_group_across_students() {
             assignment: "reduction".into(),
             student: name.into(),
             student_id: None,
+            id: String::new(),
+            entry: String::new(),
             backend: "cuda".into(),
             seed: 1,
             score: 10.0,
@@ -402,12 +437,14 @@ fn leaderboard_is_anonymous_and_causes_group_across_students() {
                 provisional: false,
             }],
             submission_sha256: String::new(),
+            rubric_sha256: String::new(),
             compile: None,
             run: RunInfo {
                 timed: speedup.is_some(),
                 ..Default::default()
             },
             notes: vec![],
+            flags: vec![],
         }
     };
     let results = vec![

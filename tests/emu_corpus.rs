@@ -1060,6 +1060,66 @@ fn blocks3d(b: &mut dyn Backend) -> Result<(), String> {
     Ok(())
 }
 
+/// The time and placement special registers look like an H100's (and read the same on one).
+fn specials(b: &mut dyn Backend) -> Result<(), String> {
+    let blocks = 264;
+    let out = b.alloc(8 * 8 * blocks).unwrap();
+    let sink = zeros(b, 128);
+    launch(
+        b,
+        "specials",
+        d1(blocks as u32, 128),
+        &[Ptr(out), Ptr(sink), I32(20_000)],
+    );
+    let words: Vec<u64> = b
+        .read(out, 8 * 8 * blocks)
+        .unwrap()
+        .chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let at = |blk: usize, k: usize| words[8 * blk + k];
+    // Nanoseconds since the Unix epoch (2020 to 2100), not an instruction count.
+    let (t0, t1) = (at(0, 0), at(0, 6));
+    if !(1_577_836_800_000_000_000..4_102_444_800_000_000_000).contains(&t0) {
+        return Err(format!("%globaltimer = {t0} is not ns since the epoch"));
+    }
+    let (c0, c1) = (at(0, 1), at(0, 7));
+    if t1 < t0 || c1 < c0 {
+        return Err(format!(
+            "time went back over a barrier: {t0} -> {t1}, {c0} -> {c1}"
+        ));
+    }
+    // 20,000 dependent multiply-adds: tens of microseconds at an SM's clock.
+    let dt = t1 - t0;
+    if !(5_000..5_000_000).contains(&dt) {
+        return Err(format!("the spin took {dt} ns of %globaltimer"));
+    }
+    let rate = (c1 - c0) as f64 / dt as f64;
+    if !(1.0..2.5).contains(&rate) {
+        return Err(format!(
+            "%clock64 advances {rate} cycles per ns of %globaltimer"
+        ));
+    }
+    let sms: std::collections::BTreeSet<u64> = (0..blocks).map(|k| at(k, 2)).collect();
+    let nsmid = at(0, 3);
+    if !(100..=200).contains(&nsmid) || sms.len() < 100 || sms.iter().any(|&s| s >= nsmid) {
+        return Err(format!(
+            "%smid over {blocks} blocks takes {} values, %nsmid = {nsmid}",
+            sms.len()
+        ));
+    }
+    if at(0, 4) != 64 {
+        return Err(format!(
+            "%nwarpid = {} (an sm_90 SM has 64 warp slots)",
+            at(0, 4)
+        ));
+    }
+    if at(0, 5) == 0 {
+        return Err("%gridid is 0".into());
+    }
+    Ok(())
+}
+
 pub const CASES: &[Case] = &[
     Case {
         name: "vector_add",
@@ -1197,6 +1257,12 @@ pub const CASES: &[Case] = &[
         name: "blocks3d",
         file: "blocks3d.cu",
         run: blocks3d,
+        min_sm: 75,
+    },
+    Case {
+        name: "specials",
+        file: "specials.cu",
+        run: specials,
         min_sm: 75,
     },
 ];
@@ -1368,6 +1434,32 @@ fn racecheck_finds_missing_syncthreads() {
     assert!(!m.is_empty(), "{:?}", r.diagnostics);
     assert!(m.iter().all(|d| d.line == Some(8)), "{m:?}");
     assert!(m[0].message.contains("hazard"));
+}
+
+#[test]
+fn racecheck_finds_lanes_of_one_warp_without_syncwarp() {
+    let input: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let Some(r) = diag_run("diag_warp_race.cu", "diag_warp_race", d1(1, 32), |e| {
+        let a = up_f32(e, &input);
+        vec![Ptr(a), Ptr(zeros(e, 1))]
+    }) else {
+        return;
+    };
+    let m = only(&r, "racecheck");
+    assert!(!m.is_empty(), "{:?}", r.diagnostics);
+    assert!(
+        m[0].message.contains("a lane of the same warp") && m[0].message.contains("__syncwarp()"),
+        "{}",
+        m[0].message
+    );
+    // Ordered by __syncwarp() (and a shuffle): nothing to report.
+    let Some(r) = diag_run("diag_warp_race.cu", "diag_warp_synced", d1(1, 32), |e| {
+        let a = up_f32(e, &input);
+        vec![Ptr(a), Ptr(zeros(e, 1))]
+    }) else {
+        return;
+    };
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
 }
 
 #[test]

@@ -78,7 +78,7 @@ fn idents(e: &Expr) -> Vec<String> {
 
 #[test]
 fn rubric_cross_references_resolve() {
-    const FUNCS: &[&str] = &["ceil_div", "min", "max", "sqrt", "eps"];
+    const FUNCS: &[&str] = &["ceil_div", "min", "max", "sqrt", "eps", "u"];
     for (path, r) in &rubrics() {
         let p = path.display();
         let vars = var_names(r);
@@ -105,7 +105,8 @@ fn rubric_cross_references_resolve() {
                     "{p}: contract `{name}` names unknown CPU implementation `{cpu}`"
                 );
             }
-            // Expressions may use the case variables, scalar parameters, eps, functions and
+            // Expressions may use the case variables, scalar parameters, eps, u (the declared
+            // precision's unit roundoff), functions and
             // `<float buffer>_abs_sum` / `_abs_max`.
             let mut known: BTreeSet<String> = vars.clone();
             known.extend(FUNCS.iter().map(|s| s.to_string()));
@@ -121,7 +122,7 @@ fn rubric_cross_references_resolve() {
             for t in std::iter::once(&c.tolerance)
                 .chain(c.params.iter().filter_map(|p| p.tolerance.as_ref()))
             {
-                exprs.extend(t.abs.iter().chain(t.rel.iter()));
+                exprs.extend(t.abs.iter().chain(t.rel.iter()).chain(t.sum.iter()));
             }
             for prm in &c.params {
                 exprs.extend(prm.len.iter().chain(prm.value.iter()));

@@ -234,35 +234,130 @@ fn compare(
     elem: ScalarType,
     tol: Resolved,
 ) -> (u64, u64) {
+    let r = compare_full(emu, got, exp, None, None, elem, tol);
+    (r[0], r[1])
+}
+
+/// `cugrade_compare` with each element's sums of absolute terms `sabs` and squared terms
+/// `sq`, and the output's initial contents `initial`: the result words (mismatches, first,
+/// guard, outside the coarse band, unwritten).
+#[allow(clippy::too_many_arguments)]
+fn compare_full(
+    emu: &mut EmuBackend,
+    got: &[f64],
+    exp: &[f64],
+    terms: Option<(&[f64], &[f64])>,
+    initial: Option<&[f64]>,
+    elem: ScalarType,
+    tol: Resolved,
+) -> [u64; 5] {
     let bytes = |v: &[f64]| cugrade::inputs::encode(v, elem);
-    let (g, e) = (
-        emu.alloc(got.len() * elem.size()).unwrap(),
-        emu.alloc(exp.len() * elem.size()).unwrap(),
-    );
-    emu.write(g, &bytes(got)).unwrap();
-    emu.write(e, &bytes(exp)).unwrap();
-    let result = emu.alloc(16).unwrap();
-    let mut init = 0u64.to_le_bytes().to_vec();
-    init.extend(u64::MAX.to_le_bytes());
-    emu.write(result, &init).unwrap();
+    let mut put = |v: &[f64]| {
+        let a = emu.alloc(v.len().max(1) * elem.size()).unwrap();
+        emu.write(a, &bytes(v)).unwrap();
+        a
+    };
+    let (g, e) = (put(got), put(exp));
+    let (sabs, sq) = match terms {
+        Some((s, q)) => (put(s), put(q)),
+        None => (0, 0),
+    };
+    let init = initial.map_or(0, &mut put);
+    let result = emu.alloc(48).unwrap();
+    let mut words = vec![0u8; 48];
+    words[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    emu.write(result, &words).unwrap();
+    let c = cugrade::measure::session::ComparePlan::of(&tol);
     let params = [
         ParamValue::Ptr(g),
         ParamValue::Ptr(e),
+        ParamValue::Ptr(sabs),
+        ParamValue::Ptr(sq),
+        ParamValue::Ptr(init),
         ParamValue::U64(got.len() as u64),
         ParamValue::I32(cugrade::measure::session::elem_code(elem) as i32),
-        ParamValue::F64(tol.abs),
-        ParamValue::F64(tol.rel),
-        ParamValue::I64(tol.ulp.map_or(-1, |u| u as i64)),
-        ParamValue::I32(i32::from(tol.exact)),
+        ParamValue::F64(c.abs),
+        ParamValue::F64(c.rel),
+        ParamValue::F64(c.sum),
+        ParamValue::I64(c.ulp),
+        ParamValue::I32(i32::from(c.exact)),
+        ParamValue::F64(c.coarse_abs),
+        ParamValue::F64(c.coarse_rel),
+        ParamValue::F64(c.coarse_sum),
         ParamValue::Ptr(result),
     ];
     emu.launch("cugrade_compare", grid(got.len()), &params, deadline())
         .expect("compare runs");
-    let r = emu.read(result, 16).unwrap();
-    (
-        u64::from_le_bytes(r[..8].try_into().unwrap()),
-        u64::from_le_bytes(r[8..].try_into().unwrap()),
+    let r = emu.read(result, 48).unwrap();
+    let w = |k: usize| u64::from_le_bytes(r[8 * k..8 * k + 8].try_into().unwrap());
+    [w(0), w(1), w(2), w(3), w(4)]
+}
+
+#[test]
+fn the_device_applies_the_error_model_as_the_host_does() {
+    if !nvrtc_present() {
+        return;
+    }
+    let mut emu = harness();
+    // A matmul-like tolerance: 4 sqrt(K) (u + eps) per unit of partial-sum scale, K = 64.
+    let t: cugrade::rubric::schema::Tolerance =
+        serde_yaml::from_str("{sum: \"4 * sqrt(K) * (u + eps)\"}").unwrap();
+    let vars: cugrade::rubric::expr::Vars = [("K", 64.0), ("eps", 2f64.powi(-24))]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let tol = Resolved::with_precision(
+        Some(&t),
+        ScalarType::F32,
+        &vars,
+        cugrade::check::Precision::Fp32,
     )
+    .unwrap();
+    assert!(tol.coarse.is_some());
+    let exp = vec![10.0, -3.0, 0.5, 100.0, 7.0, 1.0, 2.0, 3.0];
+    // Sums of absolute terms (S) and of squared terms (R²): element 1 has cancelling terms
+    // (S large, R small), so its scale is |e| + 4R, not S.
+    let s = vec![20.0, 300.0, 0.5, 100.0, 7.0, 1.0, 1e30, 3.0];
+    let q = vec![50.0, 4.0, 0.25, 1e4, 49.0, 1.0, f64::INFINITY, 0.0];
+    let scale = cugrade::check::sum_scale(&exp, &s, Some(&q));
+    let allowed: Vec<f64> = (0..exp.len())
+        .map(|i| tol.allowance(exp[i], scale[i]))
+        .collect();
+    let poison = f64::from(f32::from_bits(cugrade::inputs::POISON_F32));
+    let initial = vec![poison; exp.len()];
+    let mut got = exp.clone();
+    got[0] += 0.5 * allowed[0]; // within
+    got[1] += 2.0 * allowed[1]; // imprecise: outside, within the coarse band
+    got[3] += 1e6 * allowed[3]; // wrong
+    got[5] = poison; // unwritten
+    got[6] += 0.9 * allowed[6]; // S overflowed in float: scale from S... within
+    let host: Vec<usize> = (0..exp.len())
+        .filter(|&i| {
+            let round = |v: f64| v as f32 as f64;
+            !tol.accepts_at(round(exp[i]), round(got[i]), scale[i], ScalarType::F32)
+        })
+        .collect();
+    let r = compare_full(
+        &mut emu,
+        &got,
+        &exp,
+        Some((&s, &q)),
+        Some(&initial),
+        ScalarType::F32,
+        tol,
+    );
+    assert_eq!(
+        r[0] as usize,
+        host.len(),
+        "host rejects {host:?}, device {r:?}"
+    );
+    assert_eq!(host, vec![1, 3, 5]);
+    assert_eq!(r[1], 1, "first mismatch");
+    assert_eq!(
+        r[3], 2,
+        "outside the coarse band: the wrong one and the unwritten one"
+    );
+    assert_eq!(r[4], 1, "unwritten: still the poison");
 }
 
 #[test]
@@ -305,10 +400,8 @@ fn the_device_comparison_agrees_with_the_host_rules() {
             ],
             ScalarType::F64,
             Resolved {
-                abs: 0.0,
-                rel: 0.0,
                 ulp: Some(4),
-                exact: false,
+                ..Resolved::band(0.0, 0.0)
             },
         ),
         (

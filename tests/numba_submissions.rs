@@ -24,11 +24,20 @@ fn ready() -> bool {
     true
 }
 
-/// A rubric like `rubrics/NAME.yaml`, with the reference by absolute path and `extra` appended.
+/// A rubric like `rubrics/NAME.yaml`, with its reference copied beside it (a rubric reads files
+/// of its own course tree only) and `extra` appended.
 fn rubric(dir: &Path, name: &str, extra: &str) -> PathBuf {
     let text = std::fs::read_to_string(root().join(format!("rubrics/{name}.yaml"))).unwrap();
-    let reference = root().join("reference-kernels");
-    let text = text.replace("../reference-kernels", &reference.to_string_lossy());
+    let file = format!("{name}.cu");
+    std::fs::copy(
+        root().join("reference-kernels").join(&file),
+        dir.join(format!("reference-{file}")),
+    )
+    .unwrap();
+    let text = text.replace(
+        &format!("../reference-kernels/{file}"),
+        &format!("reference-{file}"),
+    );
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, format!("{text}\n{extra}\n")).unwrap();
     path
@@ -331,16 +340,39 @@ fn a_kernel_with_the_wrong_parameters_says_so() {
 }
 
 #[test]
-fn an_import_that_never_ends_is_a_compile_timeout() {
+fn an_import_that_never_ends_is_stopped_after_one_budget_whatever_the_kernels() {
     if !ready() {
         return;
     }
+    // Seven kernels at 60 s each: the import still gets its one budget (2 s here), not the
+    // compile time of every kernel.
     let dir = tempfile::tempdir().unwrap();
-    let r = rubric(dir.path(), "vector-add", "timeouts: {compile_s: 1}");
+    let r = rubric(
+        dir.path(),
+        "activations",
+        "timeouts: {compile_s: 60, import_s: 2}",
+    );
+    let started = std::time::Instant::now();
     let result = grade(&r, &[("k.py", "while True:\n    pass\n")]);
-    let c = first_failure(&result, "vector_add");
+    let took = started.elapsed().as_secs_f64();
+    for id in ["relu", "mish", "bias_gelu"] {
+        let c = first_failure(&result, id);
+        let msg = c["message"].as_str().unwrap();
+        assert!(
+            msg.contains("did not finish importing within 2 s"),
+            "{id}: {c}"
+        );
+        assert_eq!(c["location"].as_str(), Some("k.py"), "{c}");
+    }
+    assert!(took < 60.0, "took {took:.0} s");
+    // A module that ends Python while it is imported says so too.
+    let result = grade(&r, &[("k.py", "import os\nos._exit(3)\n")]);
+    let c = first_failure(&result, "relu");
     assert!(
-        c["message"].as_str().unwrap().contains("did not finish"),
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish importing"),
         "{c}"
     );
 }
@@ -366,9 +398,9 @@ fn a_rubric_may_refuse_numba() {
 }
 
 /// A Numba installation that imports but cannot compile (what NumPy 2.5 did to numba-cuda
-/// 0.30.4: `module 'numpy' has no attribute 'row_stack'` on every kernel): grading says the
-/// toolchain is broken, as an error of the grading machine, never as the student's compile
-/// error; and the cache's packages come before the interpreter's own.
+/// 0.30.4: `module 'numpy' has no attribute 'row_stack'` on every kernel): grading stops with
+/// exit 3 and says the toolchain is broken, as an error of the grading machine, never as the
+/// student's compile error; and the cache's packages come before the interpreter's own.
 #[test]
 fn a_broken_numba_is_the_toolchains_fault_not_the_students() {
     if !ready() {
@@ -411,6 +443,12 @@ fn a_broken_numba_is_the_toolchains_fault_not_the_students() {
         "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n",
     )
     .unwrap();
+    // The real headers (the fake cache has none, and none is to be downloaded here).
+    std::os::unix::fs::symlink(
+        cugrade::compile::toolchain::headers_dir(),
+        cache.path().join("headers"),
+    )
+    .unwrap();
     let json = dir.path().join("result.json");
     let out = Command::new(env!("CARGO_BIN_EXE_cugrade"))
         .args(["check", "--backend", "emu", "--seed", "3", "--rubric"])
@@ -421,25 +459,101 @@ fn a_broken_numba_is_the_toolchains_fault_not_the_students() {
         .env("CUGRADE_NVRTC_CACHE", cache.path())
         .output()
         .unwrap();
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_else(|_| {
-        panic!(
-            "no result.json: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    }))
-    .unwrap();
-    let c = first_failure(&r, "vector_add");
-    assert_eq!(c["status"], "error", "{c}");
-    let text = format!("{} {}", c["message"], c["details"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Exit 3: the grading machine cannot grade; no score is written for the student.
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(!json.exists(), "{err}");
     assert!(
-        text.contains("not the submission") && text.contains("row_stack"),
-        "{c}"
+        err.contains("not the submission") && err.contains("row_stack"),
+        "{err}"
     );
+    assert!(err.contains("cugrade doctor"), "{err}");
+}
+
+/// The Python line under every Numba finding: result.json's `snippet`, the terminal and the
+/// Markdown report quote `reduce.py`'s line for the racecheck finding of a reduction without
+/// its `cuda.syncthreads()`.
+#[test]
+fn a_numba_racecheck_finding_quotes_the_python_line() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("submissions-example/reduction/numba_missing_syncthreads/reduce.py");
+    let text = std::fs::read_to_string(&src).unwrap();
+    let rubric = rubric(dir.path(), "reduction", "");
+    let sub = dir.path().join("student");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("reduce.py"), &text).unwrap();
+    let (json, md) = (dir.path().join("r.json"), dir.path().join("r.md"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cugrade"))
+        .args(["check", "--backend", "emu", "--seed", "3", "--rubric"])
+        .arg(&rubric)
+        .arg(&sub)
+        .arg("--json")
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&md)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let races: Vec<&Value> = milestone(&r, "reduce_shared")["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["cause"] == "racecheck"
+                || c["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("racecheck"))
+        })
+        .collect();
+    assert!(!races.is_empty(), "no racecheck finding: {r}");
+    let lines: Vec<&str> = text.lines().collect();
+    for c in &races {
+        let loc = c["location"].as_str().unwrap();
+        assert!(loc.starts_with("reduce.py:"), "{c}");
+        let line: usize = loc.split(':').nth(1).unwrap().parse().unwrap();
+        let snippet = &c["snippet"];
+        assert_eq!(snippet["line"], line, "{c}");
+        assert_eq!(
+            snippet["text"].as_str(),
+            Some(lines[line - 1].trim_end()),
+            "{c}"
+        );
+        // Shown to the student, with its line number, on the terminal and in Markdown.
+        let quoted = lines[line - 1].trim();
+        assert!(terminal.contains(quoted), "{quoted}:\n{terminal}");
+        let markdown = std::fs::read_to_string(&md).unwrap();
+        assert!(markdown.contains(quoted), "{quoted}:\n{markdown}");
+    }
+}
+
+/// A module that ends the Python process while it is imported leaves the compiler without an
+/// answer: cugrade's own kernel still compiles in a fresh worker, so this is the submission's
+/// compile finding (exit 1), not the machine's fault (exit 3).
+#[test]
+fn a_module_that_exits_while_imported_is_the_students_compile_error() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rubric = rubric(dir.path(), "vector-add", "");
+    let r = grade(
+        &rubric,
+        &[(
+            "vadd.py",
+            "import os\nfrom numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n\nos._exit(0)\n",
+        )],
+    );
+    let c = first_failure(&r, "vector_add");
+    assert_eq!(c["status"], "fail", "{c}");
+    assert_eq!(c["kind"], "compile", "{c}");
+    let message = c["message"].as_str().unwrap();
     assert!(
-        c["hint"]
-            .as_str()
-            .is_some_and(|h| h.contains("cugrade doctor")),
+        message.contains("did not finish importing") || message.contains("stopped the compiler"),
         "{c}"
     );
 }

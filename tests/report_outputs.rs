@@ -42,6 +42,7 @@ fn gpu_run() -> RunInfo {
         sandbox: vec!["landlock: active".into(), "seccomp: active".into()],
         notes: vec![],
         seconds: None,
+        gpu: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn emu_run() -> RunInfo {
         ],
         notes: vec![],
         seconds: None,
+        gpu: None,
     }
 }
 
@@ -77,6 +79,8 @@ fn compile_failure() -> GradeResult {
         assignment: "reduction".into(),
         student: "bob".into(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: "cuda".into(),
         seed: 1234,
         score: 0.0,
@@ -106,6 +110,7 @@ fn compile_failure() -> GradeResult {
         ],
         submission_sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
             .into(),
+        rubric_sha256: String::new(),
         compile: Some(CompileSummary {
             ok: false,
             log: COMPILE_LOG.into(),
@@ -113,6 +118,7 @@ fn compile_failure() -> GradeResult {
         }),
         run: gpu_run(),
         notes: vec![],
+        flags: vec![],
     }
 }
 
@@ -150,6 +156,8 @@ fn mixed() -> GradeResult {
         assignment: "reduction".into(),
         student: "alice".into(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: "emu".into(),
         seed: 987654321,
         score: 30.0,
@@ -179,6 +187,7 @@ fn mixed() -> GradeResult {
             milestone("reduce_shuffle", "Warp shuffle", 40.0, 0.0, vec![timed(timeout, 10.0)]),
         ],
         submission_sha256: String::new(),
+        rubric_sha256: String::new(),
         compile: Some(CompileSummary {
             ok: true,
             log: "reduce.cu(5): warning #177-D: variable \"unused\" was declared but never referenced\n"
@@ -203,6 +212,7 @@ fn mixed() -> GradeResult {
         }),
         run: emu_run(),
         notes: vec![],
+        flags: vec![],
     }
 }
 
@@ -452,6 +462,12 @@ fn junit_is_one_suite_per_milestone_and_one_case_per_check() {
                     Status::Pass => assert!(child("failure").or(child("error")).is_none()),
                     Status::Fail => assert!(child("failure").is_some()),
                     Status::Error => assert!(child("error").is_some()),
+                    // A correct kernel whose speed no GPU measured: a pass that says so.
+                    Status::Skipped if m.provisional && c.kind == CheckKind::Performance => {
+                        assert!(child("skipped").or(child("failure")).is_none());
+                        let note = child("system-out").unwrap().text().unwrap();
+                        assert!(note.starts_with("PASS, speed not measured: "), "{note}");
+                    }
                     Status::Skipped => assert!(child("skipped").is_some()),
                 }
             }
@@ -510,21 +526,36 @@ fn junit_failure_text_explains_the_failure() {
     let error = doc.descendants().find(|n| n.has_tag_name("error")).unwrap();
     assert_eq!(error.attribute("type"), Some("runtime"));
     assert!(error.text().unwrap().contains("block 0 offset 16"));
-    let skipped = doc
+    // The correct milestone's unmeasured speed check is a pass with a note, not <skipped/>.
+    assert!(
+        doc.descendants().all(|n| !n.has_tag_name("skipped")),
+        "{xml}"
+    );
+    let speed = doc
         .descendants()
-        .find(|n| n.has_tag_name("skipped"))
+        .find(|n| n.attribute("name") == Some("speedup n=16777216"))
+        .unwrap();
+    let note = speed
+        .children()
+        .find(|n| n.has_tag_name("system-out"))
+        .and_then(|n| n.text())
         .unwrap();
     assert!(
-        skipped
-            .attribute("message")
-            .unwrap()
-            .contains("PTX emulator")
+        note.contains("PASS, speed not measured") && note.contains("PTX emulator"),
+        "{note}"
     );
     let out = doc
         .descendants()
-        .find(|n| n.has_tag_name("system-out"))
+        .find(|n| {
+            n.has_tag_name("system-out") && n.parent().is_some_and(|p| p.has_tag_name("testsuite"))
+        })
         .unwrap();
-    assert!(out.text().unwrap().contains("Speed was not measured"));
+    let header = out.text().unwrap();
+    assert!(header.contains("Speed was not measured"), "{header}");
+    assert!(
+        header.contains("milestone status: PASS, speed not measured"),
+        "{header}"
+    );
 }
 
 #[test]
@@ -626,6 +657,58 @@ fn markdown_says_what_the_run_could_not_do() {
     assert!(!md.contains("degraded"));
 }
 
+/// Flags for the instructor (issue 19): listed in report.md and as rows of the cohort's
+/// integrity.csv after the pairs, never touching the score; a message from device code cannot
+/// become a spreadsheet formula.
+#[test]
+fn flags_reach_report_md_and_integrity_csv() {
+    let mut r = mixed();
+    r.flags = vec![
+        cugrade::result::Flag {
+            kind: "reads-timer".into(),
+            milestone: Some("reduce_shared".into()),
+            location: Some("reduce.cu:27".into()),
+            message: "reads %globaltimer (the GPU's nanosecond clock)".into(),
+        },
+        cugrade::result::Flag {
+            kind: "large-device-array".into(),
+            milestone: None,
+            location: None,
+            message: "=HYPERLINK(\"x\") declares a 4 MiB __device__ array".into(),
+        },
+    ];
+    let score = r.score;
+    let md = markdown::render(&r);
+    assert!(md.contains("## Flags for the instructor"), "{md}");
+    assert!(
+        md.contains("- `reads-timer` (reduce.cu:27): reduce\\_shared: reads %globaltimer"),
+        "{md}"
+    );
+    assert!(!markdown::render(&mixed()).contains("Flags for the instructor"));
+    let csv_text = cugrade::report::gradebook::integrity_csv(&[], &[r.clone()]).unwrap();
+    let mut rd = csv::Reader::from_reader(csv_text.as_bytes());
+    let head: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(
+        head.last().map(String::as_str),
+        Some("details"),
+        "{csv_text}"
+    );
+    let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 2, "{csv_text}");
+    let col = |row: &csv::StringRecord, name: &str| {
+        row.get(head.iter().position(|h| h == name).unwrap())
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(col(&rows[0], "student_a"), "alice");
+    assert_eq!(col(&rows[0], "flag"), "reads-timer");
+    assert_eq!(col(&rows[0], "lines_a"), "reduce.cu:27");
+    assert!(col(&rows[0], "details").starts_with("reduce_shared: reads %globaltimer"));
+    assert_eq!(col(&rows[1], "flag"), "large-device-array");
+    assert!(!col(&rows[1], "details").starts_with('='), "{csv_text}");
+    assert_eq!(r.score, score, "a flag never changes a score");
+}
+
 #[test]
 fn markdown_shows_evidence_and_resources() {
     let md = markdown::render(&mixed());
@@ -690,20 +773,32 @@ fn markdown_hostile_text_stays_in_its_place() {
         .iter()
         .filter(|e| matches!(e, Event::Start(Tag::Heading { .. })))
         .count();
-    let expected = 1
-        + r.milestones.len()
-        + r.milestones
-            .iter()
-            .flat_map(|m| &m.checks)
-            .filter(|c| c.status != Status::Pass)
-            .count()
-        + 2;
+    let expected = 1 + r.milestones.len() + finding_sections(&r) + 2;
     assert_eq!(headings, expected);
     assert!(!md_events(&md).iter().any(|e| matches!(
         e,
         Event::Start(Tag::Link { .. }) | Event::Start(Tag::Image { .. })
     )));
     assert!(!md.contains('\x1b') && !md.contains('\0'));
+}
+
+/// report.md's sections of findings: one per finding that did not pass, except a finding an
+/// earlier milestone shows word for word (one line there) and a correct milestone's unmeasured
+/// speed check (one line: "Speed not measured").
+fn finding_sections(r: &GradeResult) -> usize {
+    use cugrade::report::findings::{Shared, placed};
+    placed(r)
+        .iter()
+        .flatten()
+        .filter(|p| {
+            let c = p.finding.check;
+            let unmeasured = p.milestone.provisional
+                && p.milestone.status == Status::Skipped
+                && c.kind == CheckKind::Performance
+                && c.status == Status::Skipped;
+            c.status != Status::Pass && !unmeasured && !matches!(p.shared, Shared::Repeat { .. })
+        })
+        .count()
 }
 
 #[test]
@@ -724,10 +819,10 @@ fn terminal_summary_lists_milestones_failures_and_total() {
     let out = terminal::render(&mixed(), false);
     assert!(!out.contains('\x1b'), "no colour asked for:\n{out}");
     for part in [
-        "  SKIP  reduce_naive      30 / 30",
+        "  PASS  reduce_naive      30 / 30",
         "  FAIL  reduce_shared      0 / 30",
         "  ERROR reduce_shuffle     0 / 40",
-        "  SKIP  reduce_naive      30 / 30, speed not measured",
+        "  PASS  reduce_naive      30 / 30, speed not measured",
         "FAIL: reduce_shared › correctness n=1000003: out[0] is 499712",
         "--> reduce.cu:42",
         "= note: case n=1000003",
@@ -738,6 +833,8 @@ fn terminal_summary_lists_milestones_failures_and_total() {
     ] {
         assert!(out.contains(part), "lacks {part:?}:\n{out}");
     }
+    // A correct kernel whose speed was not measured passed: nothing reads SKIP.
+    assert!(!out.contains("SKIP") && !out.contains("skipped)"), "{out}");
     let coloured = terminal::render(&mixed(), true);
     assert!(coloured.contains("\x1b["));
 }
@@ -829,7 +926,8 @@ fn cohort_writes_summary_csv_and_junit() {
             "max_score",
             "speed_measured",
             "status",
-            "entry"
+            "entry",
+            "id"
         ]
     );
     let rows: Vec<Vec<String>> = csv
@@ -845,7 +943,7 @@ fn cohort_writes_summary_csv_and_junit() {
     assert_eq!(
         by_name("alice"),
         &[
-            "alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice"
+            "alice", "30", "0", "0", "", "30", "100", "no", "fail", "alice", "alice"
         ]
     );
     assert_eq!(
@@ -892,7 +990,7 @@ fn student_files_stay_inside_the_output_dir() {
     let mut r = hostile();
     r.student = "../escape".into();
     let written = cohort::write_student(&r, dir.path()).unwrap();
-    assert_eq!(written, dir.path().join("_._escape"));
+    assert_eq!(written, dir.path().join("students/_._escape"));
     for f in ["result.json", "report.md", "junit.xml"] {
         assert!(written.join(f).is_file(), "{f} missing");
     }
@@ -1038,14 +1136,9 @@ fn random_hostile_text_never_breaks_a_report() {
             .iter()
             .filter(|e| matches!(e, Event::Start(Tag::Heading { .. })))
             .count();
-        let problems = r
-            .milestones
-            .iter()
-            .flat_map(|m| &m.checks)
-            .filter(|c| c.status != Status::Pass);
         assert_eq!(
             headings,
-            1 + r.milestones.len() + problems.count() + 2,
+            1 + r.milestones.len() + finding_sections(r) + 2,
             "{md}"
         );
 

@@ -27,6 +27,7 @@ const ARG_ENV: &str = "CUGRADE_SANDBOX_ARG";
 const DATA_LIMIT: u64 = 2 << 30;
 const FILE_LIMIT: u64 = 1 << 20;
 const OPEN_FILES: u64 = 64;
+const PROCESSES: u64 = 48;
 
 // ---------------------------------------------------------------------------------------
 // Parent side
@@ -71,6 +72,9 @@ fn scene() -> Scene {
         extra_read: Vec::new(),
         protected: vec![bob.clone()],
         keep_ipc: false,
+        processes: PROCESSES,
+        scratch: 64 << 20,
+        compat: None,
     };
     Scene {
         _root: root_dir,
@@ -329,6 +333,13 @@ fn resource_limits_hold() {
             out.raw
         );
         assert_eq!(out.get("cpu"), "60/61", "{}", out.raw);
+        // Counted per worker: a uid of its own (root) or a user namespace of its own.
+        assert_eq!(
+            out.get("nproc"),
+            format!("{PROCESSES}/{PROCESSES}"),
+            "{}",
+            out.raw
+        );
         out.assert_denied("allocate twice the data limit");
         out.assert_ok("allocate 64 MiB");
         out.assert_denied("write past the file size limit");
@@ -497,10 +508,129 @@ fn a_late_apply_degrades_with_reasons_instead_of_failing() {
     }
 }
 
+/// What the worker sees and may do: a private root with only what it needs, no host socket,
+/// PID 1 of its own namespace, a uid of its own when root, no metadata calls even on its own
+/// files, no sockets, no memfd, no setsid.
+#[test]
+fn the_worker_sees_a_private_view_and_may_not_change_metadata() {
+    let s = scene();
+    let sock = s.root.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    // Host paths that exist here but must not in the worker's view (stat, which Landlock does
+    // not govern, says whether they are there at all).
+    let absent = [
+        s.bob.clone(),
+        s.root.join("outside.txt"),
+        "/etc/passwd".into(),
+        "/etc/hostname".into(),
+        "/var".into(),
+        "/home".into(),
+        "/run".into(),
+        "/dev/shm".into(),
+        "/dev/pts".into(),
+    ]
+    .iter()
+    .filter(|p| p.exists())
+    .map(|p| p.display().to_string())
+    .collect::<Vec<_>>()
+    .join("|");
+    std::fs::write(s.root.join("outside.txt"), "x").unwrap();
+    let out = run_child(
+        "view",
+        &s.policy,
+        &format!(
+            "{}|{absent}|{}",
+            sock.display(),
+            s.root.join("outside.txt").display()
+        ),
+        |_| {},
+    );
+    out.assert_layers_as_offered();
+    if expect_layer("namespaces") {
+        assert_eq!(out.get("pid"), "1", "{}", out.raw);
+    }
+    if expect_layer("identity") && sandbox::identity::is_root() {
+        let uid: u32 = out.get("uid").parse().unwrap();
+        assert!(uid >= sandbox::identity::UID_BASE, "{}", out.raw);
+    }
+    if expect_layer("mounts") {
+        assert_eq!(out.get("/etc/passwd exists"), "false", "{}", out.raw);
+        assert_eq!(out.get("host socket visible"), "false", "{}", out.raw);
+        out.assert_denied("connect host socket");
+        assert_eq!(out.get("scratch is tmpfs"), "true", "{}", out.raw);
+        // Nothing beyond what the worker needs exists in its view.
+        assert_eq!(out.get("absent"), "all", "{}", out.raw);
+        assert_eq!(out.get("/dev/shm exists"), "false", "{}", out.raw);
+    }
+    if expect_layer("seccomp") {
+        for key in [
+            "chmod own file",
+            "fchmod own file",
+            "utime own file",
+            "setxattr own file",
+            "chown own file",
+            "memfd_create",
+            "setsid",
+        ] {
+            assert!(
+                out.get(key).starts_with("denied EPERM"),
+                "`{key}`: {}",
+                out.raw
+            );
+        }
+        assert_eq!(out.get("socket AF_UNIX"), "failed (97)", "{}", out.raw);
+        assert_eq!(out.get("socket AF_INET"), "failed (97)", "{}", out.raw);
+        out.assert_ok("socketpair");
+    }
+    out.assert_ok("write in temp");
+}
+
+/// A double-forked daemon (setsid attempted) does not outlive the worker.
+#[test]
+fn a_daemon_started_in_the_sandbox_ends_with_it() {
+    let s = scene();
+    let marker = format!(
+        "daemon-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let out = run_child("daemon", &s.policy, &marker, |_| {});
+    assert_eq!(out.get("daemon"), "started", "{}", out.raw);
+    let alive = || -> Vec<String> {
+        let mut v = vec![];
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.parse::<u32>().is_err() {
+                continue;
+            }
+            let env = std::fs::read(format!("/proc/{name}/environ")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{name}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+            if !zombie && String::from_utf8_lossy(&env).contains(&marker) {
+                v.push(name);
+            }
+        }
+        v
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !alive().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        alive().is_empty(),
+        "the daemon outlived its worker: {:?}",
+        alive()
+    );
+}
+
 #[test]
 fn probe_leaves_the_caller_unconfined_and_reports_all_layers_here() {
     let r = offered();
-    assert_eq!(r.layers.len(), 5, "{:?}", r.lines());
+    assert_eq!(r.layers.len(), 7, "{:?}", r.lines());
     // We are still free: the probe confined its own child only.
     assert!(std::fs::read_dir("/tmp").is_ok());
     for line in r.lines() {
@@ -567,6 +697,8 @@ fn child_body(attack: &str, policy: &Policy, arg: &str) -> String {
         "syscalls" => syscalls(),
         "limits" => limits(policy),
         "nvrtc" => nvrtc(arg),
+        "view" => view(policy, arg),
+        "daemon" => daemon(),
         "cuda" => cuda(),
         other => vec![("unknown attack".into(), other.into())],
     };
@@ -826,6 +958,7 @@ fn limits(policy: &Policy) -> Lines {
         ("data".into(), lim(Resource::RLIMIT_DATA)),
         ("nofile".into(), lim(Resource::RLIMIT_NOFILE)),
         ("cpu".into(), lim(Resource::RLIMIT_CPU)),
+        ("nproc".into(), lim(Resource::RLIMIT_NPROC)),
     ];
     let big = (policy.data_bytes * 2) as usize;
     let mut a: Vec<u8> = Vec::new();
@@ -974,6 +1107,137 @@ fn nvrtc(bob_src: &str) -> Lines {
             .into(),
         ),
     ]
+}
+
+fn errno_of(r: libc::c_long) -> String {
+    if r >= 0 {
+        return "ok".into();
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EPERM) => "denied EPERM".into(),
+        Some(e) => format!("failed ({e})"),
+        None => "failed".into(),
+    }
+}
+
+fn view(policy: &Policy, arg: &str) -> Lines {
+    use std::os::unix::ffi::OsStrExt;
+    let own = policy.temp_dir.join("own.txt");
+    let wrote = std::fs::write(&own, "x");
+    let c = std::ffi::CString::new(own.as_os_str().as_bytes()).unwrap();
+    let f = std::fs::File::open(&own);
+    let fd = f.as_ref().map(|f| f.as_raw_fd()).unwrap_or(-1);
+    let name = c"user.x";
+    let (sock, absent) = arg.split_once('|').unwrap_or((arg, ""));
+    let mut statfs: libc::statfs = unsafe { std::mem::zeroed() };
+    let tmpc = std::ffi::CString::new(policy.temp_dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: each call either fails (the point) or acts on our own scratch file.
+    let calls = unsafe {
+        vec![
+            (
+                "chmod own file",
+                errno_of(libc::chmod(c.as_ptr(), 0o4755) as _),
+            ),
+            ("fchmod own file", errno_of(libc::fchmod(fd, 0o755) as _)),
+            (
+                "utime own file",
+                errno_of(libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0) as _),
+            ),
+            (
+                "setxattr own file",
+                errno_of(
+                    libc::setxattr(c.as_ptr(), name.as_ptr(), c"1".as_ptr().cast(), 1, 0) as _,
+                ),
+            ),
+            (
+                "chown own file",
+                errno_of(libc::chown(c.as_ptr(), 0, 0) as _),
+            ),
+            (
+                "memfd_create",
+                errno_of(libc::memfd_create(c"x".as_ptr(), 0) as _),
+            ),
+            ("setsid", errno_of(libc::setsid() as _)),
+            (
+                "socket AF_UNIX",
+                errno_of(libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) as _),
+            ),
+            (
+                "socket AF_INET",
+                errno_of(libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) as _),
+            ),
+            ("socketpair", {
+                let mut sv = [0; 2];
+                errno_of(
+                    libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) as _,
+                )
+            }),
+            (
+                "scratch statfs",
+                errno_of(libc::statfs(tmpc.as_ptr(), &mut statfs) as _),
+            ),
+        ]
+    };
+    let mut v: Lines = calls.into_iter().map(|(k, r)| (k.to_string(), r)).collect();
+    v.extend([
+        ("pid".into(), std::process::id().to_string()),
+        // SAFETY: getuid cannot fail.
+        ("uid".into(), unsafe { libc::getuid() }.to_string()),
+        (
+            "/etc/passwd exists".into(),
+            Path::new("/etc/passwd").exists().to_string(),
+        ),
+        (
+            "host socket visible".into(),
+            Path::new(sock).exists().to_string(),
+        ),
+        (
+            "connect host socket".into(),
+            outcome(std::os::unix::net::UnixStream::connect(sock)),
+        ),
+        (
+            "scratch is tmpfs".into(),
+            (statfs.f_type == 0x0102_1994).to_string(),
+        ),
+        (
+            "/dev/shm exists".into(),
+            Path::new("/dev/shm").exists().to_string(),
+        ),
+        ("absent".into(), {
+            let present: Vec<&str> = absent
+                .split('|')
+                .filter(|p| !p.is_empty() && Path::new(p).exists())
+                .collect();
+            if present.is_empty() {
+                "all".into()
+            } else {
+                format!("present: {present:?}")
+            }
+        }),
+        ("write in temp".into(), outcome(wrote)),
+    ]);
+    v
+}
+
+/// Fork a daemon the way a hostile import would: fork, setsid (refused or not), fork again,
+/// the grandchild sleeps; the middle one exits at once.
+fn daemon() -> Lines {
+    // SAFETY: the forked processes only sleep or `_exit`.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            libc::setsid();
+            if libc::fork() == 0 {
+                loop {
+                    libc::sleep(1);
+                }
+            }
+            libc::_exit(0);
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+    }
+    vec![("daemon".into(), "started".into())]
 }
 
 /// Compile, load and launch vector_add on GPU 0 from inside the sandbox, and check it.

@@ -34,15 +34,7 @@ fn sanitize(example: &str, milestone: &str) -> Option<Vec<cugrade::result::Check
         .iter()
         .find(|m| m.id == milestone)
         .unwrap();
-    Some(sanitizer::on_emulator(
-        &rubric,
-        m,
-        &sub,
-        &compiled.ptx,
-        None,
-        7,
-        &[],
-    ))
+    Some(sanitizer::on_emulator(&rubric, m, &sub, &compiled.ptx, None, 7, &[]).0)
 }
 
 /// The same for a Numba example: compiled by Numba, its arrays passed as Numba's array structs
@@ -78,21 +70,14 @@ fn sanitize_numba(example: &str, milestone: &str) -> Option<Vec<cugrade::result:
         std::slice::from_ref(&kernel),
         "sm_90",
         temp.path(),
+        std::time::Duration::from_secs_f64(numba::default_import_s()),
     )
     .unwrap();
     assert!(out[0].ok, "{:?}", out[0]);
     let sig = &kernel.signatures[out[0].signature];
     // As grading does: the entry gets the Python name, the PTX names the `.py` file.
     let ptx = numba::rename_entry(out[0].ptx.as_deref().unwrap(), &m.kernel, "reduce.py");
-    Some(sanitizer::on_emulator(
-        &rubric,
-        m,
-        &sub,
-        &ptx,
-        Some(sig),
-        7,
-        &[],
-    ))
+    Some(sanitizer::on_emulator(&rubric, m, &sub, &ptx, Some(sig), 7, &[]).0)
 }
 
 #[test]

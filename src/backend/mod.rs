@@ -303,6 +303,23 @@ pub struct DeviceFacts {
     pub pci_bus_id: String,
 }
 
+/// Which GPU graded a student and timed a check, as result.json records it (`run.gpu` and each
+/// performance check's `timing.device`): the CUDA ordinal as `--gpus` numbered it, the model,
+/// and the names that survive renumbering (`CUDA_VISIBLE_DEVICES`, another node).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GpuRecord {
+    /// The CUDA device ordinal (as in `--gpus`).
+    pub index: usize,
+    /// The model, as the driver names it (`NVIDIA H200`).
+    pub name: String,
+    /// `nvidia-smi`'s `GPU-xxxxxxxx-...`, where the driver gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// `0000:17:00.0`, where the driver gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+}
+
 /// The timing protocol's device primitives (see `measure::session`). Work is queued in order on
 /// one stream; `download` and `wait` wait for it, bounded by a deadline.
 pub trait Timer {

@@ -27,6 +27,15 @@ pub enum Wrong {
         count: usize,
         nan: bool,
     },
+    /// Every wrong element is within the tolerance evaluated with a much coarser unit
+    /// roundoff (`Resolved::coarse`): computed in less than the lab's precision.
+    Imprecise {
+        count: usize,
+        first: usize,
+        /// The largest error over what its element allows.
+        worst: f64,
+        precision: crate::check::Precision,
+    },
     /// Every element is zero, where the reference is not all zeros.
     Zeros,
     /// Every element is off by the same constant.
@@ -49,6 +58,7 @@ impl Wrong {
             Wrong::PartlyUnwritten { .. } => "unwritten",
             Wrong::NonFinite { nan: true, .. } => "nan",
             Wrong::NonFinite { nan: false, .. } => "inf",
+            Wrong::Imprecise { .. } => "imprecise",
             Wrong::Zeros => "zeros",
             Wrong::Offset { .. } => "offset",
             Wrong::Transposed => "transposed",
@@ -78,6 +88,20 @@ impl Wrong {
                 "`{name}` holds {} where finite values were expected: {count} of {total} \
                  elements, the first at {name}[{first}]",
                 if *nan { "NaN" } else { "Inf" }
+            ),
+            Wrong::Imprecise {
+                count,
+                first,
+                worst,
+                precision,
+            } => format!(
+                "results less precise than {} accumulation allows: {count} of {total} elements \
+                 of `{name}` are off by more than {} rounding explains (up to {} times what the \
+                 element allows; the first at {name}[{first}]), as from a computation in half \
+                 precision, bfloat16 or TF32",
+                precision.word(),
+                precision.word(),
+                fmt_num((worst * 10.0).round() / 10.0)
             ),
             Wrong::Zeros => format!("`{name}` is all zeros, where the right answer is not"),
             Wrong::Offset { by } => format!(
@@ -131,10 +155,37 @@ fn is_poison(bytes: &[u8], elem: ScalarType) -> bool {
 /// `expected` the reference's payload, `got` the student's. Call it only for a buffer that
 /// has at least one wrong element; on one that is right it answers `Values { wrong: 0 }`.
 pub fn classify(buf: &Buffer, initial: &[u8], expected: &[u8], got: &[u8], tol: Resolved) -> Wrong {
+    classify_at(buf, initial, expected, got, None, tol)
+}
+
+/// [`classify`] with each element's partial-sum scale (`check::sum_scale`).
+pub fn classify_at(
+    buf: &Buffer,
+    initial: &[u8],
+    expected: &[u8],
+    got: &[u8],
+    mag: Option<&[f64]>,
+    tol: Resolved,
+) -> Wrong {
     let elem = buf.elem;
     let w = elem.size();
     let e = decode(expected, elem);
     let g = decode(got, elem);
+    let m = mag.unwrap_or_default();
+    let mag_at = |i: usize| m.get(i).copied().unwrap_or(0.0);
+    // For the structural checks below (transposed, permuted, offset), which pair elements at
+    // other positions: the largest sum of absolute terms.
+    let mag_max = m
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(0.0, f64::max);
+    let tol_any = Resolved {
+        abs: tol.abs + tol.sum * mag_max,
+        sum: 0.0,
+        coarse: None,
+        ..tol
+    };
     let n = e.len().min(g.len());
     if n == 0 {
         return Wrong::Values { wrong: 0 };
@@ -143,7 +194,7 @@ pub fn classify(buf: &Buffer, initial: &[u8], expected: &[u8], got: &[u8], tol: 
     let unwritten_at =
         |i: usize| element(got, i).is_some() && element(got, i) == element(initial, i);
     let poison = initial.get(..w).is_some_and(|b| is_poison(b, elem));
-    let ok = |i: usize| tol.accepts(e[i], g[i], elem);
+    let ok = |i: usize| tol.accepts_at(e[i], g[i], mag_at(i), elem);
     let bad: Vec<usize> = (0..n).filter(|&i| !ok(i)).collect();
     if bad.is_empty() {
         return Wrong::Values { wrong: 0 };
@@ -177,6 +228,25 @@ pub fn classify(buf: &Buffer, initial: &[u8], expected: &[u8], got: &[u8], tol: 
         };
     }
 
+    // Close, but not as close as the lab's precision allows: every wrong element is within
+    // the coarse band.
+    if tol.coarse.is_some()
+        && bad
+            .iter()
+            .all(|&i| tol.coarse_accepts_at(e[i], g[i], mag_at(i), elem))
+    {
+        let worst = bad
+            .iter()
+            .map(|&i| (g[i] - e[i]).abs() / tol.allowance(e[i], mag_at(i)).max(f64::MIN_POSITIVE))
+            .fold(0.0, f64::max);
+        return Wrong::Imprecise {
+            count: bad.len(),
+            first: bad[0],
+            worst,
+            precision: tol.precision,
+        };
+    }
+
     if g[..n].iter().all(|&x| x == 0.0) && e[..n].iter().any(|&x| x != 0.0) {
         return Wrong::Zeros;
     }
@@ -188,17 +258,17 @@ pub fn classify(buf: &Buffer, initial: &[u8], expected: &[u8], got: &[u8], tol: 
 
     // Off by a constant: the first wrong element's difference explains every element.
     let by = g[bad[0]] - e[bad[0]];
-    if by.is_finite() && by != 0.0 && (0..n).all(|i| tol.accepts(e[i] + by, g[i], elem)) {
+    if by.is_finite() && by != 0.0 && (0..n).all(|i| tol_any.accepts(e[i] + by, g[i], elem)) {
         return Wrong::Offset { by };
     }
 
     if let Some(shape) = &buf.shape
-        && transposed(shape, &e[..n], &g[..n], tol, elem)
+        && transposed(shape, &e[..n], &g[..n], tol_any, elem)
     {
         return Wrong::Transposed;
     }
 
-    if permuted(&e[..n], &g[..n], tol, elem) {
+    if permuted(&e[..n], &g[..n], tol_any, elem) {
         return Wrong::Permuted;
     }
 

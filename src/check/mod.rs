@@ -5,8 +5,10 @@
 //! tolerance rules and their numerical reasoning.
 
 pub mod classify;
+pub mod precision;
 
 pub use classify::{Wrong, classify};
+pub use precision::Precision;
 
 use crate::inputs::{Buffer, GUARD_BYTE, decode};
 use crate::rubric::expr::{Expression, Kind, Vars};
@@ -23,41 +25,88 @@ pub struct Resolved {
     pub rel: f64,
     pub ulp: Option<u64>,
     pub exact: bool,
+    /// Coefficient of the element's partial-sum scale M (`Tolerance::sum`, [`sum_scale`]);
+    /// 0 if none.
+    pub sum: f64,
+    /// The same tolerance evaluated with the coarse `u` of [`Precision::coarse_roundoff`],
+    /// when that differs: an output outside `self` but inside this is imprecise, not wrong.
+    pub coarse: Option<Band>,
+    /// The precision the tolerance was evaluated for (what "imprecise" is relative to).
+    pub precision: Precision,
+}
+
+/// The `abs`, `rel` and `sum` of a tolerance evaluated with another `u`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Band {
+    pub abs: f64,
+    pub rel: f64,
+    pub sum: f64,
 }
 
 impl Resolved {
     /// The default for an element type when the rubric says nothing.
     pub fn default_for(elem: ScalarType) -> Resolved {
         match elem {
-            ScalarType::F32 => Resolved {
-                abs: 1e-6,
-                rel: 1e-5,
-                ulp: None,
-                exact: false,
-            },
-            ScalarType::F64 => Resolved {
-                abs: 1e-12,
-                rel: 1e-10,
-                ulp: None,
-                exact: false,
-            },
+            ScalarType::F32 => Resolved::band(1e-6, 1e-5),
+            ScalarType::F64 => Resolved::band(1e-12, 1e-10),
             _ => Resolved {
-                abs: 0.0,
-                rel: 0.0,
-                ulp: None,
                 exact: true,
+                ..Resolved::band(0.0, 0.0)
             },
         }
     }
 
-    /// Evaluate `t` (falling back to the element type's default where `t` is silent).
+    /// `|got - expected| <= abs + rel * |expected|`, nothing else.
+    pub fn band(abs: f64, rel: f64) -> Resolved {
+        Resolved {
+            abs,
+            rel,
+            ulp: None,
+            exact: false,
+            sum: 0.0,
+            coarse: None,
+            precision: Precision::Fp32,
+        }
+    }
+
+    /// Evaluate `t` for a lab computing in `precision`: its expressions read `u` as the
+    /// precision's unit roundoff, and once more with the coarse `u` (see [`Band`]).
+    pub fn with_precision(
+        t: Option<&Tolerance>,
+        elem: ScalarType,
+        vars: &Vars,
+        precision: Precision,
+    ) -> Result<Resolved, String> {
+        let mut v = vars.clone();
+        v.insert("u".into(), precision.unit_roundoff());
+        let mut fine = Resolved::from(t, elem, &v)?;
+        v.insert("u".into(), precision.coarse_roundoff());
+        let coarse = Resolved::from(t, elem, &v)?;
+        fine.precision = precision;
+        if (coarse.abs, coarse.rel, coarse.sum) != (fine.abs, fine.rel, fine.sum) {
+            fine.coarse = Some(Band {
+                abs: coarse.abs,
+                rel: coarse.rel,
+                sum: coarse.sum,
+            });
+        }
+        Ok(fine)
+    }
+
+    /// Evaluate `t` (falling back to the element type's default where `t` is silent). `u`
+    /// is float's unit roundoff unless `vars` says otherwise ([`Resolved::with_precision`]).
     pub fn from(t: Option<&Tolerance>, elem: ScalarType, vars: &Vars) -> Result<Resolved, String> {
         let d = Resolved::default_for(elem);
         let Some(t) = t else { return Ok(d) };
+        let mut vars = std::borrow::Cow::Borrowed(vars);
+        if !vars.contains_key("u") {
+            vars.to_mut()
+                .insert("u".into(), Precision::Fp32.unit_roundoff());
+        }
         let ev = |e: &crate::rubric::schema::Expr| {
-            Expression::parse(&e.source(), Kind::Real).and_then(|x| x.eval_f64(vars))
+            Expression::parse(&e.source(), Kind::Real).and_then(|x| x.eval_f64(&vars))
         };
-        let given = t.abs.is_some() || t.rel.is_some() || t.ulp.is_some();
+        let given = t.abs.is_some() || t.rel.is_some() || t.ulp.is_some() || t.sum.is_some();
         Ok(Resolved {
             abs: t
                 .abs
@@ -73,6 +122,9 @@ impl Resolved {
                 .unwrap_or(if given { 0.0 } else { d.rel }),
             ulp: t.ulp,
             exact: t.exact || (!elem.is_float() && !given),
+            sum: t.sum.as_ref().map(ev).transpose()?.unwrap_or(0.0).max(0.0),
+            coarse: None,
+            precision: Precision::Fp32,
         })
     }
 
@@ -81,7 +133,20 @@ impl Resolved {
             return "exact".into();
         }
         let mut parts = vec![];
-        if self.abs > 0.0 || self.rel > 0.0 {
+        if self.sum > 0.0 {
+            let mut terms = vec![];
+            if self.abs > 0.0 {
+                terms.push(format!("{:.3e}", self.abs));
+            }
+            if self.rel > 0.0 {
+                terms.push(format!("{:.3e} * |expected|", self.rel));
+            }
+            terms.push(format!("{:.3e} * M", self.sum));
+            parts.push(format!(
+                "|got - expected| <= {} (M: the size of the element's partial sums, min(S, |expected| + 4 R), S = sum |term|, R = sqrt(sum term^2) of its terms, e.g. the a*b of a dot product)",
+                terms.join(" + ")
+            ));
+        } else if self.abs > 0.0 || self.rel > 0.0 {
             parts.push(format!(
                 "|got - expected| <= {:.3e} + {:.3e} * |expected|",
                 self.abs, self.rel
@@ -97,24 +162,61 @@ impl Resolved {
         }
     }
 
-    /// Is `got` close enough to `expected`?
+    /// Is `got` close enough to `expected`? (An element whose partial-sum scale is 0.)
     pub fn accepts(&self, expected: f64, got: f64, elem: ScalarType) -> bool {
-        if expected.is_nan() || got.is_nan() {
-            return expected.is_nan() && got.is_nan();
+        self.accepts_at(expected, got, 0.0, elem)
+    }
+
+    /// Is `got` close enough to `expected`, for an element whose partial-sum scale
+    /// ([`sum_scale`]) is `mag` (ignored when not finite: an overflowed sum bounds nothing)?
+    pub fn accepts_at(&self, expected: f64, got: f64, mag: f64, elem: ScalarType) -> bool {
+        within(self.abs, self.rel, self.sum, self, expected, got, mag, elem)
+    }
+
+    /// Is `got` within the coarse band (see [`Band`])? Without one, as [`Resolved::accepts_at`].
+    pub fn coarse_accepts_at(&self, expected: f64, got: f64, mag: f64, elem: ScalarType) -> bool {
+        match self.coarse {
+            Some(b) => within(b.abs, b.rel, b.sum, self, expected, got, mag, elem),
+            None => self.accepts_at(expected, got, mag, elem),
         }
-        if expected == got {
-            return true;
-        }
-        if self.exact || expected.is_infinite() || got.is_infinite() {
-            return false;
-        }
-        if (got - expected).abs() <= self.abs + self.rel * expected.abs() {
-            return true;
-        }
-        match self.ulp {
-            Some(u) => ulp_distance(expected, got, elem) <= u,
-            None => false,
-        }
+    }
+
+    /// The allowance `abs + rel * |expected| + sum * mag` at one element.
+    pub fn allowance(&self, expected: f64, mag: f64) -> f64 {
+        let m = if mag.is_finite() { mag.abs() } else { 0.0 };
+        self.abs + self.rel * expected.abs() + self.sum * m
+    }
+}
+
+/// The rule of [`Resolved::accepts_at`] with the given `abs`, `rel`, `sum` (the same
+/// arithmetic, in the same order, as `cugrade_compare` in measure/harness.cu).
+#[allow(clippy::too_many_arguments)]
+fn within(
+    abs: f64,
+    rel: f64,
+    sum: f64,
+    t: &Resolved,
+    expected: f64,
+    got: f64,
+    mag: f64,
+    elem: ScalarType,
+) -> bool {
+    if expected.is_nan() || got.is_nan() {
+        return expected.is_nan() && got.is_nan();
+    }
+    if expected == got {
+        return true;
+    }
+    if t.exact || expected.is_infinite() || got.is_infinite() {
+        return false;
+    }
+    let m = if mag.is_finite() { mag.abs() } else { 0.0 };
+    if (got - expected).abs() <= abs + rel * expected.abs() + sum * m {
+        return true;
+    }
+    match t.ulp {
+        Some(u) => ulp_distance(expected, got, elem) <= u,
+        None => false,
     }
 }
 
@@ -141,6 +243,8 @@ pub struct Mismatch {
     pub coords: Option<Vec<usize>>,
     pub expected: f64,
     pub got: f64,
+    /// The element's allowance when it depends on the element (`sum`), for the listing.
+    pub allowed: Option<f64>,
 }
 
 /// The outcome of comparing one output buffer.
@@ -190,6 +294,13 @@ impl Comparison {
                 fmt_value(m.expected, self.elem),
                 fmt_got(m.got, self.elem)
             );
+            if let Some(a) = m.allowed.filter(|_| m.got.is_finite()) {
+                let _ = write!(
+                    s,
+                    " (off by {:.3e}; this element allows {a:.3e})",
+                    (m.got - m.expected).abs()
+                );
+            }
         }
         if self.bad > self.first.len() {
             let _ = write!(s, "\n  ... and {} more", self.bad - self.first.len());
@@ -198,13 +309,30 @@ impl Comparison {
     }
 }
 
-fn fmt_value(v: f64, elem: ScalarType) -> String {
-    if elem.is_float() {
-        format!("{v:.9e}")
-            .replace("e0", "")
-            .replace(".000000000", ".0")
-    } else {
-        format!("{v}")
+/// An output element as a student reads it: an integer as an integer (`81`, never
+/// `8.100000000e1`), a float as the shortest text that reads back as the same value of its
+/// type (`0.1`, `499712.3`, `1.5e-7`: two different values never print alike), NaN and
+/// infinities by name.
+pub fn fmt_value(v: f64, elem: ScalarType) -> String {
+    if !v.is_finite() {
+        return if v.is_nan() {
+            "NaN".into()
+        } else if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    if !elem.is_float() || (v.fract() == 0.0 && v.abs() < 1e15) {
+        return format!("{v:.0}");
+    }
+    let small = v != 0.0 && v.abs() < 1e-4;
+    let large = v.abs() >= 1e15;
+    match (elem, small || large) {
+        (ScalarType::F32, false) => format!("{}", v as f32),
+        (ScalarType::F32, true) => format!("{:e}", v as f32),
+        (_, false) => format!("{v}"),
+        (_, true) => format!("{v:e}"),
     }
 }
 
@@ -235,8 +363,46 @@ pub fn coords(index: usize, shape: &[usize]) -> Vec<usize> {
 
 /// Compare a buffer's payload as returned with the expected payload.
 pub fn compare(buf: &Buffer, expected: &[u8], got: &[u8], tol: Resolved) -> Comparison {
+    compare_at(buf, expected, got, None, tol)
+}
+
+/// The size of each element's partial sums, for a tolerance with `sum` (docs/rubric.md,
+/// "Tolerances from an error model"). A float sum's rounding errors are proportional to its
+/// partial sums, whatever the order it is computed in. Those never exceed S = Σ|term|, and for
+/// terms of mixed sign they stay near |result| + a few R, R = sqrt(Σ term²) (a random walk's
+/// excursion): M = min(S, |expected| + 4 R). `abs_terms` holds each element's S (the
+/// reference's output on the inputs' absolute values), `squares` each element's R² (on the
+/// inputs' squares), both laid out as `expected`. Without R², or where it underflowed or
+/// overflowed (R² below 1e-36 or not finite), M = S.
+pub fn sum_scale(expected: &[f64], abs_terms: &[f64], squares: Option<&[f64]>) -> Vec<f64> {
+    abs_terms
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            let r2 = squares.and_then(|q| q.get(i)).copied().unwrap_or(f64::NAN);
+            let e = expected.get(i).copied().unwrap_or(f64::NAN).abs();
+            if r2.is_finite() && r2 > 1e-36 && e.is_finite() {
+                s.min(e + 4.0 * r2.sqrt())
+            } else {
+                s
+            }
+        })
+        .collect()
+}
+
+/// [`compare`], with each element's partial-sum scale in `mag` ([`sum_scale`]) for a
+/// tolerance with `sum`.
+pub fn compare_at(
+    buf: &Buffer,
+    expected: &[u8],
+    got: &[u8],
+    mag: Option<&[f64]>,
+    tol: Resolved,
+) -> Comparison {
     let e = decode(expected, buf.elem);
     let g = decode(got, buf.elem);
+    let m = mag.unwrap_or_default();
+    let mag_at = |i: usize| m.get(i).copied().unwrap_or(0.0);
     let mut c = Comparison {
         buffer: buf.name.clone(),
         total: e.len(),
@@ -248,7 +414,7 @@ pub fn compare(buf: &Buffer, expected: &[u8], got: &[u8], tol: Resolved) -> Comp
     };
     let poison_bits = crate::inputs::POISON_F32;
     for (i, (&ev, &gv)) in e.iter().zip(&g).enumerate() {
-        if tol.accepts(ev, gv, buf.elem) {
+        if tol.accepts_at(ev, gv, mag_at(i), buf.elem) {
             continue;
         }
         c.bad += 1;
@@ -270,6 +436,7 @@ pub fn compare(buf: &Buffer, expected: &[u8], got: &[u8], tol: Resolved) -> Comp
                 coords: buf.shape.as_ref().map(|s| coords(i, s)),
                 expected: ev,
                 got: gv,
+                allowed: (tol.sum > 0.0).then(|| tol.allowance(ev, mag_at(i))),
             });
         }
     }
@@ -320,6 +487,30 @@ pub fn changed_input(buf: &Buffer, got: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_print_as_people_write_them() {
+        use ScalarType::*;
+        assert_eq!(fmt_value(81.0, F32), "81");
+        assert_eq!(fmt_value(81.0, I32), "81");
+        assert_eq!(fmt_value(-3.0, F64), "-3");
+        assert_eq!(fmt_value(0.0, F32), "0");
+        assert_eq!(fmt_value(f64::from(0.1f32), F32), "0.1");
+        assert_eq!(fmt_value(499712.25, F32), "499712.25");
+        assert_eq!(fmt_value(1.5e-7, F64), "1.5e-7");
+        assert_eq!(fmt_value(f64::from(1.5e-7f32), F32), "1.5e-7");
+        assert_eq!(fmt_value(3e20, F64), "3e20");
+        assert_eq!(fmt_value(f64::NAN, F32), "NaN");
+        assert_eq!(fmt_value(f64::NEG_INFINITY, F32), "-inf");
+        // Neighbouring floats stay apart.
+        let a = 1.0f32;
+        let b = f32::from_bits(a.to_bits() + 1);
+        assert_ne!(
+            fmt_value(f64::from(a + 0.5), F32),
+            fmt_value(f64::from(b + 0.5), F32)
+        );
+        assert_ne!(fmt_value(f64::from(b), F32), fmt_value(1.0, F32));
+    }
     use crate::inputs::{GUARD, encode};
     use crate::rubric::schema::Direction;
 
@@ -338,12 +529,7 @@ mod tests {
 
     #[test]
     fn tolerance_rules() {
-        let t = Resolved {
-            abs: 1e-3,
-            rel: 0.0,
-            ulp: None,
-            exact: false,
-        };
+        let t = Resolved::band(1e-3, 0.0);
         assert!(t.accepts(1.0, 1.0009, ScalarType::F32));
         assert!(!t.accepts(1.0, 1.002, ScalarType::F32));
         assert!(t.accepts(f64::NAN, f64::NAN, ScalarType::F32));
@@ -351,10 +537,8 @@ mod tests {
         assert!(!t.accepts(f64::INFINITY, 1e38, ScalarType::F32));
         assert!(t.accepts(f64::INFINITY, f64::INFINITY, ScalarType::F32));
         let u = Resolved {
-            abs: 0.0,
-            rel: 0.0,
             ulp: Some(2),
-            exact: false,
+            ..Resolved::band(0.0, 0.0)
         };
         let one_up = f32::from_bits(1.0f32.to_bits() + 2) as f64;
         assert!(u.accepts(1.0, one_up, ScalarType::F32));
@@ -389,12 +573,9 @@ mod tests {
             text.starts_with("`C`: 2 of 6 elements wrong (1 never written)"),
             "{text}"
         );
+        assert!(text.contains("C[4] (1, 1): expected 4, got 9"), "{text}");
         assert!(
-            text.contains("C[4] (1, 1): expected 4.0, got 9.0"),
-            "{text}"
-        );
-        assert!(
-            text.contains("C[5] (1, 2): expected 5.0, got the poison value (never written)"),
+            text.contains("C[5] (1, 2): expected 5, got the poison value (never written)"),
             "{text}"
         );
     }

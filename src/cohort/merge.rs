@@ -1,8 +1,9 @@
 //! `cugrade merge --out DIR SHARD_DIR...`: the outputs of `cugrade grade --shard K/N` runs
 //! combined into one tree that equals an unsharded run of the same cohort with the same seed:
-//! each student's folder is copied as it is, and the class files (summary, charts, grades.csv,
-//! integrity.csv, junit.xml) are computed again over everyone, the integrity pairs from the
-//! fingerprints each shard saved.
+//! each student's folder (`students/<id>/`) is copied as it is, and the class files (summary,
+//! charts, grades.csv, integrity.csv, junit.xml) are computed again over everyone, the
+//! integrity pairs from the fingerprints each shard saved. Shards written by a cugrade before
+//! the `students/` folder (students directly in the shard) are read too.
 
 use crate::errors::{CliError, Fatal};
 use crate::exit;
@@ -18,9 +19,16 @@ struct Found {
     result: GradeResult,
 }
 
-/// Every student folder (one holding result.json) of one shard's output.
+/// Every student folder (one holding result.json) of one shard's output: in its `students/`,
+/// or, for a shard of the older layout, in the shard itself.
 fn students_in(shard: &Path) -> Result<Vec<Found>, CliError> {
-    let entries = std::fs::read_dir(shard).map_err(|e| {
+    let nested = shard.join(crate::cohort::STUDENTS);
+    let dir = if nested.is_dir() {
+        nested
+    } else {
+        shard.to_path_buf()
+    };
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
         CliError::Usage(format!(
             "cannot read shard output `{}`: {e}",
             shard.display()
@@ -30,7 +38,8 @@ fn students_in(shard: &Path) -> Result<Vec<Found>, CliError> {
     for e in entries.flatten() {
         let path = e.path();
         let json = path.join("result.json");
-        if !path.is_dir() || !json.is_file() {
+        // Never through a link: grade writes none, and one could point anywhere.
+        if !e.file_type().is_ok_and(|t| t.is_dir()) || !json.is_file() {
             continue;
         }
         let result = crate::report::json::read(&json).map_err(|e| {
@@ -57,7 +66,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
         if kind.is_dir() {
             copy_dir(&e.path(), &target)?;
         } else if kind.is_file() {
-            std::fs::copy(e.path(), &target)?;
+            crate::report::atomic::write(&target, std::fs::read(e.path())?)?;
         }
         // Links are not followed: grade never writes any, and one could point anywhere.
     }
@@ -92,7 +101,7 @@ fn carry_baselines(out: &Path, shards: &[PathBuf]) {
             first.display()
         );
     }
-    if let Err(e) = std::fs::write(out.join(FILE), bytes) {
+    if let Err(e) = crate::report::atomic::write(&out.join(FILE), bytes) {
         eprintln!("warning: cannot write {}: {e}", out.join(FILE).display());
     }
 }
@@ -116,7 +125,7 @@ pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
         let found = students_in(shard)?;
         if found.is_empty() {
             eprintln!(
-                "warning: `{}` holds no graded students (no */result.json)",
+                "warning: `{}` holds no graded students (no students/*/result.json)",
                 shard.display()
             );
         }
@@ -150,19 +159,21 @@ pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
                 .join(", ")
         );
     }
-    std::fs::create_dir_all(out)
-        .map_err(|e| Fatal::new(format!("cannot create {}: {e}", out.display())))?;
+    let _lock = crate::cohort::lock::lock(out, "merge")?;
+    let students = out.join(crate::cohort::STUDENTS);
+    std::fs::create_dir_all(&students)
+        .map_err(|e| Fatal::new(format!("cannot create {}: {e}", students.display())))?;
     let mut results = Vec::new();
     let mut prints = Vec::new();
     for (folder, f) in &by_folder {
-        copy_dir(&f.from, &out.join(folder)).map_err(|e| {
+        copy_dir(&f.from, &students.join(folder)).map_err(|e| {
             Fatal::new(format!(
                 "cannot copy {} into {}: {e}",
                 f.from.display(),
                 out.display()
             ))
         })?;
-        prints.push((f.result.student.clone(), read_fingerprints(&f.from)));
+        prints.push((f.result.key().to_string(), read_fingerprints(&f.from)));
         results.push(f.result.clone());
     }
     carry_baselines(out, shards);

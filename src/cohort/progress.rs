@@ -75,7 +75,7 @@ impl Progress {
         };
         let line = format!(
             "graded {}: {}/{} ({})",
-            crate::report::sanitize::one_line(&r.student),
+            crate::report::sanitize::one_line(r.key()),
             r.score,
             r.max_score,
             status.as_str()

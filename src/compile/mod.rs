@@ -12,7 +12,10 @@
 //! wheels ([`toolchain`]), passed as `-I` directories the sandbox lets the worker read. Numba
 //! submissions (`.py`) compile in the same kind of worker through [`numba`].
 
+pub mod install;
+pub mod jitlink;
 pub mod numba;
+pub mod nvrtc_lib;
 pub mod toolchain;
 
 use crate::result::KernelResources;
@@ -217,6 +220,145 @@ pub fn first_location(log: &str) -> Option<String> {
     re.captures(log).map(|c| format!("{}:{}", &c[1], &c[2]))
 }
 
+/// One error of an NVRTC log: where, what, and its part of the log (the error line, the
+/// source line NVRTC echoes with a caret under the column, and the notes that follow).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogError {
+    pub file: String,
+    pub line: u32,
+    /// 1-based column of NVRTC's caret, counted in characters of the source line.
+    pub col: Option<u32>,
+    /// `error: identifier "x" is undefined` (without the `file(line): ` that `location` says).
+    pub message: String,
+    pub text: String,
+    /// What the log says beyond the error line and the echoed source line with its caret
+    /// (`argument types are: ...`, `Note #3326-D: ...`); empty when nothing.
+    pub notes: String,
+}
+
+impl LogError {
+    /// `file:line:col`, or `file:line` when NVRTC showed no caret.
+    pub fn location(&self) -> String {
+        match self.col {
+            Some(c) => format!("{}:{}:{c}", self.file, self.line),
+            None => format!("{}:{}", self.file, self.line),
+        }
+    }
+}
+
+/// Every error an NVRTC log reports, in order, each with its own part of the log. Warnings
+/// stay in the log but are not errors; text before the first error (ptxas's info lines) and the
+/// closing `N errors detected` line belong to none.
+pub fn log_errors(log: &str) -> Vec<LogError> {
+    let head =
+        regex::Regex::new(r"^([^\s()]+)\((\d+)\): (error|catastrophic error|warning|remark)(.*)$")
+            .expect("static regex");
+    let mut out: Vec<LogError> = Vec::new();
+    // The error being read, and the source line NVRTC echoed under it.
+    let mut current: Option<(LogError, Option<String>)> = None;
+    let finish = |cur: Option<(LogError, Option<String>)>, out: &mut Vec<LogError>| {
+        if let Some((mut e, echoed)) = cur {
+            e.text = e.text.trim_end().to_string();
+            // The notes: every line but the first, the echoed line and the caret under it.
+            let mut lines: Vec<&str> = e.text.lines().skip(1).collect();
+            if e.col.is_some()
+                && let Some(i) = echoed.and_then(|x| lines.iter().position(|l| *l == x))
+            {
+                lines.drain(i..(i + 2).min(lines.len()));
+            }
+            e.notes = lines.join("\n").trim().to_string();
+            out.push(e);
+        }
+    };
+    for line in log.lines() {
+        if let Some(c) = head.captures(line) {
+            finish(current.take(), &mut out);
+            if matches!(&c[3], "error" | "catastrophic error") {
+                current = Some((
+                    LogError {
+                        file: c[1].to_string(),
+                        line: c[2].parse().unwrap_or(0),
+                        col: None,
+                        message: format!("{}{}", &c[3], &c[4]),
+                        text: format!("{line}\n"),
+                        notes: String::new(),
+                    },
+                    None,
+                ));
+            }
+            continue;
+        }
+        if line.contains(" detected in the compilation of ") || line.starts_with("ptxas") {
+            finish(current.take(), &mut out);
+            continue;
+        }
+        let Some((e, echoed)) = current.as_mut() else {
+            continue;
+        };
+        // NVRTC echoes the line with two spaces in front, then a caret line that keeps the
+        // line's own tabs: the caret's index, less those two, is the column.
+        if e.col.is_none() && line.trim() == "^" {
+            let previous = e.text.lines().last().filter(|l| l.starts_with("  "));
+            if let Some(p) = previous {
+                *echoed = Some(p.to_string());
+                let idx = line.chars().take_while(|&ch| ch != '^').count();
+                e.col = u32::try_from(idx.saturating_sub(1)).ok();
+            }
+        }
+        e.text.push_str(line);
+        e.text.push('\n');
+    }
+    finish(current.take(), &mut out);
+    out
+}
+
+/// C, C++ or PTX source with its `//` and `/* */` comments blanked (string literals are kept
+/// as they are: a comment marker inside one is rare in kernel code and only makes this
+/// conservative).
+pub fn without_comments(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut chars = src.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('/', Some('/')) => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut prev = ' ';
+                for n in chars.by_ref() {
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    if n == '\n' {
+                        out.push('\n');
+                    }
+                    prev = n;
+                }
+                out.push(' ');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether `name` occurs in `code` as a whole identifier.
+pub fn mentions(code: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    !name.is_empty()
+        && code.match_indices(name).any(|(i, _)| {
+            let before = code[..i].chars().next_back();
+            let after = code[i + name.len()..].chars().next();
+            !before.is_some_and(ident) && !after.is_some_and(ident)
+        })
+}
+
 /// Names of the `.entry` kernels a PTX module defines.
 pub fn ptx_entries(ptx: &str) -> Vec<String> {
     let re = regex::Regex::new(
@@ -266,6 +408,59 @@ ptxas info    : Used 8 registers, 368 bytes cmem[0]";
         assert_eq!(first_location(log).as_deref(), Some("sum.cu:3"));
         let ptx = ".version 8.8\n.visible .entry vector_add(\n.param .u64 a\n)\n.entry helper(\n";
         assert_eq!(ptx_entries(ptx), vec!["vector_add", "helper"]);
+    }
+
+    #[test]
+    fn every_error_of_a_log_with_its_column() {
+        let log = [
+            "ptxas info    : 0 bytes gmem",
+            "k.cu(4): error: identifier \"bb\" is undefined",
+            "  \tif (i < n) c[i] = a[i] + bb[i];",
+            "  \t                         ^",
+            "",
+            "k.cu(5): warning #177-D: variable \"y\" was declared but never referenced",
+            "      int y;",
+            "          ^",
+            "",
+            "k.cu(12): error: no instance of overloaded function \"atomicAdd\" matches the argument list",
+            "            argument types are: (float *, const float *)",
+            "      if (i < n) atomicAdd(out, in + i);",
+            "                 ^",
+            "Note #3326-D: function \"atomicAdd(int *, int)\" does not match",
+            "",
+            "2 errors detected in the compilation of \"k.cu\".",
+        ]
+        .join("\n");
+        let log = log.as_str();
+        let e = log_errors(log);
+        assert_eq!(e.len(), 2, "{e:#?}");
+        // The tab counts as one character: `bb` starts at the 27th of its line.
+        assert_eq!(e[0].location(), "k.cu:4:27");
+        assert_eq!(e[0].message, "error: identifier \"bb\" is undefined");
+        assert!(
+            e[0].text.ends_with('^') && !e[0].text.contains("warning"),
+            "{}",
+            e[0].text
+        );
+        assert_eq!(e[1].location(), "k.cu:12:16");
+        assert!(e[1].text.contains("Note #3326-D") && !e[1].text.contains("detected"));
+        assert_eq!(e[0].notes, "");
+        assert_eq!(
+            e[1].notes,
+            "argument types are: (float *, const float *)\n\
+             Note #3326-D: function \"atomicAdd(int *, int)\" does not match"
+        );
+        assert!(log_errors("ptxas fatal   : Unresolved extern function 'f'").is_empty());
+    }
+
+    #[test]
+    fn names_are_found_outside_comments_only() {
+        let src = "// reduce_old\n/* reduce_gone(\n */ extern \"C\" __global__ void reduce_naive2(int n) {}\n";
+        let code = without_comments(src);
+        assert!(mentions(&code, "reduce_naive2"));
+        assert!(!mentions(&code, "reduce_naive"), "a prefix is not the name");
+        assert!(!mentions(&code, "reduce_old") && !mentions(&code, "reduce_gone"));
+        assert_eq!(code.lines().count(), src.lines().count(), "lines stay put");
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::rubric::schema::{Contract, ScalarType};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const DRIVER: &str = include_str!("numba_driver.py");
 
@@ -187,14 +188,29 @@ fn compute_capability(arch: &str) -> (u32, u32) {
     }
 }
 
+/// `timeouts.import_s` when a request does not say.
+pub fn default_import_s() -> f64 {
+    10.0
+}
+
+/// How long Python may take to import Numba and compile its trivial probe kernel before the
+/// student's files are imported (the toolchain's time, not the student's).
+pub const STARTUP: Duration = Duration::from_secs(90);
+
 /// In the worker: write the sources, run the driver with the toolchain's interpreter, read
 /// its answer. `Err` is a toolchain failure (not the student's), with what Python printed.
+/// The student's modules get `import_budget` to import, whatever the number of kernels: the
+/// driver marks when the toolchain is up and when the imports are done, and a module that has
+/// not finished importing in time stops Python; every kernel then fails with "did not finish
+/// importing". (The marks are files the student's code could write too: that only moves it on
+/// to the compile phase, which the parent's deadline bounds.)
 pub fn compile(
     tool: &NumbaToolchain,
     files: &[SourceFile],
     kernels: &[NumbaKernel],
     arch: &str,
     temp: &Path,
+    import_budget: Duration,
 ) -> Result<Vec<Outcome>, String> {
     let src = temp.join("numba-src");
     let io = |e: std::io::Error| format!("cannot prepare the Numba compile: {e}");
@@ -216,7 +232,13 @@ pub fn compile(
     }
     let driver = temp.join("cugrade_numba_driver.py");
     std::fs::write(&driver, DRIVER).map_err(io)?;
+    let ready = temp.join("numba-ready");
+    let importing = temp.join("numba-importing");
+    let imported = temp.join("numba-imported");
     let request = serde_json::json!({
+        "ready": ready,
+        "importing": importing,
+        "imported": imported,
         "src": src,
         "site": tool.site,
         "files": files.iter().map(|f| &f.name).collect::<Vec<_>>(),
@@ -232,8 +254,12 @@ pub fn compile(
     let answer_path = temp.join("numba-answer.json");
     let log_path = temp.join("numba-output.txt");
     let log = std::fs::File::create(&log_path).map_err(io)?;
-    let status = Command::new(&tool.python)
-        .args(["-I", "-B"])
+    // Isolated (-I: no environment, no user site, no script dir on the path) and without the
+    // site module's start-up (-S: none of the host's site-packages, `.pth` files or
+    // sitecustomize, which a host may keep outside the worker's view, e.g. in /etc): the
+    // interpreter sees its standard library and the pinned wheels, which the driver adds.
+    let mut child = Command::new(&tool.python)
+        .args(["-I", "-S", "-B"])
         .arg(&driver)
         .arg(&req_path)
         .arg(&answer_path)
@@ -249,9 +275,77 @@ pub fn compile(
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(io)?)
         .stderr(log)
-        .status()
+        .spawn()
         .map_err(|e| format!("cannot run {}: {e}", tool.python.display()))?;
+    let started = std::time::Instant::now();
+    let mut ready_at: Option<std::time::Instant> = None;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => {}
+            Err(e) => return Err(format!("cannot wait for Python: {e}")),
+        }
+        if ready_at.is_none() && ready.exists() {
+            ready_at = Some(std::time::Instant::now());
+        }
+        match ready_at {
+            None if started.elapsed() > STARTUP => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "Numba did not start within {} s (the toolchain, not the submission):\n{}",
+                    STARTUP.as_secs(),
+                    read_capped(&log_path, 16 * 1024)
+                ));
+            }
+            Some(at) if !imported.exists() && at.elapsed() > import_budget => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let file = std::fs::read_to_string(&importing)
+                    .ok()
+                    .map(|f| f.trim().to_string())
+                    .filter(|f| files.iter().any(|s| &s.name == f));
+                return Ok(not_imported(
+                    kernels,
+                    file,
+                    format!(
+                        "the module did not finish importing within {:.0} s",
+                        import_budget.as_secs_f64()
+                    ),
+                    read_capped(&log_path, 16 * 1024),
+                ));
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if let Some(why) = scratch_exhausted(temp) {
+        return Ok(kernels
+            .iter()
+            .map(|k| Outcome {
+                kernel: k.name.clone(),
+                message: why.clone(),
+                ..Outcome::default()
+            })
+            .collect());
+    }
     let printed = read_capped(&log_path, 16 * 1024);
+    if ready.exists() && !imported.exists() && !answer_path.exists() {
+        // Python ended while the student's code was importing: `exit()`, `os._exit()`, a
+        // crash in an extension it loaded.
+        let file = std::fs::read_to_string(&importing)
+            .ok()
+            .map(|f| f.trim().to_string())
+            .filter(|f| files.iter().any(|s| &s.name == f));
+        return Ok(not_imported(
+            kernels,
+            file,
+            format!(
+                "the module did not finish importing: Python ended while importing it ({status})"
+            ),
+            printed,
+        ));
+    }
     let text = match std::fs::read(&answer_path) {
         Ok(b) if b.len() <= 64 << 20 => String::from_utf8_lossy(&b).into_owned(),
         Ok(_) => return Err("the Numba driver's answer is too large".into()),
@@ -283,6 +377,51 @@ pub fn compile(
             ptx: r.ptx,
         })
         .collect())
+}
+
+/// Every kernel's outcome when the student's modules did not finish importing.
+fn not_imported(
+    kernels: &[NumbaKernel],
+    file: Option<String>,
+    message: String,
+    printed: String,
+) -> Vec<Outcome> {
+    kernels
+        .iter()
+        .map(|k| Outcome {
+            kernel: k.name.clone(),
+            ok: false,
+            missing: false,
+            file: file.clone(),
+            line: None,
+            message: message.clone(),
+            details: printed.clone(),
+            signature: 0,
+            ptx: None,
+        })
+        .collect()
+}
+
+/// When the worker's private scratch (a tmpfs, see `sandbox::mounts`) is all but full after the
+/// import, the submission filled it: its fault, said so, even where the compiler's answer
+/// could no longer be written (which would otherwise read as a broken toolchain).
+fn scratch_exhausted(temp: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(temp.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs fills a valid struct for a valid path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 || st.f_type != 0x0102_1994 {
+        return None;
+    }
+    let free = st.f_bavail as u64 * st.f_bsize as u64;
+    let total = st.f_blocks as u64 * st.f_bsize as u64;
+    (free < 16 << 20).then(|| {
+        format!(
+            "the submission filled its {} MiB of scratch space while it was imported: no room \
+             was left for the compiler",
+            total >> 20
+        )
+    })
 }
 
 fn read_capped(path: &Path, cap: usize) -> String {

@@ -153,9 +153,10 @@ def failure(kernel, exc, tb, kind, func=None):
 
 import site  # noqa: E402
 
-# The wheels' directory is a site dir: numba-cuda's redirector is a `.pth` file. Its entries go
-# first on sys.path, so that the pinned wheels win over packages the system Python has (a
-# system NumPy 2.5 breaks numba-cuda 0.30.4).
+# The wheels' directory is a site dir: numba-cuda's redirector is a `.pth` file. Python runs
+# with -S, so the host's site-packages are not on sys.path at all (a system NumPy 2.5 breaks
+# numba-cuda 0.30.4, and a host's sitecustomize may live outside the worker's view); the
+# wheels' entries go first anyway.
 _before = list(sys.path)
 site.addsitedir(REQUEST["site"])
 sys.path[:] = [p for p in sys.path if p not in _before] + _before
@@ -218,6 +219,15 @@ except BaseException as e:
 sys.path.insert(0, SRC)
 os.chdir(SRC)
 
+
+def mark(path, text=""):
+    """Tell the worker how far the driver got (it gives the student's imports a budget)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+mark(REQUEST["ready"])
+
 modules = []  # (file, namespace, import failure or None)
 for path in REQUEST["files"]:
     mod_name = path[:-3].replace("/", ".")
@@ -227,6 +237,7 @@ for path in REQUEST["files"]:
         mod_name = "_cugrade_student_" + mod_name
     import importlib.util
 
+    mark(REQUEST["importing"], path)
     spec = importlib.util.spec_from_file_location(mod_name, os.path.join(SRC, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
@@ -235,6 +246,9 @@ for path in REQUEST["files"]:
         modules.append((path, vars(module), None))
     except BaseException as e:  # keep what was defined before the failure
         modules.append((path, vars(module), (e, e.__traceback__)))
+
+
+mark(REQUEST["imported"])
 
 
 def is_kernel(obj):

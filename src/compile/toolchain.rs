@@ -1,12 +1,16 @@
-//! Where the compilers' side files live: CUDA's own headers for NVRTC, and the Numba toolchain
-//! for `.py` submissions. Both are NVIDIA's (and Numba's) wheels from PyPI, installed into
-//! cugrade's cache (`$CUGRADE_NVRTC_CACHE`, default `~/.cache/cugrade-nvrtc`) the way
-//! `ci/with-nvrtc` installs NVRTC: NVIDIA's licence allows downloading them, not committing
-//! them. Workers get these directories read-only; host system headers (`/usr/include`) are
-//! never on NVRTC's search path.
+//! Where the compilers and their side files live: NVRTC, CUDA's own headers for it, and the
+//! Numba toolchain for `.py` submissions. All are NVIDIA's (and Numba's) wheels from PyPI,
+//! installed into cugrade's cache (`$CUGRADE_NVRTC_CACHE`, else `$XDG_CACHE_HOME/cugrade-nvrtc`,
+//! else `~/.cache/cugrade-nvrtc`) on first use ([`super::install`]), in the layout
+//! `ci/with-nvrtc` uses: NVIDIA's licence allows downloading them, not committing them.
+//! Workers get these directories read-only; host system headers (`/usr/include`) are never on
+//! NVRTC's search path.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// NVRTC itself, when the system has none (the same pin as `ci/with-nvrtc`).
+pub const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 
 /// CUDA's headers: `cuda_fp16.h`, `cuda_bf16.h`, `cooperative_groups.h`, ... The versions
 /// match NVRTC 13.0.88 (CCCL has no 13.0.88 wheel; 13.0.85 is the one CUDA 13.0 shipped).
@@ -32,8 +36,16 @@ pub fn cache_root() -> PathBuf {
     if let Some(c) = std::env::var_os("CUGRADE_NVRTC_CACHE").filter(|c| !c.is_empty()) {
         return PathBuf::from(c);
     }
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| Path::new(x).is_absolute()) {
+        return PathBuf::from(x).join("cugrade-nvrtc");
+    }
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
     home.join(".cache/cugrade-nvrtc")
+}
+
+/// Where the NVRTC wheel puts `libnvrtc.so.13` (and its builtins) in the cache.
+pub fn nvrtc_cache_lib_dir() -> PathBuf {
+    cache_root().join("nvidia/cu13/lib")
 }
 
 /// Where `ci/with-nvrtc` (or `pip install --target`) puts the header wheels.
@@ -71,6 +83,55 @@ pub fn cuda_include_dirs() -> Vec<PathBuf> {
     Vec::new()
 }
 
+/// CUDA's own headers as a submission names them: the top-level files of the
+/// `nvidia-cuda-runtime` wheel's `include/` and CCCL's folders. A failed `#include` of one of
+/// them on a machine that lacks it is the machine's fault, not the student's.
+const CUDA_HEADER_DIRS: &[&str] = &["cooperative_groups", "cub", "thrust", "cuda", "nv", "crt"];
+#[rustfmt::skip]
+const CUDA_HEADER_FILES: &[&str] = &[
+    "builtin_types.h", "channel_descriptor.h", "common_functions.h", "cooperative_groups.h",
+    "cuComplex.h", "cuda.h", "cudaEGL.h", "cudaEGLTypedefs.h", "cudaGL.h", "cudaGLTypedefs.h",
+    "cudaProfilerTypedefs.h", "cudaTypedefs.h", "cudaVDPAU.h", "cudaVDPAUTypedefs.h",
+    "cuda_awbarrier.h", "cuda_awbarrier_helpers.h", "cuda_awbarrier_primitives.h",
+    "cuda_bf16.h", "cuda_bf16.hpp", "cuda_device_runtime_api.h", "cuda_egl_interop.h",
+    "cuda_fp16.h", "cuda_fp16.hpp", "cuda_fp4.h", "cuda_fp4.hpp", "cuda_fp6.h", "cuda_fp6.hpp",
+    "cuda_fp8.h", "cuda_fp8.hpp", "cuda_gl_interop.h", "cuda_occupancy.h", "cuda_pipeline.h",
+    "cuda_pipeline_helpers.h", "cuda_pipeline_primitives.h", "cuda_runtime.h",
+    "cuda_runtime_api.h", "cuda_vdpau_interop.h", "cudart_platform.h",
+    "device_atomic_functions.h", "device_atomic_functions.hpp", "device_double_functions.h",
+    "device_functions.h", "device_launch_parameters.h", "device_types.h", "driver_functions.h",
+    "driver_types.h", "host_config.h", "host_defines.h", "library_types.h", "math_constants.h",
+    "math_functions.h", "mma.h", "sm_20_atomic_functions.h", "sm_20_atomic_functions.hpp",
+    "sm_20_intrinsics.h", "sm_20_intrinsics.hpp", "sm_30_intrinsics.h", "sm_30_intrinsics.hpp",
+    "sm_32_atomic_functions.h", "sm_32_atomic_functions.hpp", "sm_32_intrinsics.h",
+    "sm_32_intrinsics.hpp", "sm_35_atomic_functions.h", "sm_35_intrinsics.h",
+    "sm_60_atomic_functions.h", "sm_60_atomic_functions.hpp", "sm_61_intrinsics.h",
+    "sm_61_intrinsics.hpp", "surface_indirect_functions.h", "surface_types.h",
+    "texture_indirect_functions.h", "texture_types.h", "vector_functions.h",
+    "vector_functions.hpp", "vector_types.h",
+];
+
+/// Whether `name` (as written in `#include <name>`) is one of CUDA's own headers.
+pub fn is_cuda_header(name: &str) -> bool {
+    let name = name.trim_start_matches("./");
+    match name.split_once('/') {
+        Some((dir, _)) => CUDA_HEADER_DIRS.contains(&dir),
+        None => CUDA_HEADER_FILES.contains(&name),
+    }
+}
+
+/// A CUDA header an NVRTC log could not open while `dirs` (the include directories the compile
+/// had) lack it: the grading machine's fault. `None` when every header the log names is there,
+/// or is not CUDA's (a student's typo is the student's).
+pub fn missing_cuda_header(log: &str, dirs: &[PathBuf]) -> Option<String> {
+    // NVRTC says "could not open" without include directories, "cannot open" with them.
+    let re = regex::Regex::new(r#"(?:could not|cannot) open source file "([^"\n]+)""#)
+        .expect("static regex");
+    re.captures_iter(log)
+        .map(|c| c[1].to_string())
+        .find(|h| is_cuda_header(h) && !dirs.iter().any(|d| d.join(h).exists()))
+}
+
 /// What `cugrade doctor` says about the headers.
 pub fn describe_headers() -> (bool, String) {
     let dirs = cuda_include_dirs();
@@ -84,7 +145,7 @@ pub fn describe_headers() -> (bool, String) {
     ];
     let missing: Vec<&str> = wanted.iter().copied().filter(|f| !has(f)).collect();
     let fix = format!(
-        "fix: `python3 -m pip install --target {} {}` (ci/with-nvrtc does this)",
+        "fix: `cugrade doctor --install` (or `python3 -m pip install --target {} {}`)",
         headers_dir().display(),
         HEADER_WHEELS.join(" ")
     );
@@ -208,14 +269,9 @@ fn numba_in(dir: PathBuf) -> Result<NumbaToolchain, String> {
             )
         };
         return Err(format!(
-            "{what}; cugrade installs it on the first `.py` submission, or run: rm -rf {dir} && python3 -m pip install --target {dir} {pins} && echo '{stamp}' > {dir}/{PINS_STAMP}",
-            dir = dir.display(),
-            pins = NUMBA_WHEELS
-                .iter()
-                .map(|p| format!("'{p}'"))
-                .collect::<Vec<_>>()
-                .join(" "),
-            stamp = pins_stamp().trim_end(),
+            "{what}; cugrade installs it from PyPI (~700 MB) the first time it grades a `.py` \
+             file; to install it now: `cugrade doctor --install` in a folder with `.py` kernels \
+             (or with `--rubric` naming a rubric that accepts them)"
         ));
     }
     let (python, mut read_dirs) = python()?;
@@ -250,113 +306,126 @@ fn install_numba() -> Result<NumbaToolchain, String> {
     let dir = numba_dir();
     if !numba_installed(&dir) {
         python()?;
-        let parent = dir.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-        let staging = parent.join(format!("numba.partial-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&staging);
-        eprintln!(
-            "cugrade: installing numba-cuda 0.30.4 and NVVM 13.0 into {} (one time)",
-            dir.display()
-        );
-        let exe = std::env::var_os("CUGRADE_PYTHON")
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "python3".into());
-        let status = Command::new(exe)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-warn-script-location",
-                "--target",
-            ])
-            .arg(&staging)
-            .args(NUMBA_WHEELS)
-            .env("PIP_ROOT_USER_ACTION", "ignore")
-            .status()
-            .map_err(|e| format!("cannot run pip: {e}"))?;
-        if !status.success() {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(format!(
-                "installing Numba from PyPI failed ({status}); fix: python3 -m pip install --target {} {}",
-                dir.display(),
-                NUMBA_WHEELS.join(" ")
-            ));
-        }
-        std::fs::write(staging.join(PINS_STAMP), pins_stamp())
-            .map_err(|e| format!("cannot write {}: {e}", staging.join(PINS_STAMP).display()))?;
-        if numba_present(&dir) {
-            // Installed with other pins: move the old install aside, then replace it.
-            let old = parent.join(format!("numba.old-{}", std::process::id()));
-            if std::fs::rename(&dir, &old).is_ok() {
-                let _ = std::fs::remove_dir_all(&old);
-            }
-        }
-        if std::fs::rename(&staging, &dir).is_err() {
-            // Another cugrade finished first.
-            let _ = std::fs::remove_dir_all(&staging);
-        }
+        super::install::numba_into(&dir)?;
     }
     numba()
 }
 
-/// What `cugrade doctor` says about Numba.
-/// Installed and able to compile: a trivial kernel (cugrade's own, so outside the sandbox) goes
-/// through the same driver as a student's.
-pub fn describe_numba() -> (bool, String) {
-    match numba() {
-        Ok(t) => match probe_numba(&t) {
-            Ok(()) => (
-                true,
-                format!(
-                    "Numba: numba-cuda 0.30.4 with NVVM in {} (Python {}); a test kernel compiles",
-                    t.site.display(),
-                    t.python.display()
-                ),
-            ),
-            Err(e) => (
-                false,
-                format!(
-                    "Numba in {} does not compile a test kernel: {}; fix: remove {} and let \
-                     cugrade install it again on the next `.py` submission",
-                    t.site.display(),
-                    e.lines().next().unwrap_or("").trim(),
-                    t.site.display()
-                ),
-            ),
-        },
-        Err(e) => (false, format!("Numba: {e}")),
+/// Make a tree of cugrade's cache readable to every user: directories `a+rx`, files `a+r`
+/// (and `a+x` where someone may execute them), symlinks left alone and never followed. The
+/// cache holds public wheels only, and a grader started as root runs its workers as uids of
+/// their own, which must read it (docs/security.md). Returns how many entries it changed.
+pub fn share_tree(root: &Path) -> std::io::Result<usize> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut changed = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p)?;
+        let mode = meta.permissions().mode() & 0o7777;
+        let want = if meta.is_dir() {
+            for e in std::fs::read_dir(&p)?.flatten() {
+                stack.push(e.path());
+            }
+            mode | 0o555
+        } else if meta.is_file() {
+            mode | 0o444 | if mode & 0o111 != 0 { 0o111 } else { 0 }
+        } else {
+            continue;
+        };
+        if want != mode {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(want))?;
+            changed += 1;
+        }
     }
+    Ok(changed)
 }
 
-fn probe_numba(tool: &NumbaToolchain) -> Result<(), String> {
-    use super::numba::{NumbaKernel, Signature, compile};
-    let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let file = super::SourceFile {
-        name: "probe.py".into(),
-        text: "from numba import cuda\n\n@cuda.jit\ndef probe(a):\n    a[0] = 1.0\n".into(),
-    };
-    let kernel = NumbaKernel {
-        name: "probe".into(),
-        signatures: vec![Signature {
-            text: "(float32[::1],)".into(),
-            ndims: vec![1],
-        }],
-        params: vec![],
-    };
-    let out = compile(tool, &[file], &[kernel], "sm_90", temp.path())?;
-    match out.first() {
-        Some(o) if o.ok => Ok(()),
-        Some(o) => Err(o.message.clone()),
-        None => Err("no answer from the Numba driver".into()),
+/// The parts of cugrade's cache that workers read, where present: the Numba wheels (with the
+/// pins stamp cugrade writes), CUDA's header wheels and the NVRTC wheel. Only these: a cache
+/// path set to a folder that also holds other files is not opened up beyond them.
+fn cache_parts() -> Vec<PathBuf> {
+    let root = cache_root();
+    let mut parts = vec![];
+    if numba_present(&numba_dir()) && numba_dir().join(PINS_STAMP).is_file() {
+        parts.push(numba_dir());
     }
+    if headers_dir().join("nvidia/cu13/include").is_dir() {
+        parts.push(headers_dir());
+    }
+    if root.join("nvidia/cu13/lib").is_dir() {
+        parts.push(root.join("nvidia"));
+    }
+    parts
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect()
+}
+
+/// When cugrade is root, open the parts of its own cache that workers read to every user (see
+/// [`share_tree`]): a cache unpacked or installed with a restrictive umask (`pip` as root with
+/// umask 077, a tar whose top directory was `0700`) would otherwise be unreadable to every
+/// worker, and every Numba submission would fail. Once per process; returns a note for each
+/// part it changed (for stderr and `doctor`), or why it could not.
+pub fn share_with_workers() -> Vec<String> {
+    static ONCE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return vec![];
+        }
+        let mut notes = vec![];
+        for part in cache_parts() {
+            match share_tree(&part) {
+                Ok(0) => {}
+                Ok(n) => notes.push(format!(
+                    "made {n} entries of cugrade's cache {} readable to the workers' own uids \
+                     (it holds public wheels only)",
+                    part.display()
+                )),
+                Err(e) => notes.push(format!(
+                    "could not make cugrade's cache {} readable to the workers' own uids: {e}",
+                    part.display()
+                )),
+            }
+        }
+        notes
+    })
+    .clone()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn share_tree_opens_dirs_and_files_and_leaves_links_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().join("numba");
+        std::fs::create_dir_all(top.join("pkg")).unwrap();
+        std::fs::write(top.join("pkg/mod.py"), "").unwrap();
+        std::fs::write(top.join("pkg/tool"), "").unwrap();
+        let outside = d.path().join("secret");
+        std::fs::write(&outside, "").unwrap();
+        std::os::unix::fs::symlink(&outside, top.join("pkg/link")).unwrap();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(&top.join("pkg/mod.py"), 0o600);
+        mode(&top.join("pkg/tool"), 0o700);
+        mode(&top.join("pkg"), 0o700);
+        mode(&top, 0o700);
+        mode(&outside, 0o600);
+        assert_eq!(share_tree(&top).unwrap(), 4);
+        let got = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(got(&top), 0o755);
+        assert_eq!(got(&top.join("pkg")), 0o755);
+        assert_eq!(got(&top.join("pkg/mod.py")), 0o644);
+        assert_eq!(got(&top.join("pkg/tool")), 0o755);
+        // The link's target is not the cache's: untouched.
+        assert_eq!(got(&outside), 0o600);
+        assert_eq!(share_tree(&top).unwrap(), 0);
+    }
 
     #[test]
     fn a_numba_install_with_other_pins_is_not_trusted() {
@@ -367,7 +436,7 @@ mod tests {
         std::fs::write(numba.join("nvidia/cu13/lib/libnvvm.so.4"), b"").unwrap();
         let err = numba_in(numba.clone()).unwrap_err();
         assert!(err.contains("other pins"), "{err}");
-        assert!(err.contains("numpy>=1.22,<2.5"), "{err}");
+        assert!(err.contains("doctor --install"), "{err}");
         std::fs::write(numba.join(PINS_STAMP), "numba-cuda==0.30.4\n").unwrap();
         assert!(numba_in(numba.clone()).unwrap_err().contains("other pins"));
         std::fs::write(numba.join(PINS_STAMP), pins_stamp()).unwrap();
@@ -398,9 +467,60 @@ mod tests {
     }
 
     #[test]
+    fn cuda_headers_are_known_by_name() {
+        for h in [
+            "cooperative_groups.h",
+            "cub/cub.cuh",
+            "cuda/std/cstdint",
+            "cuda_fp16.h",
+        ] {
+            assert!(is_cuda_header(h), "{h}");
+        }
+        for h in ["stdio.h", "mine.cuh", "common.h", "../cuda_fp16.h"] {
+            assert!(!is_cuda_header(h), "{h}");
+        }
+        let log = "k.cu(1): catastrophic error: could not open source file \"cooperative_groups.h\" (no directories in search list)\n";
+        assert_eq!(
+            missing_cuda_header(log, &[]).as_deref(),
+            Some("cooperative_groups.h")
+        );
+        let with_dirs = "k.cu(1): catastrophic error: cannot open source file \"cuda_fp16.h\"\n";
+        assert_eq!(
+            missing_cuda_header(with_dirs, &[]).as_deref(),
+            Some("cuda_fp16.h")
+        );
+        let typo = "k.cu(1): catastrophic error: could not open source file \"mine.cuh\"\n";
+        assert_eq!(missing_cuda_header(typo, &[]), None);
+        // With the headers there, a failed include is not the machine's.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("cooperative_groups.h"), "").unwrap();
+        assert_eq!(missing_cuda_header(log, &[d.path().to_path_buf()]), None);
+        // The list covers the wheel's top level, where the wheel is installed.
+        let include = headers_dir().join("nvidia/cu13/include");
+        if let Ok(entries) = std::fs::read_dir(&include) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name == "cccl" {
+                    continue;
+                }
+                let probe = if e.path().is_dir() {
+                    format!("{name}/x.h")
+                } else {
+                    name.clone()
+                };
+                assert!(is_cuda_header(&probe), "{name} is not in CUDA_HEADER_*");
+            }
+        }
+    }
+
+    #[test]
     fn ci_installs_the_same_pins() {
         let script = include_str!("../../ci/with-nvrtc");
-        for pin in HEADER_WHEELS.iter().chain(NUMBA_WHEELS) {
+        for pin in HEADER_WHEELS
+            .iter()
+            .chain(NUMBA_WHEELS)
+            .chain([&NVRTC_WHEEL])
+        {
             assert!(script.contains(pin), "ci/with-nvrtc lacks {pin}");
         }
     }

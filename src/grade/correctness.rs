@@ -133,6 +133,22 @@ impl MilestoneRun<'_> {
                 self.reference
                     .expected(&k, &case.name, trial, &inv, ref_dims, limit, None)?
             };
+            // Each element's sum of absolute terms, where a tolerance scales with it.
+            let magnitude = if self.needs_magnitude() {
+                let k = self.reference_kernel().to_string();
+                Some(self.reference.magnitude(
+                    &k,
+                    &case.name,
+                    trial,
+                    &inv,
+                    &expected.allocations,
+                    ref_dims,
+                    limit,
+                    None,
+                )?)
+            } else {
+                None
+            };
             // A multiple of the reference's time, so that a hung kernel holds the GPU (which
             // timed sections wait for) for about a second, not the whole `launch_s`.
             let (deadline_s, why) = self
@@ -158,6 +174,9 @@ impl MilestoneRun<'_> {
                     if first_metrics.is_none() {
                         first_metrics = r.report.metrics.clone();
                     }
+                    if trial == 0 {
+                        self.keep_gpu_output(case, &r.allocations);
+                    }
                     for d in &r.report.diagnostics {
                         let key = (
                             d.tool.clone(),
@@ -172,6 +191,7 @@ impl MilestoneRun<'_> {
                     let found = self.compare_trial(
                         &inv,
                         &expected.allocations,
+                        magnitude.as_deref(),
                         &r.allocations,
                         &vars,
                         case,
@@ -232,6 +252,7 @@ impl MilestoneRun<'_> {
         &self,
         inv: &Invocation,
         expected: &[Vec<u8>],
+        magnitude: Option<&[Vec<f64>]>,
         got: &[Vec<u8>],
         vars: &rubric::expr::Vars,
         case: &Case,
@@ -240,6 +261,7 @@ impl MilestoneRun<'_> {
     ) -> Vec<Check> {
         let name = format!("correctness {}", case.name);
         let tol_vars = inv.tolerance_vars(vars);
+        let precision = self.rubric.precision(self.m);
         // Per wrong output: the sentence naming the kind of wrong, its cause key, its hint, and
         // the mismatch listing.
         let mut problems: Vec<(String, &'static str, &'static str, String)> = Vec::new();
@@ -289,7 +311,7 @@ impl MilestoneRun<'_> {
                 .as_ref()
                 .or(m.correctness.tolerance.as_ref())
                 .or(Some(&self.rubric.contract(&m.contract).tolerance));
-            let tol = match Resolved::from(t, b.elem, &tol_vars) {
+            let tol = match Resolved::with_precision(t, b.elem, &tol_vars, precision) {
                 Ok(t) => t,
                 Err(e) => {
                     return vec![
@@ -299,9 +321,11 @@ impl MilestoneRun<'_> {
                 }
             };
             let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
-            let c = check::compare(b, exp_payload, payload, tol);
+            let mag = magnitude.and_then(|m| m.get(i)).map(Vec::as_slice);
+            let c = check::compare_at(b, exp_payload, payload, mag, tol);
             if !c.ok() {
-                let wrong = check::classify(b, &b.data, exp_payload, payload, tol);
+                let wrong =
+                    check::classify::classify_at(b, &b.data, exp_payload, payload, mag, tol);
                 problems.push((
                     wrong.describe(&b.name, c.total),
                     wrong.cause(),
@@ -336,12 +360,18 @@ impl MilestoneRun<'_> {
             } else {
                 String::new()
             };
+            // "results less precise than float accumulation allows" says what it is.
+            let lead = if *cause == "imprecise" {
+                ""
+            } else {
+                "wrong results: "
+            };
             found.insert(
                 0,
                 Check::fail(
                     CheckKind::Correctness,
                     name,
-                    format!("wrong results: {sentence}{also}"),
+                    format!("{lead}{sentence}{also}"),
                 )
                 .with_case(case.name.clone())
                 .with_hint(hint)
@@ -350,6 +380,20 @@ impl MilestoneRun<'_> {
             );
         }
         found
+    }
+
+    /// Does some output's tolerance scale with its elements' sums of absolute terms?
+    pub(super) fn needs_magnitude(&self) -> bool {
+        let contract = self.rubric.contract(&self.m.contract);
+        contract.params.iter().any(|p| {
+            p.dir != Direction::In
+                && p.tolerance
+                    .as_ref()
+                    .or(self.m.correctness.tolerance.as_ref())
+                    .unwrap_or(&contract.tolerance)
+                    .sum
+                    .is_some()
+        })
     }
 
     /// A kernel right on every small case and wrong on every larger one (by the number of
@@ -456,7 +500,14 @@ pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Che
 /// Quote the student's source line under every check that names a `file:line` of the
 /// submission, so that reports show the line itself (result.json keeps only that line).
 pub(super) fn attach_snippets(milestones: &mut [crate::result::MilestoneResult], sub: &Submission) {
-    let files: Vec<&crate::compile::SourceFile> = sub.sources.iter().chain(&sub.headers).collect();
+    // Numba findings name `file.py:LINE` (from the PTX's `.loc` lines or the compiler): the
+    // Python files are quoted like the CUDA ones.
+    let files: Vec<&crate::compile::SourceFile> = sub
+        .sources
+        .iter()
+        .chain(&sub.headers)
+        .chain(&sub.python)
+        .collect();
     for c in milestones.iter_mut().flat_map(|m| m.checks.iter_mut()) {
         if c.snippet.is_some() {
             continue;

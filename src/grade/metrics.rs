@@ -1,85 +1,288 @@
-//! Metric checks (coalescing, bank conflicts, ...): thresholds on the emulator's counters,
-//! which a `--backend cuda` run collects from an emulator worker of its own.
+//! Metric checks (coalescing, bank conflicts, ...). On the emulator they read its
+//! deterministic counters; on `--backend cuda` they come from the GPU, through Nsight Compute
+//! (`ncu`, run on the metric's case as `check --profile` runs it: `profile::kernel_job`), so
+//! that no part of a GPU grade rests on what the emulator saw. Without ncu (or when the GPU's
+//! counters cannot be read: no permission, a driver without the metric) the check is skipped
+//! with the reason and its points are withheld as provisional, as speed is without a GPU. The
+//! emulator's value for the same case is still computed on a GPU run: a large gap between the
+//! two is flagged to the instructor (`cross::metrics_disagree`).
 
 use super::*;
 use crate::backend::{BackendKind, Metrics};
 use crate::inputs;
+use crate::profile::NcuRow;
 use crate::result::{Check, CheckKind};
 use crate::rubric::case_vars;
+use crate::rubric::schema::MetricSpec;
 use crate::worker::protocol::{Request, Response};
 use crate::worker::{Role, Worker};
 use std::time::Duration;
 
+/// The `cause` of a metric check skipped because the GPU's counters could not be read: its
+/// points are provisional (`score::finish`).
+pub const NO_GPU_COUNTERS: &str = "no-gpu-counters";
+
+/// The Nsight Compute metrics each of cugrade's metrics is computed from (the emulator's
+/// definitions: `backend::Metrics::by_name`).
+pub fn ncu_metrics_for(name: &str) -> &'static [&'static str] {
+    match name {
+        "global_load_efficiency" => {
+            &["smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"]
+        }
+        "global_store_efficiency" => {
+            &["smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct"]
+        }
+        "shared_bank_conflicts" => &[
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+        ],
+        "branch_divergence" => &[
+            "smsp__sass_branch_targets_threads_divergent.sum",
+            "smsp__sass_branch_targets.sum",
+        ],
+        "warp_instructions" => &["smsp__inst_executed.sum"],
+        "lane_instructions" => &["smsp__thread_inst_executed.sum"],
+        "global_load_sectors_per_request" => &[
+            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+            "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+        ],
+        "global_store_sectors_per_request" => &[
+            "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+            "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+        ],
+        _ => &[],
+    }
+}
+
+/// The value of cugrade metric `name` for `kernel` from ncu's rows (one launch).
+pub fn ncu_value(rows: &[NcuRow], kernel: &str, name: &str) -> Option<f64> {
+    let get = |m: &str| {
+        rows.iter()
+            .find(|r| r.kernel == kernel && r.metric == m)
+            .map(|r| r.value)
+    };
+    let ms = ncu_metrics_for(name);
+    match name {
+        "shared_bank_conflicts" => Some(get(ms[0])? + get(ms[1])?),
+        "branch_divergence" => {
+            let total = get(ms[1])?;
+            (total > 0.0).then(|| 100.0 * get(ms[0]).unwrap_or(0.0) / total)
+        }
+        "global_load_sectors_per_request" | "global_store_sectors_per_request" => {
+            let req = get(ms[1])?;
+            (req > 0.0).then(|| get(ms[0]).unwrap_or(0.0) / req)
+        }
+        _ => get(ms.first()?),
+    }
+}
+
 impl MilestoneRun<'_> {
-    pub(super) fn metric_on_emulator(
+    /// The milestone's metric checks. `metrics_by_case`: what the emulator backend collected
+    /// during the correctness cases (empty on a GPU).
+    pub(super) fn metric_checks(
         &mut self,
-        x: &crate::rubric::schema::MetricSpec,
+        metrics_by_case: &HashMap<String, Metrics>,
         ptx: &str,
         max_threads: u32,
-    ) -> Check {
-        let Some(case) = self.rubric.correctness_case(&x.case).cloned() else {
-            return Check::error(
-                CheckKind::Metric,
-                x.metric.clone(),
-                format!("unknown case {}", x.case),
-            );
-        };
-        let run = (|| -> Result<Option<Metrics>, String> {
-            let mut w = Worker::spawn(&worker_options(
-                &self.opts.protected,
-                Role::Run,
-                BackendKind::Emu,
-                0,
-            ))?;
-            match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
-                Ok((Response::Loaded { error: None }, _)) => {}
-                other => {
-                    return Err(format!(
-                        "the emulator could not load the module: {:?}",
-                        other.map(|r| variant(&r.0))
-                    ));
+    ) -> Vec<Check> {
+        let specs = self.m.metrics.clone();
+        if self.opts.backend != BackendKind::Cuda {
+            return specs
+                .iter()
+                .map(|x| match metrics_by_case.get(&x.case) {
+                    Some(mx) => metric_check(x, mx),
+                    None => Check::skipped(
+                        CheckKind::Metric,
+                        x.metric.clone(),
+                        format!("no metrics collected for case {}", x.case),
+                    )
+                    .with_case(x.case.clone()),
+                })
+                .collect();
+        }
+        let correct = score::nothing_wrong(&self.checks);
+        let mut cases: Vec<String> = specs.iter().map(|x| x.case.clone()).collect();
+        cases.dedup();
+        cases.sort();
+        cases.dedup();
+        let ncu = crate::profile::find_ncu();
+        let mut gpu: HashMap<String, Result<Vec<NcuRow>, String>> = HashMap::new();
+        let mut emu: HashMap<String, Result<Metrics, String>> = HashMap::new();
+        for case in &cases {
+            emu.insert(case.clone(), self.emulator_metrics(case, ptx, max_threads));
+            if !correct {
+                continue;
+            }
+            let rows = match &ncu {
+                None => Err(
+                    "Nsight Compute (ncu) is not installed on this machine, so the GPU's counters were not read".to_string(),
+                ),
+                Some(ncu) => self.gpu_metrics(ncu, case, ptx, &specs),
+            };
+            gpu.insert(case.clone(), rows);
+        }
+        let mut out = Vec::new();
+        for x in &specs {
+            let emulated = emu
+                .get(&x.case)
+                .and_then(|r| r.as_ref().ok())
+                .and_then(|mx| mx.by_name(&x.metric));
+            let c = match gpu.get(&x.case) {
+                None => Check::skipped(
+                    CheckKind::Metric,
+                    x.metric.clone(),
+                    "not measured: the kernel is not correct yet",
+                )
+                .with_case(x.case.clone()),
+                Some(Ok(rows)) => match ncu_value(rows, &self.m.kernel, &x.metric) {
+                    Some(v) => {
+                        if let Some(e) =
+                            emulated.filter(|&e| super::cross::metrics_disagree(&x.metric, e, v))
+                        {
+                            self.flags.push(crate::result::Flag {
+                                kind: "backends-disagree".into(),
+                                milestone: Some(self.m.id.clone()),
+                                location: None,
+                                message: format!(
+                                    "`{}` has {} = {e:.1} on the PTX emulator and {v:.1} on the GPU for the same case ({}): its memory accesses differ between the two, as when a kernel checks where it runs (timers, SM ids)",
+                                    self.m.kernel, x.metric, x.case
+                                ),
+                            });
+                        }
+                        let mut c = metric_value_check(x, Some(v));
+                        c.message.push_str(" on the GPU (Nsight Compute)");
+                        c
+                    }
+                    None => {
+                        let mut c = metric_value_check(x, None);
+                        c.message.push_str(" on the GPU (Nsight Compute)");
+                        c
+                    }
+                },
+                Some(Err(why)) => {
+                    let seen = emulated
+                        .map(|e| format!(" (the PTX emulator measured {e:.1} on this case; it does not count on a GPU run)"))
+                        .unwrap_or_default();
+                    let mut c = Check::skipped(
+                        CheckKind::Metric,
+                        x.metric.clone(),
+                        format!(
+                            "not measured on the GPU: {why}; its {} points are withheld until a GPU run can read the counters{seen}",
+                            x.points
+                        ),
+                    )
+                    .with_case(x.case.clone())
+                    .with_hint("Install NVIDIA Nsight Compute (`ncu`, in the CUDA toolkit) on the grading machine and allow profiling (NVreg_RestrictProfilingToAdminUsers=0, or grade as root); `cugrade doctor` says what it finds.");
+                    c.cause = Some(NO_GPU_COUNTERS.into());
+                    c
                 }
+            };
+            out.push(c);
+        }
+        out
+    }
+
+    /// One launch of the kernel on correctness case `case` under Nsight Compute, reading the
+    /// counters `specs` need.
+    fn gpu_metrics(
+        &self,
+        ncu: &std::path::Path,
+        case: &str,
+        ptx: &str,
+        specs: &[MetricSpec],
+    ) -> Result<Vec<NcuRow>, String> {
+        let Some(c) = self.rubric.correctness_case(case) else {
+            return Err(format!("unknown case {case}"));
+        };
+        let mut wanted: Vec<&str> = specs
+            .iter()
+            .filter(|x| x.case == case)
+            .flat_map(|x| ncu_metrics_for(&x.metric).iter().copied())
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        if wanted.is_empty() {
+            return Ok(vec![]);
+        }
+        let (dir, job) = crate::profile::kernel_job(
+            self.rubric,
+            self.sub,
+            self.m,
+            c,
+            ptx,
+            self.numba.as_ref(),
+            self.opts,
+            crate::profile::tool_root(ncu),
+            Duration::from_secs(180),
+        )?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let args: Vec<std::ffi::OsString> = vec!["__profile-kernel".into(), job.into_os_string()];
+        let rows = crate::profile::run_ncu(
+            ncu,
+            &exe,
+            &args,
+            std::slice::from_ref(&self.m.kernel),
+            dir.path(),
+            &wanted,
+        )?;
+        if !rows.iter().any(|r| r.kernel == self.m.kernel) {
+            return Err("Nsight Compute measured no launch of the kernel".into());
+        }
+        Ok(rows)
+    }
+
+    /// The emulator's counters for one launch on correctness case `case` (a worker of its own).
+    fn emulator_metrics(&self, case: &str, ptx: &str, max_threads: u32) -> Result<Metrics, String> {
+        let Some(case) = self.rubric.correctness_case(case).cloned() else {
+            return Err(format!("unknown case {case}"));
+        };
+        let mut w = Worker::spawn(&worker_options(
+            &self.opts.protected,
+            Role::Run,
+            BackendKind::Emu,
+            0,
+        ))?;
+        match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
+            Ok((Response::Loaded { error: None }, _)) => {}
+            other => {
+                return Err(format!(
+                    "the emulator could not load the module: {:?}",
+                    other.map(|r| variant(&r.0))
+                ));
             }
-            let dims = self.dims_for(&case, max_threads)?;
-            let contract = self.rubric.contract(&self.m.contract);
-            let inv = inputs::generate(
-                contract,
-                &case_vars(&case),
-                inputs::trial_seed(self.opts.seed, &case.name, 0),
-            )?;
-            let student_inv = student_invocation(&self.numba, &inv, contract).map_err(|e| e.0)?;
-            match run_on(
-                &mut w,
-                &self.m.kernel,
-                &student_inv,
-                dims,
-                Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),
-                None,
-            ) {
-                Ok(r) => Ok(r.report.metrics),
-                Err(e) => Err(describe_run_error(&e)),
-            }
-        })();
-        match run {
-            Ok(Some(mx)) => metric_check(x, &mx),
-            Ok(None) => Check::skipped(
-                CheckKind::Metric,
-                x.metric.clone(),
-                "the emulator returned no metrics",
-            )
-            .with_case(x.case.clone()),
-            Err(e) => Check::skipped(
-                CheckKind::Metric,
-                x.metric.clone(),
-                format!("metrics need the PTX emulator, which could not run this case: {e}"),
-            )
-            .with_case(x.case.clone()),
+        }
+        let dims = self.dims_for(&case, max_threads)?;
+        let contract = self.rubric.contract(&self.m.contract);
+        let inv = inputs::generate(
+            contract,
+            &case_vars(&case),
+            inputs::trial_seed(self.opts.seed, &case.name, 0),
+        )?;
+        let student_inv = student_invocation(&self.numba, &inv, contract).map_err(|e| e.0)?;
+        match run_on(
+            &mut w,
+            &self.m.kernel,
+            &student_inv,
+            dims,
+            Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),
+            None,
+        ) {
+            Ok(r) => r
+                .report
+                .metrics
+                .ok_or_else(|| "the emulator returned no metrics".to_string()),
+            Err(e) => Err(describe_run_error(&e)),
         }
     }
 }
 
-pub(super) fn metric_check(x: &crate::rubric::schema::MetricSpec, mx: &Metrics) -> Check {
-    let Some(v) = mx.by_name(&x.metric) else {
+pub(super) fn metric_check(x: &MetricSpec, mx: &Metrics) -> Check {
+    metric_value_check(x, mx.by_name(&x.metric))
+}
+
+/// The check of metric `x` whose value is `v` (`None`: undefined for this run).
+pub(super) fn metric_value_check(x: &MetricSpec, v: Option<f64>) -> Check {
+    let Some(v) = v else {
         return Check::skipped(
             CheckKind::Metric,
             x.metric.clone(),
@@ -98,7 +301,15 @@ pub(super) fn metric_check(x: &crate::rubric::schema::MetricSpec, mx: &Metrics) 
         CheckKind::Metric,
         x.metric.clone(),
         if ok { Status::Pass } else { Status::Fail },
-        format!("{} = {v:.1} (needs {bound})", x.metric),
+        format!(
+            "{} = {} (needs {bound})",
+            x.metric,
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            }
+        ),
     )
     .with_case(x.case.clone())
     .with_measure(

@@ -18,10 +18,13 @@
 mod baselines;
 mod compiling;
 mod correctness;
+mod cross;
 mod estimated;
+mod gpu_sanitizer;
 mod metrics;
 mod numba;
 mod performance;
+pub mod probe;
 mod reference;
 mod resources;
 mod run;
@@ -31,7 +34,6 @@ pub use baselines::{cpu_run, host_args};
 pub use reference::{Reference, validate_reference};
 
 use compiling::compile_all;
-use metrics::metric_check;
 use run::*;
 
 use crate::backend::{BackendKind, LaunchDims};
@@ -60,6 +62,9 @@ pub struct Options {
     /// The GPU's PCI bus id on the cuda backend: the key of the per-GPU timing lock
     /// (`measure::lock`) and of NVML's clock readings.
     pub gpu: Option<String>,
+    /// The GPU this grading runs on (cuda backend), recorded in result.json as `run.gpu` and
+    /// in each performance check's `timing.device`.
+    pub gpu_record: Option<crate::backend::GpuRecord>,
     /// Where measured CPU baselines are cached (`measure::calibration`); `None`: the user's
     /// cache directory.
     pub baseline_cache: Option<std::path::PathBuf>,
@@ -79,6 +84,9 @@ pub struct KeptKernel {
     pub kernel: String,
     pub ptx: String,
     pub numba: Option<crate::compile::numba::Signature>,
+    /// On the emulator: the counters of the largest correctness case it ran (the case's name
+    /// and the first trial's metrics), for `check --profile` without a GPU.
+    pub emulator: Option<(String, crate::backend::Metrics)>,
 }
 
 /// The kernels `grade` keeps (see [`Options::keep_kernels`]).
@@ -128,13 +136,47 @@ pub fn grade(
         },
         opts,
         Duration::from_secs_f64(timeouts.compile_s),
-    );
+    )?;
     compile_checks.extend(refused.into_iter().map(|(_, c)| c));
+    if let Some(fault) = compiling::machine_fault(&compile_checks, opts) {
+        return Err(Infrastructure(fault));
+    }
     let numba_kernels = if accepts(Language::Numba) {
-        numba::compile(rubric, sub, opts)
+        numba::compile(rubric, sub, opts)?
     } else {
         numba::NumbaKernels::new()
     };
+    // Registers and spills of PTX that NVRTC did not assemble (PTX files, Numba's kernels)
+    // come from ptxas too, never from the emulator's count of virtual registers.
+    let mut summary = summary;
+    let mut numba_ptx: Vec<(String, String)> = numba_kernels
+        .iter()
+        .filter_map(|(k, s)| match s {
+            numba::NumbaKernelState::Compiled { file, ptx, .. } => {
+                Some((format!("{file} ({k})"), ptx.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    // The same order on every run (result.json is compared across runs and shards).
+    numba_ptx.sort();
+    let foreign: Vec<(String, String)> = modules
+        .iter()
+        .filter(|(f, _)| sub.ptx.iter().any(|p| &p.name == f))
+        .cloned()
+        .chain(numba_ptx)
+        .collect();
+    if !foreign.is_empty() {
+        let (kernels, log) =
+            compiling::assemble_all(&foreign, opts, Duration::from_secs_f64(timeouts.compile_s));
+        summary.kernels.extend(kernels);
+        if !log.is_empty() {
+            if !summary.log.is_empty() {
+                summary.log.push('\n');
+            }
+            summary.log.push_str(log.trim_end());
+        }
+    }
     let mut milestones = Vec::new();
     let mut run = RunInfo {
         device: opts.device_name.clone(),
@@ -144,6 +186,7 @@ pub fn grade(
         sandbox: vec![],
         notes: vec![],
         seconds: None,
+        gpu: opts.gpu_record.clone(),
     };
     // One worker serves all of a student's milestones while it stays healthy (a fault or a
     // timeout ends it; the next milestone gets a fresh one). On a GPU the driver creates and
@@ -152,6 +195,8 @@ pub fn grade(
     // bottleneck. Nothing crosses students, and within one student every launch still
     // starts from fresh inputs, poisoned outputs and the module's own `__device__` values.
     let mut spare: Option<(Worker, bool)> = None;
+    // Flags from comparing the emulator's runs with the GPU's (cuda backend).
+    let mut cross_flags: Vec<crate::result::Flag> = Vec::new();
     for m in &rb.milestones {
         let max = rubric::milestone_max(m);
         let (worker, timing_modules_loaded) = match spare.take() {
@@ -176,9 +221,12 @@ pub fn grade(
             tensor_ops: false,
             timing_modules_loaded,
             compiled: &summary.kernels,
+            gpu_outputs: HashMap::new(),
+            flags: Vec::new(),
         };
         let result = ctx.grade(&modules, &compile_checks, &numba_kernels);
         spare = ctx.worker.take().map(|w| (w, ctx.timing_modules_loaded));
+        cross_flags.append(&mut ctx.flags);
         if ctx.numba_source {
             for c in &mut ctx.checks {
                 numba::speak_numba(c, sub);
@@ -190,22 +238,63 @@ pub fn grade(
         }
     }
     correctness::attach_snippets(&mut milestones, sub);
+    let mut flags = device_flags(rubric, &modules, &numba_kernels);
+    flags.append(&mut cross_flags);
     let score: f64 = milestones.iter().map(|m: &MilestoneResult| m.score).sum();
     run.seconds = Some(started.elapsed().as_secs_f64());
     Ok(GradeResult {
         assignment: rb.assignment.clone(),
         student: sub.student.clone(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: opts.backend.as_str().to_string(),
         seed: opts.seed,
         score: (score * 100.0).round() / 100.0,
         max_score: rubric.max_score(),
         milestones,
         submission_sha256: sub.sha256.clone(),
-        compile: (!sub.sources.is_empty()).then_some(summary),
+        rubric_sha256: String::new(),
+        compile: (!sub.sources.is_empty() || !summary.kernels.is_empty()).then_some(summary),
         run,
         notes: sub.notes.clone(),
+        flags,
     })
+}
+
+/// The integrity flags of the submission's device code (`integrity::device`), each with the
+/// milestone whose kernel it is in.
+fn device_flags(
+    rubric: &LoadedRubric,
+    modules: &[(String, String)],
+    numba_kernels: &numba::NumbaKernels,
+) -> Vec<crate::result::Flag> {
+    let mut found: Vec<(Option<String>, crate::result::Flag)> = modules
+        .iter()
+        .flat_map(|(file, ptx)| crate::integrity::device::scan(file, ptx))
+        .collect();
+    let mut names: Vec<&String> = numba_kernels.keys().collect();
+    names.sort();
+    for k in names.into_iter().filter_map(|n| numba_kernels.get(n)) {
+        if let numba::NumbaKernelState::Compiled { file, ptx, .. } = k {
+            found.extend(crate::integrity::device::scan(file, ptx));
+        }
+    }
+    let mut out: Vec<crate::result::Flag> = Vec::new();
+    for (kernel, mut f) in found {
+        f.milestone = kernel.as_ref().and_then(|k| {
+            rubric
+                .rubric
+                .milestones
+                .iter()
+                .find(|m| &m.kernel == k)
+                .map(|m| m.id.clone())
+        });
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    out
 }
 
 struct MilestoneRun<'a> {
@@ -228,6 +317,11 @@ struct MilestoneRun<'a> {
     timing_modules_loaded: bool,
     /// `ptxas -v` facts of the submission's kernels (spills).
     compiled: &'a [crate::result::KernelResources],
+    /// The GPU's outputs of each case's first trial (cuda backend, cases small enough for the
+    /// emulator), for the emulator-against-GPU cross-check (`cross`).
+    gpu_outputs: HashMap<String, Vec<Vec<u8>>>,
+    /// Flags for the instructor found while grading (`cross`).
+    flags: Vec<crate::result::Flag>,
 }
 
 impl MilestoneRun<'_> {
@@ -310,6 +404,7 @@ impl MilestoneRun<'_> {
                     kernel: m.kernel.clone(),
                     ptx: ptx.to_string(),
                     numba: self.numba.clone(),
+                    emulator: None,
                 });
         }
         if let Some(c) = compile_checks
@@ -460,8 +555,8 @@ impl MilestoneRun<'_> {
             CheckKind::Kernel,
             format!("kernel {}", m.kernel),
             format!(
-                "`{}` found with the contract's {} parameters ({} registers)",
-                m.kernel, info.param_count, info.registers
+                "`{}` found with the contract's {} parameters",
+                m.kernel, info.param_count
             ),
         ));
         self.worker = Some(worker);
@@ -483,6 +578,7 @@ impl MilestoneRun<'_> {
         let cases: Vec<Case> = self.rubric.cases_for(m).into_iter().cloned().collect();
         let metrics_by_case =
             self.correctness_phase(&cases, info.max_threads_per_block, started)?;
+        self.keep_emulator_counters(&cases, &metrics_by_case);
         self.mark_small_cases_only(&cases);
         // A kernel that hung on the GPU (a timeout or a deadlock) would only wait out the
         // emulator's ten-times-longer deadline there too, on every small case: its runtime
@@ -493,8 +589,10 @@ impl MilestoneRun<'_> {
             .iter()
             .any(|c| c.kind == CheckKind::Runtime && c.hint.as_deref() == Some(hints::DEADLOCK));
         if self.opts.backend == BackendKind::Cuda && finished {
-            // The GPU has no sanitizer of its own here: the emulator's run the smallest cases.
-            let found = sanitizer::on_emulator(
+            // The smallest cases again on the PTX emulator (its sanitizers see every access),
+            // and under compute-sanitizer on the GPU where it is installed; the emulator's
+            // outputs are compared with the GPU's on the same inputs (`cross`).
+            let (found, emulated) = sanitizer::on_emulator(
                 self.rubric,
                 m,
                 self.sub,
@@ -503,7 +601,19 @@ impl MilestoneRun<'_> {
                 self.opts.seed,
                 &self.opts.protected,
             );
-            self.checks.extend(found);
+            let on_gpu = crate::profile::find_tool("compute-sanitizer").map(|cs| {
+                gpu_sanitizer::on_gpu(
+                    &cs,
+                    self.rubric,
+                    m,
+                    self.sub,
+                    ptx,
+                    self.numba.as_ref(),
+                    self.opts,
+                )
+            });
+            self.checks.extend(sanitizer::merge_findings(found, on_gpu));
+            self.cross_check_outputs(&emulated);
         }
         let correct = score::nothing_wrong(&self.checks);
         for p in &m.performance {
@@ -525,23 +635,36 @@ impl MilestoneRun<'_> {
             };
             self.checks.push(c);
         }
-        for x in &m.metrics {
-            let c = match metrics_by_case.get(&x.case) {
-                Some(mx) => metric_check(x, mx),
-                None if self.opts.backend == BackendKind::Cuda => {
-                    self.metric_on_emulator(x, ptx, info.max_threads_per_block)
-                }
-                None => Check::skipped(
-                    CheckKind::Metric,
-                    x.metric.clone(),
-                    format!("no metrics collected for case {}", x.case),
-                )
-                .with_case(x.case.clone()),
-            };
-            self.checks.push(c);
-        }
+        let metric_checks = self.metric_checks(&metrics_by_case, ptx, info.max_threads_per_block);
+        self.checks.extend(metric_checks);
         // A healthy worker goes on to the student's next milestone (`grade`).
         Ok(())
+    }
+
+    /// `check --profile` without a GPU: the emulator's counters of the largest case that ran,
+    /// kept with the milestone's kernel.
+    fn keep_emulator_counters(
+        &self,
+        cases: &[Case],
+        metrics: &HashMap<String, crate::backend::Metrics>,
+    ) {
+        let Some(kept) = &self.opts.keep_kernels else {
+            return;
+        };
+        let contract = self.rubric.contract(&self.m.contract);
+        let Some(case) = cases
+            .iter()
+            .filter(|c| metrics.contains_key(&c.name))
+            .max_by_key(|c| rubric::case_elements(contract, c))
+        else {
+            return;
+        };
+        let mut kept = kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(k) = kept.iter_mut().rev().find(|k| k.milestone == self.m.id) {
+            k.emulator = Some((case.name.clone(), metrics[&case.name].clone()));
+        }
     }
 
     fn dims_for(&self, case: &Case, max_threads: u32) -> Result<LaunchDims, String> {

@@ -3,7 +3,7 @@
 //! checks that point at `file.py:LINE`, and carry each kernel's signature to the launches,
 //! which use Numba's calling convention (`inputs::numba_invocation`).
 
-use super::Options;
+use super::{Infrastructure, Options};
 use crate::compile::numba::{self, NumbaKernel, Signature};
 use crate::compile::toolchain;
 use crate::result::{Check, CheckKind};
@@ -36,11 +36,98 @@ pub type NumbaKernels = HashMap<String, NumbaKernelState>;
 
 const NUMBA_COMPILE_HINT: &str = "The kernel does not compile with Numba: read the first error and the line it names. Numba compiles a subset of Python: no lists, dicts or print of objects in kernels; every variable keeps one type; arrays come in as arguments or cuda.shared.array/cuda.local.array with constant shapes.";
 
-/// Compile every kernel of the rubric that the submission's `.py` files may define.
-pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> NumbaKernels {
+/// Why a Numba compile worker gave no outcomes.
+#[derive(Debug, Clone)]
+pub enum NumbaFailure {
+    /// The machine's fault, confirmed from the host's side (the workers cannot read the
+    /// toolchain): the message says what and the fix. Grading stops with exit 3.
+    Machine(String),
+    /// The toolchain failed (not the submission): what Python printed.
+    Toolchain(String),
+    /// The worker did not start.
+    Spawn(String),
+    /// The worker answered something other than the request's answer.
+    Answer(String),
+    /// Importing and compiling did not finish in time.
+    Timeout(Duration),
+    /// The worker died while importing: how, and what it printed.
+    Crashed(String, String),
+}
+
+/// Compile `kernels` from `files` in a sandboxed compile worker started with `wo`, as grading
+/// does (and `cugrade doctor` does, with a test kernel): the outcomes with their PTX. `import`:
+/// the student's modules' import budget; `timeout`: the whole call's.
+pub fn compile_in_worker(
+    tool: toolchain::NumbaToolchain,
+    files: &[crate::compile::SourceFile],
+    kernels: &[NumbaKernel],
+    arch: &str,
+    wo: &WorkerOptions,
+    import: Duration,
+    timeout: Duration,
+) -> Result<Vec<numba::Outcome>, NumbaFailure> {
+    let mut wo = wo.clone();
+    wo.role = Role::Compile;
+    wo.extra_read = tool.read_dirs.clone();
+    let mut worker = Worker::spawn(&wo).map_err(NumbaFailure::Spawn)?;
+    let roots: Vec<std::path::PathBuf> = tool
+        .read_dirs
+        .iter()
+        .chain(std::iter::once(&tool.site))
+        .cloned()
+        .collect();
+    let req = Request::CompileNumba {
+        files: files.to_vec(),
+        kernels: kernels.to_vec(),
+        arch: arch.to_string(),
+        toolchain: tool,
+        import_s: import.as_secs_f64(),
+    };
+    match worker.call(&req, &[], timeout) {
+        Ok((Response::NumbaCompiled(Ok(o)), blobs)) => {
+            let ok = o.iter().filter(|x| x.ok).count();
+            if o.len() != kernels.len() || blobs.len() != ok {
+                return Err(NumbaFailure::Answer(
+                    "the compile worker's answer does not match the request".into(),
+                ));
+            }
+            let mut blobs = blobs.into_iter();
+            Ok(o.into_iter()
+                .map(|mut x| {
+                    if x.ok {
+                        x.ptx = blobs
+                            .next()
+                            .map(|b| String::from_utf8_lossy(&b).into_owned());
+                    }
+                    x
+                })
+                .collect())
+        }
+        Ok((Response::NumbaCompiled(Err(e)), _)) => Err(NumbaFailure::Toolchain(e)),
+        Ok((Response::Unreadable { paths }, _)) => Err(match worker.unreadable(&paths, &roots) {
+            Some(why) => NumbaFailure::Machine(why),
+            None => NumbaFailure::Toolchain(super::compiling::unconfirmed(&paths)),
+        }),
+        Ok((other, _)) => Err(NumbaFailure::Answer(format!(
+            "unexpected answer from the compile worker: {}",
+            super::variant(&other)
+        ))),
+        Err(WorkerFailure::Timeout(d)) => Err(NumbaFailure::Timeout(d)),
+        Err(f) => Err(NumbaFailure::Crashed(f.to_string(), worker.output().text())),
+    }
+}
+
+/// Compile every kernel of the rubric that the submission's `.py` files may define. A Numba
+/// that cannot be installed or does not compile even cugrade's own test kernel is the grading
+/// machine's fault (`Err`: exit 3), never the student's compile error.
+pub fn compile(
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    opts: &Options,
+) -> Result<NumbaKernels, Infrastructure> {
     let mut out = NumbaKernels::new();
     if sub.python.is_empty() {
-        return out;
+        return Ok(out);
     }
     let rb = &rubric.rubric;
     let mut kernels: Vec<NumbaKernel> = vec![];
@@ -65,23 +152,63 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
         }
     };
     let started = Instant::now();
-    let tool = match toolchain::ensure_numba() {
-        Ok(t) => t,
-        Err(e) => {
-            all_fail(
-                &mut out,
-                Check::error(CheckKind::Compile, "compile numba", e)
-                    .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
-            );
-            return out;
-        }
-    };
+    let tool = toolchain::ensure_numba().map_err(|e| {
+        Infrastructure(format!(
+            "the submission has Numba kernels (.py) and this machine cannot compile them \
+             (the machine's fault, not the submission's): {e}"
+        ))
+    })?;
     let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
     wo.protected = opts.protected.clone();
-    wo.extra_read = tool.read_dirs.clone();
-    let mut worker = match Worker::spawn(&wo) {
-        Ok(w) => w,
-        Err(e) => {
+    // Starting Numba is the toolchain's time; the student's modules then get one import
+    // budget (the worker stops Python when it runs out, whatever the number of kernels), and
+    // each kernel the rubric's compile time. This deadline only matters if the worker itself
+    // stops answering.
+    let per_kernel = Duration::from_secs_f64(rb.timeouts.compile_s);
+    let import = Duration::from_secs_f64(rb.timeouts.import_s.clamp(0.1, 3600.0));
+    let timeout = crate::compile::numba::STARTUP
+        + import
+        + Duration::from_secs(5)
+        + per_kernel * kernels.len() as u32;
+    let answer = compile_in_worker(
+        tool.clone(),
+        &sub.python,
+        &kernels,
+        &opts.arch,
+        &wo,
+        import,
+        timeout,
+    );
+    let seconds = started.elapsed().as_secs_f64();
+    let outcomes = match answer {
+        Ok(o) => o,
+        Err(NumbaFailure::Machine(why)) => return Err(Infrastructure(why)),
+        Err(NumbaFailure::Toolchain(e)) => {
+            // The driver says the toolchain failed. Student code ran in that worker (it may
+            // have exited early or written the answer itself): a fresh worker compiling only
+            // cugrade's own kernel decides whose fault it is.
+            if let Err(probe) = probe(&wo, &tool, opts) {
+                return Err(Infrastructure(format!(
+                    "Numba does not work on this machine (the toolchain, not the submission): \
+                     {}\n{e}\nfix: run `cugrade doctor`; remove {} and let cugrade install it \
+                     again (`cugrade doctor --install`)",
+                    probe.lines().next().unwrap_or("").trim(),
+                    tool.site.display()
+                )));
+            }
+            all_fail(
+                &mut out,
+                Check::fail(
+                    CheckKind::Compile,
+                    "compile numba",
+                    "importing the submission's Python files stopped the compiler before it answered",
+                )
+                .with_details(e)
+                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no sys.exit, no os._exit, no writing files)."),
+            );
+            return Ok(out);
+        }
+        Err(NumbaFailure::Spawn(e)) => {
             all_fail(
                 &mut out,
                 Check::error(
@@ -90,91 +217,31 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                     format!("could not start the compile worker: {e}"),
                 ),
             );
-            return out;
+            return Ok(out);
         }
-    };
-    // Importing Numba takes a few seconds before the first kernel; each kernel then gets the
-    // rubric's compile time.
-    let per_kernel = Duration::from_secs_f64(rb.timeouts.compile_s);
-    let timeout = Duration::from_secs(30) + per_kernel * kernels.len() as u32;
-    let req = Request::CompileNumba {
-        files: sub.python.clone(),
-        kernels: kernels.clone(),
-        arch: opts.arch.clone(),
-        toolchain: tool,
-    };
-    let answer = worker.call(&req, &[], timeout);
-    let seconds = started.elapsed().as_secs_f64();
-    let outcomes = match answer {
-        Ok((Response::NumbaCompiled(Ok(o)), blobs)) => {
-            let ok = o.iter().filter(|x| x.ok).count();
-            if o.len() != kernels.len() || blobs.len() != ok {
-                all_fail(
-                    &mut out,
-                    Check::error(
-                        CheckKind::Compile,
-                        "compile numba",
-                        "the compile worker's answer does not match the request",
-                    ),
-                );
-                return out;
-            }
-            let mut blobs = blobs.into_iter();
-            o.into_iter()
-                .map(|mut x| {
-                    if x.ok {
-                        x.ptx = blobs
-                            .next()
-                            .map(|b| String::from_utf8_lossy(&b).into_owned());
-                    }
-                    x
-                })
-                .collect::<Vec<_>>()
-        }
-        Ok((Response::NumbaCompiled(Err(e)), _)) => {
+        Err(NumbaFailure::Answer(e)) => {
             all_fail(
                 &mut out,
-                Check::error(
-                    CheckKind::Compile,
-                    "compile numba",
-                    "the Numba toolchain failed",
-                )
-                .with_details(e)
-                .with_hint("Run `cugrade doctor`: it says what Numba needs on this machine."),
+                Check::error(CheckKind::Compile, "compile numba", e),
             );
-            return out;
+            return Ok(out);
         }
-        Ok((other, _)) => {
-            all_fail(
-                &mut out,
-                Check::error(
-                    CheckKind::Compile,
-                    "compile numba",
-                    format!(
-                        "unexpected answer from the compile worker: {}",
-                        super::variant(&other)
-                    ),
-                ),
-            );
-            return out;
-        }
-        Err(WorkerFailure::Timeout(d)) => {
+        Err(NumbaFailure::Timeout(d)) => {
             all_fail(
                 &mut out,
                 Check::fail(
                     CheckKind::Compile,
                     "compile numba",
                     format!(
-                        "importing and compiling the Python files did not finish within {:.0} s",
+                        "the module did not finish importing and compiling within {:.0} s (the compile worker stopped answering)",
                         d.as_secs_f64()
                     ),
                 )
                 .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches)."),
             );
-            return out;
+            return Ok(out);
         }
-        Err(f) => {
-            let printed = worker.output().text();
+        Err(NumbaFailure::Crashed(f, printed)) => {
             all_fail(
                 &mut out,
                 Check::fail(
@@ -185,7 +252,7 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
                 .with_details(printed)
                 .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions."),
             );
-            return out;
+            return Ok(out);
         }
     };
     for (o, k) in outcomes.into_iter().zip(&kernels) {
@@ -245,7 +312,45 @@ pub fn compile(rubric: &LoadedRubric, sub: &Submission, opts: &Options) -> Numba
             check.seconds = Some(seconds);
         }
     }
-    out
+    Ok(out)
+}
+
+/// cugrade's own trivial kernel through a fresh compile worker like the student's: `Err` with
+/// what failed when even that does not compile.
+fn probe(
+    wo: &WorkerOptions,
+    tool: &toolchain::NumbaToolchain,
+    opts: &Options,
+) -> Result<(), String> {
+    let file = crate::compile::SourceFile {
+        name: "cugrade_probe.py".into(),
+        text: "from numba import cuda\n\n@cuda.jit\ndef cugrade_probe(a):\n    a[0] = 1.0\n".into(),
+    };
+    let kernel = NumbaKernel {
+        name: "cugrade_probe".into(),
+        signatures: vec![Signature {
+            text: "(float32[::1],)".into(),
+            ndims: vec![1],
+        }],
+        params: vec![],
+    };
+    // cugrade's own module imports at once; 30 s is plenty.
+    match compile_in_worker(
+        tool.clone(),
+        &[file],
+        &[kernel],
+        &opts.arch,
+        wo,
+        Duration::from_secs(30),
+        Duration::from_secs(120),
+    ) {
+        Ok(o) if o.iter().all(|x| x.ok) => Ok(()),
+        Ok(o) => Err(o.first().map_or("no answer".into(), |x| x.message.clone())),
+        Err(NumbaFailure::Machine(e) | NumbaFailure::Toolchain(e)) => Err(e),
+        Err(NumbaFailure::Spawn(e) | NumbaFailure::Answer(e)) => Err(e),
+        Err(NumbaFailure::Timeout(d)) => Err(format!("no answer within {:.0} s", d.as_secs_f64())),
+        Err(NumbaFailure::Crashed(f, _)) => Err(f),
+    }
 }
 
 /// Languages of the submission the rubric does not accept: one failing check each.

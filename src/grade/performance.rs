@@ -59,7 +59,13 @@ impl MilestoneRun<'_> {
             Ok(h) => h,
             Err(e) => return Ok(perf_error(e)),
         };
-        let buffers = match plan_buffers(&inv, &contract, self.m, &vars) {
+        let buffers = match plan_buffers(
+            &inv,
+            &contract,
+            self.m,
+            &vars,
+            self.rubric.precision(self.m),
+        ) {
             Ok(b) => b,
             Err(e) => return Ok(perf_error(format!("cannot plan the timed inputs: {e}"))),
         };
@@ -191,6 +197,7 @@ impl MilestoneRun<'_> {
         let mut c = self.verdict(p, &case, &spec, &choice, report, clocks, &inv, bar);
         if let Some(t) = c.timing.as_mut() {
             t.gpu = Some(hold);
+            t.device = self.opts.gpu_record.clone();
         }
         Ok(c)
     }
@@ -258,7 +265,61 @@ impl MilestoneRun<'_> {
                 got,
                 expected,
                 chained,
+                unwritten,
+                gross,
+                bound,
             }) => {
+                let at = self.element_name(buffer, *index, inv);
+                let (got_s, exp_s) = (fmt_value(*got), fmt_value(*expected));
+                if *unwritten > 0 && *unwritten == *mismatches {
+                    let (what, hint) = if *launch == 0 {
+                        (
+                            format!(
+                                "left its output unwritten on the performance case {}: {unwritten} element(s) of `{buffer}` still hold what cugrade filled them with before the launch (NaN for floats), the first at {at}; a kernel right only on the small correctness cases earns no speed points",
+                                case.name
+                            ),
+                            hints::UNWRITTEN,
+                        )
+                    } else {
+                        (
+                            format!(
+                                "left its output unwritten on a repeated launch: timed launch {} (on fresh inputs, after {} right ones) left {unwritten} element(s) of `{buffer}` as cugrade filled them before the launch (NaN for floats), the first at {at}{}; a kernel must compute every output on every launch: no speed points",
+                                launch + 1,
+                                report.verified,
+                                if *chained {
+                                    ", without a reset of its __device__ variables since the first launch"
+                                } else {
+                                    ""
+                                }
+                            ),
+                            hints::TIMED_UNWRITTEN,
+                        )
+                    };
+                    let mut c = fail(what, hint);
+                    c.cause = Some("unwritten".into());
+                    return c;
+                }
+                if *gross == 0 && *bound > 0.0 && got.is_finite() {
+                    let p = self.rubric.precision(self.m);
+                    let mut c = fail(
+                        format!(
+                            "results less precise than {} accumulation allows: {} on the performance case {}, {mismatches} element(s) of `{buffer}` are off by more than {} rounding explains, the first at {at} (got {got_s}, expected {exp_s}: off by {:.3e} where {:.3e} is allowed), as from a computation in half precision, bfloat16 or TF32; no speed points",
+                            p.word(),
+                            if *launch == 0 {
+                                "on the first launch".to_string()
+                            } else {
+                                format!("on timed launch {}", launch + 1)
+                            },
+                            case.name,
+                            p.word(),
+                            (got - expected).abs(),
+                            bound
+                        ),
+                        hints::IMPRECISE,
+                    );
+                    c.cause = Some("imprecise".into());
+                    return c;
+                }
                 let why = if *chained {
                     "; it ran right after earlier launches without a reset of the kernel's __device__ variables, and the ones before it were right: the kernel's results depend on state it kept from an earlier launch (a launch counter or a saved answer)"
                 } else {
@@ -267,7 +328,7 @@ impl MilestoneRun<'_> {
                 if *launch == 0 {
                     return fail(
                         format!(
-                            "wrong results on the performance case {}: {mismatches} element(s) of `{buffer}` differ from the reference, the first at index {index} (got {got}, expected {expected}); a kernel right only on the small correctness cases earns no speed points",
+                            "wrong results on the performance case {}: {mismatches} element(s) of `{buffer}` differ from the reference, the first at {at} (got {got_s}, expected {exp_s}); a kernel right only on the small correctness cases earns no speed points",
                             case.name
                         ),
                         hints::WRONG_RESULTS,
@@ -275,7 +336,7 @@ impl MilestoneRun<'_> {
                 }
                 return fail(
                     format!(
-                        "timing cheat or flaky kernel: timed launch {} gave wrong results on fresh inputs after {} right ones: {mismatches} element(s) of `{buffer}` differ from the reference, the first at index {index} (got {got}, expected {expected}){why}; no speed points",
+                        "timing cheat or flaky kernel: timed launch {} gave wrong results on fresh inputs after {} right ones: {mismatches} element(s) of `{buffer}` differ from the reference, the first at {at} (got {got_s}, expected {exp_s}){why}; no speed points",
                         launch + 1,
                         report.verified
                     ),
@@ -358,6 +419,7 @@ impl MilestoneRun<'_> {
             clocks,
             gpu: None,
             lower_bound_ms: lower,
+            device: None,
         };
         let unit = choice.unit;
         let suffix = unit_suffix(unit);
@@ -409,6 +471,27 @@ impl MilestoneRun<'_> {
         c
     }
 
+    /// `C[17] (row 0, column 17)`-style name of element `index` of `buffer`: with the
+    /// coordinates its declared shape gives.
+    fn element_name(&self, buffer: &str, index: u64, inv: &Invocation) -> String {
+        let shape = inv
+            .buffers
+            .iter()
+            .find(|b| b.name == buffer)
+            .and_then(|b| b.shape.clone());
+        match (shape, usize::try_from(index)) {
+            (Some(s), Ok(i)) if s.len() > 1 => format!(
+                "{buffer}[{i}] ({})",
+                crate::check::coords(i, &s)
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => format!("{buffer}[{index}]"),
+        }
+    }
+
     /// The roofline's floor for this case: compulsory bytes at peak bandwidth (unless a warm
     /// cache may hold them) and the case's `flops` at peak arithmetic throughput, in ms.
     fn lower_bound_ms(
@@ -450,6 +533,7 @@ fn plan_buffers(
     contract: &Contract,
     m: &crate::rubric::schema::Milestone,
     vars: &rubric::expr::Vars,
+    precision: crate::check::Precision,
 ) -> Result<Vec<PlanBuffer>, String> {
     let tol_vars = inv.tolerance_vars(vars);
     let ev = |e: &crate::rubric::schema::Expr| {
@@ -487,13 +571,8 @@ fn plan_buffers(
                     .as_ref()
                     .or(m.correctness.tolerance.as_ref())
                     .or(Some(&contract.tolerance));
-                let r = Resolved::from(t, b.elem, &tol_vars)?;
-                Some(ComparePlan {
-                    abs: r.abs,
-                    rel: r.rel,
-                    ulp: r.ulp.map_or(-1, |u| u.min(i64::MAX as u64) as i64),
-                    exact: r.exact,
-                })
+                let r = Resolved::with_precision(t, b.elem, &tol_vars, precision)?;
+                Some(ComparePlan::of(&r))
             } else {
                 None
             };
@@ -507,6 +586,17 @@ fn plan_buffers(
             })
         })
         .collect()
+}
+
+/// A value as a report shows it: NaN and infinities by name.
+fn fmt_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+inf" } else { "-inf" }.into()
+    } else {
+        format!("{v}")
+    }
 }
 
 pub(super) fn unit_suffix(unit: &str) -> &str {

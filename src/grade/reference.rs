@@ -84,7 +84,7 @@ impl Reference {
                 &[],
                 opts,
                 Duration::from_secs_f64(rubric.rubric.timeouts.compile_s * 2.0),
-            )
+            )?
         };
         let Some((_, ptx)) = modules.into_iter().next() else {
             let why = checks
@@ -180,7 +180,87 @@ impl Reference {
         limit: Duration,
         gpu_lock: Option<&str>,
     ) -> Result<Expected, Infrastructure> {
-        let key = (kernel.to_string(), case.to_string(), trial);
+        self.cached(
+            kernel.to_string(),
+            kernel,
+            case,
+            trial,
+            inv,
+            dims,
+            limit,
+            gpu_lock,
+        )
+    }
+
+    /// Each output element's partial-sum scale for one trial (`check::sum_scale`), per
+    /// buffer (empty for inputs), from the reference kernel run on the absolute values and on
+    /// the squares of the trial's inputs (each once per run), and its `expected` outputs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn magnitude(
+        &mut self,
+        kernel: &str,
+        case: &str,
+        trial: u32,
+        inv: &Invocation,
+        expected: &[Vec<u8>],
+        dims: LaunchDims,
+        limit: Duration,
+        gpu_lock: Option<&str>,
+    ) -> Result<Vec<Vec<f64>>, Infrastructure> {
+        let abs = self.cached(
+            format!("{kernel} on |inputs|"),
+            kernel,
+            case,
+            trial,
+            &inv.absolute(),
+            dims,
+            limit,
+            gpu_lock,
+        )?;
+        let sq = self.cached(
+            format!("{kernel} on inputs^2"),
+            kernel,
+            case,
+            trial,
+            &inv.squared(),
+            dims,
+            limit,
+            gpu_lock,
+        )?;
+        Ok(inv
+            .buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                if !b.is_output() {
+                    return vec![];
+                }
+                let s = b.spec();
+                let payload = |a: &[Vec<u8>]| {
+                    a.get(i)
+                        .and_then(|x| x.get(s.guard..s.guard + s.bytes))
+                        .map(|x| inputs::decode(x, b.elem))
+                        .unwrap_or_default()
+                };
+                let q = payload(&sq.allocations);
+                check::sum_scale(&payload(expected), &payload(&abs.allocations), Some(&q))
+            })
+            .collect())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cached(
+        &mut self,
+        label: String,
+        kernel: &str,
+        case: &str,
+        trial: u32,
+        inv: &Invocation,
+        dims: LaunchDims,
+        limit: Duration,
+        gpu_lock: Option<&str>,
+    ) -> Result<Expected, Infrastructure> {
+        let key = (label, case.to_string(), trial);
         let cached = self
             .outputs
             .lock()
@@ -228,7 +308,8 @@ impl Reference {
             &[],
             opts,
             Duration::from_secs(120),
-        );
+        )
+        .map_err(|e| e.0)?;
         let h = modules.into_iter().next().map(|(_, p)| p).ok_or_else(|| {
             let why: Vec<String> = checks.iter().map(|c| c.message.clone()).collect();
             format!(
@@ -274,6 +355,7 @@ pub fn validate_reference(rubric: &LoadedRubric, opts: &Options) -> Result<bool,
             continue;
         };
         let limit = Duration::from_secs_f64(rubric.rubric.timeouts.launch_s);
+        let mut used = 0.0f64;
         for case in rubric.cases_for(m) {
             let vars = case_vars(case);
             let inv = inputs::generate(
@@ -297,6 +379,30 @@ pub fn validate_reference(rubric: &LoadedRubric, opts: &Options) -> Result<bool,
                 ok = false;
                 continue;
             }
+            let magnitude = if contract.tolerance.sum.is_some()
+                || contract
+                    .params
+                    .iter()
+                    .any(|p| p.tolerance.as_ref().is_some_and(|t| t.sum.is_some()))
+                || m.correctness
+                    .tolerance
+                    .as_ref()
+                    .is_some_and(|t| t.sum.is_some())
+            {
+                let gpu = reference.gpu.clone();
+                Some(reference.magnitude(
+                    &kernel,
+                    &case.name,
+                    0,
+                    &inv,
+                    &expected,
+                    dims,
+                    limit,
+                    gpu.as_deref(),
+                )?)
+            } else {
+                None
+            };
             let tol_vars = inv.tolerance_vars(&vars);
             for (i, b) in inv.buffers.iter().enumerate() {
                 if !b.is_output() {
@@ -311,24 +417,92 @@ pub fn validate_reference(rubric: &LoadedRubric, opts: &Options) -> Result<bool,
                     .as_ref()
                     .or(m.correctness.tolerance.as_ref())
                     .or(Some(&contract.tolerance));
-                let tol = Resolved::from(t, b.elem, &tol_vars).map_err(Infrastructure)?;
                 let s = b.spec();
-                let c =
-                    check::compare(b, &cpu_bytes, &expected[i][s.guard..s.guard + s.bytes], tol);
-                if !c.ok() {
-                    ok = false;
-                    println!(
-                        "  {}: reference `{kernel}` disagrees with CPU `{cpu}` on case {}:\n    {}",
-                        m.id,
-                        case.name,
-                        c.describe().replace('\n', "\n    ")
-                    );
+                let mag = magnitude.as_ref().and_then(|m| m.get(i)).map(Vec::as_slice);
+                let got = &expected[i][s.guard..s.guard + s.bytes];
+                match model_check(b, t, &tol_vars, &cpu_bytes, got, mag) {
+                    Ok(u) => used = used.max(u),
+                    Err(why) => {
+                        ok = false;
+                        println!(
+                            "  {}: reference `{kernel}` against CPU `{cpu}` on case {}:\n    {}",
+                            m.id,
+                            case.name,
+                            why.replace('\n', "\n    ")
+                        );
+                    }
                 }
             }
         }
-        println!("  {}: reference cross-checked against CPU `{cpu}`", m.id);
+        if used > 0.0 {
+            println!(
+                "  {}: reference cross-checked against CPU `{cpu}` (its own error uses at most {:.1} % of its half of the tolerance)",
+                m.id,
+                100.0 * used
+            );
+        } else {
+            println!("  {}: reference cross-checked against CPU `{cpu}`", m.id);
+        }
     }
     Ok(ok)
+}
+
+/// `validate`'s check of a tolerance's error model on one output: the float reference's own
+/// error, against the CPU implementation (which accumulates in f64), must stay within half
+/// of the tolerance evaluated for float (`u = eps`): the reference's share of a bound that
+/// covers the student's rounding and the reference's. A `sum` tolerance also needs sums
+/// of absolute terms that bound the outputs (`S >= |expected|`): a contract that is not a sum
+/// of products cannot use it. `Ok(share)`: the largest fraction of its half the reference
+/// used.
+pub(super) fn model_check(
+    b: &inputs::Buffer,
+    t: Option<&crate::rubric::schema::Tolerance>,
+    vars: &rubric::expr::Vars,
+    cpu: &[u8],
+    reference: &[u8],
+    mag: Option<&[f64]>,
+) -> Result<f64, String> {
+    let full = Resolved::with_precision(t, b.elem, vars, check::Precision::Fp32)?;
+    if full.exact || !b.elem.is_float() {
+        let c = check::compare(b, cpu, reference, full);
+        return if c.ok() { Ok(0.0) } else { Err(c.describe()) };
+    }
+    let share = Resolved {
+        abs: full.abs / 2.0,
+        rel: full.rel / 2.0,
+        sum: full.sum / 2.0,
+        coarse: None,
+        ..full
+    };
+    let (e, g) = (
+        inputs::decode(cpu, b.elem),
+        inputs::decode(reference, b.elem),
+    );
+    let m = mag.unwrap_or_default();
+    let at = |i: usize| m.get(i).copied().unwrap_or(0.0);
+    if full.sum > 0.0
+        && let Some(i) = (0..e.len().min(m.len()))
+            .find(|&i| e[i].is_finite() && at(i).is_finite() && at(i) < e[i].abs() * (1.0 - 1e-3))
+    {
+        return Err(format!(
+            "`sum` needs each element's sum of absolute terms, which the reference computes from the inputs' absolute values, to bound the output; at `{}`[{i}] it is {:e} for an output of {:e}: this contract's outputs are not sums of products of its inputs, so use `abs`/`rel` instead",
+            b.name,
+            at(i),
+            e[i]
+        ));
+    }
+    let c = check::compare_at(b, cpu, reference, mag, share);
+    if !c.ok() {
+        return Err(format!(
+            "the reference's own error (against the CPU's f64 result) exceeds its half of the tolerance, so the tolerance leaves an honest float kernel no room: {}",
+            c.describe()
+        ));
+    }
+    let used = (0..e.len().min(g.len()))
+        .filter(|&i| e[i].is_finite() && g[i].is_finite())
+        .map(|i| (g[i] - e[i]).abs() / share.allowance(e[i], at(i)).max(f64::MIN_POSITIVE))
+        .fold(0.0, f64::max);
+    Ok(used)
 }
 
 pub(super) fn host_bytes(b: &crate::baseline::HostBuffer) -> Vec<u8> {

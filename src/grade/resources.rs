@@ -63,6 +63,16 @@ pub fn occupancy(threads: u32, registers: u32, shared: u32, l: SmLimits) -> Occu
     }
 }
 
+/// Registers per thread as the hardware allocates them: the driver's count of the loaded
+/// kernel on a GPU (`info.registers`), else ptxas's (`compiled`: NVRTC's `-v` log for CUDA C++,
+/// nvJitLink's for PTX and Numba). Never the emulator's count of PTX virtual registers (its
+/// `info.registers` is 0). `None`: unknown.
+pub fn real_registers(info: &KernelInfo, compiled: Option<&KernelResources>) -> Option<u32> {
+    Some(info.registers)
+        .filter(|&r| r > 0)
+        .or_else(|| compiled.map(|k| k.registers).filter(|&r| r > 0))
+}
+
 /// The resources check of a kernel launched with `dims`.
 pub(super) fn check(
     kernel: &str,
@@ -70,22 +80,28 @@ pub(super) fn check(
     compiled: Option<&KernelResources>,
     dims: LaunchDims,
 ) -> Check {
-    let registers = if info.registers > 0 {
-        info.registers
-    } else {
-        compiled.map_or(0, |k| k.registers)
-    };
+    let registers = real_registers(info, compiled);
     let shared = info.static_shared_bytes + dims.shared_bytes;
     let threads = dims.threads_per_block() as u32;
-    let occ = occupancy(threads, registers, shared, SmLimits::SM90);
-    let spills = compiled.map_or(0, |k| k.spill_stores + k.spill_loads);
+    // Unknown registers (no GPU and no ptxas facts) limit nothing we can name: the occupancy
+    // is then what the block size and shared memory allow, and the message says so.
+    let occ = occupancy(threads, registers.unwrap_or(1), shared, SmLimits::SM90);
+    let spills = compiled.map(|k| k.spill_stores + k.spill_loads);
     let local = match (spills, info.local_bytes) {
-        (0, 0) => "no local memory (no spills)".to_string(),
-        (0, l) => format!("{l} bytes of local memory per thread"),
-        (s, l) => format!("{s} bytes of register spills ({l} bytes of local memory per thread)"),
+        (Some(0), 0) => "no local memory (no spills)".to_string(),
+        (None, 0) => "spills unknown".to_string(),
+        (Some(0) | None, l) => format!("{l} bytes of local memory per thread"),
+        (Some(s), l) => {
+            format!("{s} bytes of register spills ({l} bytes of local memory per thread)")
+        }
     };
+    let regs = match registers {
+        Some(r) => format!("{r} registers per thread"),
+        None => "registers unknown (neither a GPU nor ptxas said)".to_string(),
+    };
+    let bound = if registers.is_some() { "" } else { "at most " };
     let mut msg = format!(
-        "`{kernel}`: {registers} registers per thread, {shared} bytes of shared memory per block, {local}; theoretical occupancy {:.0} % ({} blocks of {threads} threads per SM, limited by {})",
+        "`{kernel}`: {regs}, {shared} bytes of shared memory per block, {local}; theoretical occupancy {bound}{:.0} % ({} blocks of {threads} threads per SM, limited by {})",
         100.0 * occ.fraction,
         occ.blocks,
         occ.limiter,
@@ -101,7 +117,7 @@ pub(super) fn check(
             occ.limiter
         ));
     }
-    if spills > 0 {
+    if spills.unwrap_or(0) > 0 {
         hint = Some("Registers spill to local memory (slow): reduce live variables or unrolling, or raise the register limit with __launch_bounds__.".into());
     }
     let mut c = Check::pass(CheckKind::Resources, format!("resources {kernel}"), msg);
@@ -112,6 +128,60 @@ pub(super) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(registers: u32) -> KernelInfo {
+        KernelInfo {
+            param_count: 3,
+            param_sizes: vec![8, 8, 4],
+            max_threads_per_block: 1024,
+            static_shared_bytes: 0,
+            registers,
+            local_bytes: 0,
+        }
+    }
+
+    fn dims() -> LaunchDims {
+        LaunchDims {
+            grid: [64, 1, 1],
+            block: [256, 1, 1],
+            shared_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn registers_are_the_hardwares_or_unknown() {
+        let ptxas = KernelResources {
+            name: "k".into(),
+            registers: 32,
+            ..Default::default()
+        };
+        // The emulator (0) with ptxas's facts: ptxas's 32, full occupancy.
+        let c = check("k", &info(0), Some(&ptxas), dims());
+        assert!(
+            c.message.contains("32 registers per thread"),
+            "{}",
+            c.message
+        );
+        assert!(c.message.contains("occupancy 100 %"), "{}", c.message);
+        assert!(c.hint.is_none());
+        // A GPU's driver count wins.
+        let c = check("k", &info(40), Some(&ptxas), dims());
+        assert!(
+            c.message.contains("40 registers per thread"),
+            "{}",
+            c.message
+        );
+        // Nothing known: said so, and no register limit is invented.
+        let c = check("k", &info(0), None, dims());
+        assert!(c.message.contains("registers unknown"), "{}", c.message);
+        assert!(c.message.contains("spills unknown"), "{}", c.message);
+        assert!(
+            c.message.contains("occupancy at most 100 %"),
+            "{}",
+            c.message
+        );
+        assert!(!c.message.contains("limited by registers"), "{}", c.message);
+    }
 
     #[test]
     fn occupancy_and_its_limiter() {

@@ -94,7 +94,9 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::Staged => "Staged",
         Response::Timed(_) => "Timed",
         Response::Estimated(_) => "Estimated",
+        Response::Unreadable { .. } => "Unreadable",
         Response::Failed { .. } => "Failed",
+        Response::Unpacked(_) => "Unpacked",
     }
 }
 

@@ -40,11 +40,15 @@ pub fn smallest_cases<'a>(rubric: &'a LoadedRubric, m: &Milestone) -> Vec<&'a Ca
     sized.into_iter().take(CASES).map(|(_, c)| c).collect()
 }
 
+/// One case's name and the emulator's allocations after it (for the cross-check).
+pub type CaseOutputs = (String, Vec<Vec<u8>>);
+
 /// Run milestone `m`'s kernel from `ptx` on the PTX emulator for its smallest correctness cases
 /// and turn what the emulator's sanitizers saw into checks: one failing `sanitizer` check per
 /// distinct problem (tool and source line), or one passing check naming the tool and cases.
 /// The emulator's own limits (an instruction it lacks, a case too slow to interpret) give a
-/// skipped check, never a verdict against the student.
+/// skipped check, never a verdict against the student. Also returns each case's output
+/// allocations from the emulator (for the cross-check with the GPU's, `grade::cross`).
 pub fn on_emulator(
     rubric: &LoadedRubric,
     m: &Milestone,
@@ -53,6 +57,42 @@ pub fn on_emulator(
     numba: Option<&crate::compile::numba::Signature>,
     seed: u64,
     protected: &[PathBuf],
+) -> (Vec<Check>, Vec<CaseOutputs>) {
+    let mut outputs = Vec::new();
+    let checks = emulate(rubric, m, sub, ptx, numba, seed, protected, &mut outputs);
+    (checks, outputs)
+}
+
+/// One list of sanitizer checks from the emulator's pass and compute-sanitizer's (when it
+/// ran): a finding both made (same tool and source line) is listed once, saying so.
+pub fn merge_findings(emulator: Vec<Check>, gpu: Option<Vec<Check>>) -> Vec<Check> {
+    let Some(mut gpu) = gpu else { return emulator };
+    for c in emulator {
+        let twin = gpu.iter_mut().find(|g| {
+            g.status == crate::result::Status::Fail
+                && c.status == crate::result::Status::Fail
+                && g.name == c.name
+        });
+        match twin {
+            Some(g) => g
+                .message
+                .push_str("; the PTX emulator's check found it too"),
+            None => gpu.push(c),
+        }
+    }
+    gpu
+}
+
+#[allow(clippy::too_many_arguments)]
+fn emulate(
+    rubric: &LoadedRubric,
+    m: &Milestone,
+    sub: &Submission,
+    ptx: &str,
+    numba: Option<&crate::compile::numba::Signature>,
+    seed: u64,
+    protected: &[PathBuf],
+    outputs: &mut Vec<(String, Vec<Vec<u8>>)>,
 ) -> Vec<Check> {
     let name = "sanitizer (emulator)";
     let cases = smallest_cases(rubric, m);
@@ -134,7 +174,10 @@ pub fn on_emulator(
             },
         };
         let report = match run_on(&mut w, &m.kernel, &inv, dims, limit, None) {
-            Ok(r) => r.report,
+            Ok(r) => {
+                outputs.push((case.name.clone(), r.allocations));
+                r.report
+            }
             Err(RunError::Backend(_, report)) if !report.diagnostics.is_empty() => *report,
             Err(e) => {
                 // A timeout or fault here is the emulator's (the GPU ran this case): say so,

@@ -214,6 +214,43 @@ mod tests {
     }
 
     #[test]
+    fn jobs_on_several_gpus_measure_a_baseline_once_per_machine() {
+        // `grade --gpus 0,1 --jobs 4`: four jobs (two per GPU) ask for the same baseline at
+        // once; one measures, the others wait on the cache's lock and read its value.
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let d = tempfile::tempdir().unwrap();
+        let cache = d.path().join("cpu-baselines.json");
+        let measured = AtomicUsize::new(0);
+        let found: Vec<Found> = std::thread::scope(|s| {
+            let jobs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        cached_or_measure(&cache, "lab/cpu/big{n=1}", || {
+                            let n = measured.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(100));
+                            Ok(CpuBaseline {
+                                ms: 10.0 + n as f64,
+                                runs_ms: vec![10.0 + n as f64],
+                            })
+                        })
+                        .unwrap()
+                    })
+                })
+                .collect();
+            jobs.into_iter().map(|j| j.join().unwrap()).collect()
+        });
+        assert_eq!(measured.load(Ordering::SeqCst), 1);
+        assert!(found.iter().all(|f| f.ms == 10.0));
+        assert_eq!(
+            found
+                .iter()
+                .filter(|f| f.source.starts_with("measured now"))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
     fn a_failing_implementation_is_an_error_not_a_cache_entry() {
         let d = tempfile::tempdir().unwrap();
         let cache = d.path().join("cpu.json");

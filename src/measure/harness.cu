@@ -93,22 +93,75 @@ __device__ __forceinline__ double ulps(double e, double g, int elem) {
     return fabs(oe - og);
 }
 
-// result[0] += mismatches; result[1] = min(first mismatching index).
-extern "C" __global__ void cugrade_compare(const void* got, const void* expected, u64 n, int elem,
-                                           double abs_tol, double rel_tol, long long ulp,
-                                           int exact, u64* result) {
+// One element against the rule of src/check/mod.rs (`within`): the same arithmetic in the same
+// order, without contraction into FMAs, so that host and device agree at the boundary.
+__device__ __forceinline__ bool within(double e, double g, double m, int elem, double abs_tol,
+                                       double rel_tol, double sum_abs, long long ulp, int exact) {
+    if (isnan(e) || isnan(g)) return isnan(e) && isnan(g);
+    if (e == g) return true;
+    if (exact || isinf(e) || isinf(g)) return false;
+    double mm = isfinite(m) ? fabs(m) : 0.0;
+    double allowed = __dadd_rn(__dadd_rn(abs_tol, __dmul_rn(rel_tol, fabs(e))),
+                               __dmul_rn(sum_abs, mm));
+    if (fabs(__dsub_rn(g, e)) <= allowed) return true;
+    return ulp >= 0 && ulps(e, g, elem) <= (double)ulp;
+}
+
+__device__ __forceinline__ bool same_bits(const void* a, const void* b, u64 i, int elem) {
+    if (elem == F64 || elem == I64 || elem == U64)
+        return ((const u64*)a)[i] == ((const u64*)b)[i];
+    return ((const u32*)a)[i] == ((const u32*)b)[i];
+}
+
+// The size of element i's partial sums, as src/check/mod.rs `sum_scale` computes it: S (its
+// sum of absolute terms), or |expected| + 4 sqrt(R2) (R2: its sum of squared terms) if smaller.
+__device__ __forceinline__ double sum_scale(double e, const void* sabs, const void* sq, u64 i,
+                                            int elem) {
+    if (!sabs) return 0.0;
+    double s = load(sabs, i, elem);
+    if (!sq) return s;
+    double q = load(sq, i, elem), ae = fabs(e);
+    if (isfinite(q) && q > 1e-36 && isfinite(ae))
+        return fmin(s, __dadd_rn(ae, __dmul_rn(4.0, sqrt(q))));
+    return s;
+}
+
+// Per element i: `sabs` and `sq` (may be null) hold its sums of absolute and squared terms
+// (the reference's outputs on the inputs' absolute values and squares); `initial` (may be
+// null) what the output held before the launch. result[0] += mismatches; result[1] = min(first
+// mismatching index); result[3] += mismatches outside the coarse band too (wrong, not merely
+// imprecise); result[4] += mismatches whose bits are still the initial contents (unwritten).
+extern "C" __global__ void cugrade_compare(const void* got, const void* expected, const void* sabs,
+                                           const void* sq, const void* initial, u64 n, int elem,
+                                           double abs_tol, double rel_tol, double sum_abs,
+                                           long long ulp, int exact, double coarse_abs,
+                                           double coarse_rel, double coarse_sum_abs,
+                                           u64* result) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
          i += (u64)gridDim.x * blockDim.x) {
         double g = load(got, i, elem), e = load(expected, i, elem);
-        bool ok;
-        if (isnan(e) || isnan(g)) ok = isnan(e) && isnan(g);
-        else if (e == g) ok = true;
-        else if (exact || isinf(e) || isinf(g)) ok = false;
-        else if (fabs(g - e) <= abs_tol + rel_tol * fabs(e)) ok = true;
-        else ok = ulp >= 0 && ulps(e, g, elem) <= (double)ulp;
-        if (!ok) {
+        double m = sum_scale(e, sabs, sq, i, elem);
+        if (!within(e, g, m, elem, abs_tol, rel_tol, sum_abs, ulp, exact)) {
             atomicAdd(&result[0], 1ull);
             atomicMin(&result[1], i);
+            if (!within(e, g, m, elem, coarse_abs, coarse_rel, coarse_sum_abs, ulp, exact))
+                atomicAdd(&result[3], 1ull);
+            if (initial && same_bits(got, initial, i, elem)) atomicAdd(&result[4], 1ull);
+        }
+    }
+}
+
+// dst[i] = |src[i]| (square = 0) or src[i]^2 (square = 1) for a float buffer: the inputs of
+// the reference's runs that compute each output's sums of absolute and squared terms.
+extern "C" __global__ void cugrade_terms(const void* src, void* dst, u64 n, int elem, int square) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        if (elem == F32) {
+            float x = ((const float*)src)[i];
+            ((float*)dst)[i] = square ? __fmul_rn(x, x) : fabsf(x);
+        } else if (elem == F64) {
+            double x = ((const double*)src)[i];
+            ((double*)dst)[i] = square ? __dmul_rn(x, x) : fabs(x);
         }
     }
 }

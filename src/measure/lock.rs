@@ -20,11 +20,14 @@ pub struct GpuLock {
     _main: File,
 }
 
-/// Where the lock files live: `$CUGRADE_LOCK_DIR`, else `/tmp/cugrade-locks`.
+/// Where the lock files live: `$CUGRADE_LOCK_DIR`, else `/tmp/cugrade-locks`, whatever
+/// `TMPDIR` says: every `cugrade` on the machine must meet at the same files (two graders with
+/// different `TMPDIR`s timing one GPU would otherwise disturb each other), and the folder
+/// outlives every run, so it is no run's temp file.
 pub fn dir() -> PathBuf {
     std::env::var_os("CUGRADE_LOCK_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("cugrade-locks"))
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| PathBuf::from("/tmp/cugrade-locks"), PathBuf::from)
 }
 
 fn open(key: &str, what: &str) -> io::Result<File> {
@@ -40,11 +43,27 @@ fn open(key: &str, what: &str) -> io::Result<File> {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    OpenOptions::new()
+    let path = d.join(format!("gpu-{safe}.{what}"));
+    match OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(d.join(format!("gpu-{safe}.{what}")))
+        .open(&path)
+    {
+        Ok(f) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                // Open to every user of the machine (a grader as root and one as a user on
+                // one GPU must share the lock).
+                let _ = f.set_permissions(std::fs::Permissions::from_mode(0o666));
+            }
+            Ok(f)
+        }
+        // Made by another user who could not open it to all: `flock` needs no write access.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => File::open(&path),
+        Err(e) => Err(e),
+    }
 }
 
 /// Take the GPU for a timed section (exclusive).

@@ -91,6 +91,9 @@ pub struct Measurement {
     /// flops / peak), in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lower_bound_ms: Option<f64>,
+    /// The GPU that timed this check (the student's kernel and a paired baseline alike).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<crate::backend::GpuRecord>,
 }
 
 /// A timed section's share of the GPU: every other job's work on the GPU waits while it runs

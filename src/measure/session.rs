@@ -66,6 +66,45 @@ pub struct ComparePlan {
     /// -1: no ulp criterion.
     pub ulp: i64,
     pub exact: bool,
+    /// Coefficient of each element's sum of absolute terms (`Tolerance::sum`), which the
+    /// reference computes from the inputs' absolute values after every timed launch.
+    #[serde(default)]
+    pub sum: f64,
+    /// The coarse band (`check::Band`): mismatches outside it too are wrong, not imprecise.
+    /// Equal to the fine criteria when the tolerance does not depend on the precision.
+    #[serde(default)]
+    pub coarse_abs: f64,
+    #[serde(default)]
+    pub coarse_rel: f64,
+    #[serde(default)]
+    pub coarse_sum: f64,
+}
+
+impl ComparePlan {
+    /// The device's form of a resolved tolerance.
+    pub fn of(r: &crate::check::Resolved) -> ComparePlan {
+        let coarse = r.coarse.unwrap_or(crate::check::Band {
+            abs: r.abs,
+            rel: r.rel,
+            sum: r.sum,
+        });
+        ComparePlan {
+            abs: r.abs,
+            rel: r.rel,
+            ulp: r.ulp.map_or(-1, |u| u.min(i64::MAX as u64) as i64),
+            exact: r.exact,
+            sum: r.sum,
+            coarse_abs: coarse.abs,
+            coarse_rel: coarse.rel,
+            coarse_sum: coarse.sum,
+        }
+    }
+
+    /// What element `expected` with sum of absolute terms `mag` allows.
+    pub fn allowance(&self, expected: f64, mag: f64) -> f64 {
+        let m = if mag.is_finite() { mag.abs() } else { 0.0 };
+        self.abs + self.rel * expected.abs() + self.sum * m
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,6 +184,17 @@ pub enum Problem {
         /// The launch ran without a reset of `__device__` variables since the probe: the
         /// results depend on state the kernel kept from an earlier launch.
         chained: bool,
+        /// Of the mismatches, elements still holding what the output held before the launch
+        /// (NaN poison): the kernel left them unwritten.
+        #[serde(default)]
+        unwritten: u64,
+        /// Of the mismatches, those outside the coarse band too: 0 means every wrong element
+        /// is merely less precise than the lab's precision allows.
+        #[serde(default)]
+        gross: u64,
+        /// What the first mismatching element allowed (`abs + rel*|expected| + sum*S`).
+        #[serde(default)]
+        bound: f64,
     },
     /// Launch `launch` wrote outside its output.
     StrayWrite {
@@ -182,6 +232,22 @@ pub struct TimingReport {
 /// Launches after the probe that run without resetting the student's `__device__` variables.
 pub const CHAINED: u64 = 7;
 
+/// Result words (u64) per compared buffer.
+const RESULT_WORDS: usize = 6;
+
+/// Whose buffers a launch's parameters point at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Student,
+    /// The reference: outputs in its own copies.
+    Reference,
+    /// The reference on the inputs' absolute values (or squares), writing each output's sums
+    /// of absolute terms (`mags`) or of squared terms (`squares`).
+    Magnitude {
+        squares: bool,
+    },
+}
+
 /// Per-launch seed of buffer `b` at iteration `i` (SplitMix64 of the mix).
 fn seed_for(seed: u64, i: u64, b: usize) -> u64 {
     let mut z = seed
@@ -212,8 +278,16 @@ struct Device<'a> {
     pristine: Vec<u64>,
     /// Per generated buffer: the `values` and `specials` arrays on the device.
     tables: Vec<Option<(u64, u64)>>,
-    /// [mismatch count, first index] per compared buffer, then one guard count per output.
+    /// Per compared buffer, [`RESULT_WORDS`] words: mismatches, first index, guard bytes,
+    /// mismatches outside the coarse band, unwritten mismatches.
     results: u64,
+    /// Per buffer, where the runs that compute each output's sums of absolute and of squared
+    /// terms (`check::sum_scale`) read and write: float inputs' absolute values (then squares),
+    /// outputs' sums of absolute terms. `None`: no tolerance needs them, or an integer input
+    /// (read where it is).
+    mags: Vec<Option<u64>>,
+    /// Per output, its sums of squared terms.
+    squares: Vec<Option<u64>>,
     cublas: Option<[u64; 3]>,
     copy: Option<(u64, u64)>,
 }
@@ -269,13 +343,33 @@ impl Device<'_> {
 
     /// Parameters and symbols for a launch in `slot` on set `set`.
     fn params(&mut self, slot: Slot, set: usize) -> Result<Vec<ParamValue>, BackendError> {
-        let reference = slot == Slot::Reference;
+        let role = if slot == Slot::Reference {
+            Role::Reference
+        } else {
+            Role::Student
+        };
+        self.params_for(role, set)
+    }
+
+    fn params_for(&mut self, role: Role, set: usize) -> Result<Vec<ParamValue>, BackendError> {
+        let slot = if role == Role::Student {
+            Slot::Student
+        } else {
+            Slot::Reference
+        };
         let addr = |d: &Device, b: usize| {
             let pb = &d.spec.buffers[b];
-            let base = if reference && pb.compare.is_some() {
-                d.reference[b].unwrap_or(d.sets[set][b])
-            } else {
-                d.sets[set][b]
+            let base = match role {
+                Role::Reference if pb.compare.is_some() => d.reference[b].unwrap_or(d.sets[set][b]),
+                Role::Magnitude { squares } => {
+                    let out = if squares && pb.compare.is_some() {
+                        d.squares[b]
+                    } else {
+                        d.mags[b]
+                    };
+                    out.unwrap_or(d.sets[set][b])
+                }
+                _ => d.sets[set][b],
             };
             base + pb.spec.guard as u64
         };
@@ -305,6 +399,55 @@ impl Device<'_> {
             .collect())
     }
 
+    /// After the reference's run on set `set`: the reference twice more, on the absolute values
+    /// and on the squares of the same inputs, for each output's sums of absolute and squared
+    /// terms (`Tolerance::sum`). Outputs drawn as inputs (in/out) are drawn again with launch
+    /// `i`'s seed.
+    fn magnitudes(&mut self, set: usize, i: u64) -> Result<(), BackendError> {
+        for squares in [false, true] {
+            for b in 0..self.spec.buffers.len() {
+                let Some(m) = self.mags[b] else { continue };
+                let pb = self.spec.buffers[b].clone();
+                let s = pb.spec;
+                let (src, dst) = if pb.compare.is_some() {
+                    // An output: its initial contents (an in/out buffer's drawn values).
+                    let dst = if squares {
+                        self.squares[b].unwrap_or(m)
+                    } else {
+                        m
+                    };
+                    if pb.draw.is_some() {
+                        self.draw(dst, b, seed_for(self.spec.seed, i, b))?;
+                    } else {
+                        self.t.copy(dst, self.pristine[b], s.total())?;
+                    }
+                    (dst, dst)
+                } else {
+                    (self.sets[set][b], m)
+                };
+                if matches!(pb.elem, 0 | 1) {
+                    let n = s.bytes / elem_size(pb.elem);
+                    self.t.enqueue(
+                        Slot::Harness,
+                        "cugrade_terms",
+                        spread(n),
+                        &[
+                            ParamValue::Ptr(src + s.guard as u64),
+                            ParamValue::Ptr(dst + s.guard as u64),
+                            ParamValue::U64(n as u64),
+                            ParamValue::I32(pb.elem as i32),
+                            ParamValue::I32(i32::from(squares)),
+                        ],
+                    )?;
+                }
+            }
+            let p = self.params_for(Role::Magnitude { squares }, set)?;
+            let r = self.spec.verify.clone();
+            self.t.enqueue(Slot::Reference, &r.kernel, r.dims, &p)?;
+        }
+        Ok(())
+    }
+
     /// Queue the checks of set `set`'s outputs against the reference's.
     fn compare(&mut self, set: usize) -> Result<usize, BackendError> {
         let mut slot = 0u64;
@@ -314,7 +457,16 @@ impl Device<'_> {
             let s = pb.spec;
             let (got, exp) = (self.sets[set][b], self.reference[b].unwrap_or(0));
             let n = s.bytes / elem_size(pb.elem);
-            let result = self.results + 16 * slot;
+            let result = self.results + (8 * RESULT_WORDS as u64) * (slot / 2);
+            let sabs = self.mags[b].map_or(0, |m| m + s.guard as u64);
+            let sq = self.squares[b].map_or(0, |m| m + s.guard as u64);
+            // An output refilled from its initial contents before every launch: what an
+            // unwritten element still holds.
+            let initial = if pb.draw.is_none() && self.pristine[b] != 0 {
+                self.pristine[b] + s.guard as u64
+            } else {
+                0
+            };
             self.t.enqueue(
                 Slot::Harness,
                 "cugrade_compare",
@@ -322,12 +474,19 @@ impl Device<'_> {
                 &[
                     ParamValue::Ptr(got + s.guard as u64),
                     ParamValue::Ptr(exp + s.guard as u64),
+                    ParamValue::Ptr(sabs),
+                    ParamValue::Ptr(sq),
+                    ParamValue::Ptr(initial),
                     ParamValue::U64(n as u64),
                     ParamValue::I32(pb.elem as i32),
                     ParamValue::F64(c.abs),
                     ParamValue::F64(c.rel),
+                    ParamValue::F64(c.sum),
                     ParamValue::I64(c.ulp),
                     ParamValue::I32(i32::from(c.exact)),
+                    ParamValue::F64(c.coarse_abs),
+                    ParamValue::F64(c.coarse_rel),
+                    ParamValue::F64(c.coarse_sum),
                     ParamValue::Ptr(result),
                 ],
             )?;
@@ -466,7 +625,29 @@ fn measure(
         });
     }
     let compared = spec.buffers.iter().filter(|b| b.compare.is_some()).count();
-    let results = t.alloc(32 * compared.max(1))?;
+    let result_bytes = 8 * RESULT_WORDS * compared.max(1);
+    let results = t.alloc(result_bytes)?;
+    // Each output's sum of absolute terms, where a tolerance scales with it.
+    let wants_mags = spec
+        .buffers
+        .iter()
+        .filter_map(|b| b.compare)
+        .any(|c| c.sum > 0.0 || c.coarse_sum > 0.0);
+    let mut mags = Vec::with_capacity(spec.buffers.len());
+    let mut squares = Vec::with_capacity(spec.buffers.len());
+    for b in &spec.buffers {
+        let float = matches!(b.elem, 0 | 1);
+        let mut scratch = |wanted: bool| -> Result<Option<u64>, BackendError> {
+            if !wanted {
+                return Ok(None);
+            }
+            let m = t.alloc(b.spec.total())?;
+            t.fill(m, crate::inputs::GUARD_BYTE, b.spec.total())?;
+            Ok(Some(m))
+        };
+        mags.push(scratch(wants_mags && (b.compare.is_some() || float))?);
+        squares.push(scratch(wants_mags && b.compare.is_some())?);
+    }
     let cublas = match spec.baseline {
         BaselinePlan::Cublas { m, n, k } => {
             let (a, b, c) = (
@@ -493,6 +674,8 @@ fn measure(
         pristine,
         tables,
         results,
+        mags,
+        squares,
         cublas,
         copy,
     };
@@ -570,15 +753,18 @@ fn measure(
             let p = d.params(Slot::Reference, set)?;
             d.t.enqueue(Slot::Reference, &spec.verify.kernel, spec.verify.dims, &p)?;
         }
-        d.t.fill(d.results, 0, 32 * compared.max(1))?;
+        if wants_mags {
+            d.magnitudes(set, i)?;
+        }
+        d.t.fill(d.results, 0, result_bytes)?;
         for k in 0..compared {
             // First-mismatch slots start at u64::MAX.
-            d.t.fill(d.results + 32 * k as u64 + 8, 0xFF, 8)?;
+            d.t.fill(d.results + (8 * RESULT_WORDS * k) as u64 + 8, 0xFF, 8)?;
         }
         d.compare(set)?;
         let limit = (iteration + Duration::from_millis(spec.launch_deadline_ms))
             .min(hard_stop.max(iteration + Duration::from_millis(1)));
-        let res = d.t.download(d.results, 32 * compared.max(1), limit)?;
+        let res = d.t.download(d.results, result_bytes, limit)?;
         let student = d.t.elapsed_ms(s0, s1)?;
         let base = match paired {
             Some((a, b)) => Some(d.t.elapsed_ms(a, b)?),
@@ -639,7 +825,8 @@ fn check_results(
             continue;
         }
         let (mismatches, first, guards) = (word(slot), word(slot + 1), word(slot + 2));
-        slot += 4;
+        let (gross, unwritten) = (word(slot + 3), word(slot + 4));
+        slot += RESULT_WORDS;
         if guards > 0 {
             return Ok(Some(Problem::StrayWrite {
                 launch,
@@ -654,14 +841,30 @@ fn check_results(
             let got = d.t.download(d.sets[set][b] + at, w, deadline)?;
             let exp =
                 d.t.download(d.reference[b].unwrap_or(0) + at, w, deadline)?;
+            let expected = read_f64(&exp, pb.elem);
+            let mag = match d.mags[b] {
+                Some(m) => {
+                    let s = read_f64(&d.t.download(m + at, w, deadline)?, pb.elem);
+                    let q = match d.squares[b] {
+                        Some(q) => read_f64(&d.t.download(q + at, w, deadline)?, pb.elem),
+                        None => f64::NAN,
+                    };
+                    crate::check::sum_scale(&[expected], &[s], Some(&[q]))[0]
+                }
+                None => 0.0,
+            };
+            let bound = pb.compare.map_or(0.0, |c| c.allowance(expected, mag));
             return Ok(Some(Problem::Wrong {
                 launch,
                 buffer: pb.name,
                 mismatches,
                 index: first,
                 got: read_f64(&got, pb.elem),
-                expected: read_f64(&exp, pb.elem),
+                expected,
                 chained,
+                unwritten,
+                gross,
+                bound,
             }));
         }
     }

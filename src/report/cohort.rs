@@ -15,24 +15,31 @@ use std::io;
 use std::path::Path;
 
 /// Write `summary.md`, `charts/*.svg`, `grades.csv`, `junit.xml` and `integrity.csv` (from
-/// `pairs`) into `out_dir` (created if missing). Students are listed by name, whatever order
-/// `results` is in.
+/// `pairs`) into `out_dir` (created if missing), each atomically. Students are listed by name
+/// (then id), whatever order `results` is in.
 pub fn write_all_with(results: &[GradeResult], pairs: &[Pair], out_dir: &Path) -> io::Result<()> {
+    use super::atomic::write;
     std::fs::create_dir_all(out_dir.join("charts"))?;
     let sorted = sorted(results);
-    std::fs::write(out_dir.join("summary.md"), summary_md_with(&sorted, pairs))?;
-    std::fs::write(
-        out_dir.join("charts/scores.svg"),
-        charts::scores_svg(&sorted).map_err(io::Error::other)?,
-    )?;
+    // Everything is rendered before anything is written: a failure leaves the previous files.
+    let summary = summary_md_with(&sorted, pairs);
+    // The charts say so when some totals lack their speed points (summary.md warns too).
+    let speed = gradebook::measures_speed(&sorted);
+    let provisional = sorted
+        .iter()
+        .any(|r| gradebook::speed_column(r, speed) == "no");
+    let scores = charts::scores_svg(&sorted, provisional).map_err(io::Error::other)?;
     let (ids, pct) = cleared_rates(&sorted);
-    std::fs::write(
-        out_dir.join("charts/milestones.svg"),
-        charts::milestones_svg(&ids, &pct).map_err(io::Error::other)?,
-    )?;
-    std::fs::write(out_dir.join("grades.csv"), grades_csv(&sorted)?)?;
-    std::fs::write(out_dir.join("integrity.csv"), integrity_csv(pairs)?)?;
-    std::fs::write(out_dir.join("junit.xml"), junit::cohort_to_string(&sorted))?;
+    let milestones = charts::milestones_svg(&ids, &pct, provisional).map_err(io::Error::other)?;
+    let grades = grades_csv(&sorted)?;
+    let integrity = integrity_csv(pairs, &sorted)?;
+    let junit = junit::cohort_to_string(&sorted);
+    write(&out_dir.join("charts/scores.svg"), scores)?;
+    write(&out_dir.join("charts/milestones.svg"), milestones)?;
+    write(&out_dir.join("integrity.csv"), integrity)?;
+    write(&out_dir.join("junit.xml"), junit)?;
+    write(&out_dir.join("grades.csv"), grades)?;
+    write(&out_dir.join("summary.md"), summary)?;
     Ok(())
 }
 
@@ -42,13 +49,14 @@ pub fn write_all(results: &[GradeResult], out_dir: &Path) -> io::Result<()> {
 }
 
 /// Write one student's `result.json`, `report.md`, `junit.xml` and `results.json`
-/// (Gradescope) into `out_dir/<safe_dir_name(student)>/` and return that directory.
+/// (Gradescope) into `out_dir/students/<safe_dir_name(key)>/` and return that directory.
 pub fn write_student(r: &GradeResult, out_dir: &Path) -> io::Result<std::path::PathBuf> {
-    let dir = out_dir.join(safe_dir_name(&r.student));
+    use super::atomic::write;
+    let dir = out_dir.join("students").join(safe_dir_name(r.key()));
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("report.md"), markdown::render(r))?;
-    std::fs::write(dir.join("junit.xml"), junit::to_string(r))?;
-    std::fs::write(dir.join("results.json"), gradescope::to_string(r))?;
+    write(&dir.join("report.md"), markdown::render(r))?;
+    write(&dir.join("junit.xml"), junit::to_string(r))?;
+    write(&dir.join("results.json"), gradescope::to_string(r))?;
     // Last, and atomically: `--resume` treats an existing result.json as "graded".
     json::write(r, &dir.join("result.json"))?;
     Ok(dir)
@@ -106,7 +114,7 @@ pub fn safe_dir_name(student: &str) -> String {
 
 fn sorted(results: &[GradeResult]) -> Vec<GradeResult> {
     let mut v = results.to_vec();
-    v.sort_by(|a, b| a.student.cmp(&b.student));
+    v.sort_by(|a, b| (&a.student, a.key()).cmp(&(&b.student, b.key())));
     v
 }
 
@@ -132,7 +140,13 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
         inline(&assignments.join(", "))
     );
 
-    let count = |s: Status| results.iter().filter(|r| r.status() == s).count();
+    // A correct result whose speed was not measured passed (the warning below says so).
+    let count = |s: Status| {
+        results
+            .iter()
+            .filter(|r| describe::shown_overall(r) == s)
+            .count()
+    };
     let _ = writeln!(
         out,
         "{} students: {} passed everything, {} failed a check, {} hit an error, {} were partly \
@@ -183,14 +197,19 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
     }
     out.push_str(" ---: |\n");
     for r in results {
-        let _ = write!(out, "| {} |", inline(&r.student));
+        // Entries of one name (`alice.cu`, `alice.zip`) are told apart by their ids.
+        if r.key() == r.student {
+            let _ = write!(out, "| {} |", inline(&r.student));
+        } else {
+            let _ = write!(out, "| {} ({}) |", inline(&r.student), inline(r.key()));
+        }
         for id in &cols {
             match r.milestones.iter().find(|m| &m.id == id) {
                 Some(m) => {
                     let _ = write!(
                         out,
                         " {} {} |",
-                        status_symbol(m.status),
+                        status_symbol(describe::shown_status(m)),
                         describe::score(m.score)
                     );
                 }
@@ -207,7 +226,10 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
             .iter()
             .filter_map(|r| r.milestones.iter().find(|m| &m.id == id))
             .collect();
-        let passed = ms.iter().filter(|m| m.status == Status::Pass).count();
+        let passed = ms
+            .iter()
+            .filter(|m| describe::shown_status(m) == Status::Pass)
+            .count();
         let clear = ms.iter().filter(|m| cleared(m.status)).count();
         let max = ms.first().map(|m| m.max_score).unwrap_or(0.0);
         let mean = if ms.is_empty() {
@@ -225,11 +247,13 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
         );
     }
     out.push_str(
-        "\n*Passed*: every check passed. *Cleared*: nothing failed or errored (a speed check \
-         that could not be measured does not count against the student).\n",
+        "\n*Passed*: every check passed (a correct kernel whose speed was not measured passes, \
+         with its speed points still to come). *Cleared*: nothing failed or errored (a check \
+         that could not run does not count against the student).\n",
     );
     failure_causes(&mut out, results);
     leaderboard(&mut out, results);
+    super::devices::section(&mut out, results);
     duplicates(&mut out, pairs);
     out
 }
@@ -269,13 +293,25 @@ fn failure_causes(out: &mut String, results: &[GradeResult]) {
     let mut causes: BTreeMap<String, (usize, String, Option<String>)> = BTreeMap::new();
     for r in results {
         let mut seen = std::collections::HashSet::new();
-        for m in &r.milestones {
-            for c in m
-                .checks
+        // A finding several milestones share (one compile error stops them all) is one cause,
+        // under the milestones it stopped.
+        for p in super::findings::placed(r).iter().flatten() {
+            let milestones = match &p.shared {
+                super::findings::Shared::Repeat { .. } => continue,
+                super::findings::Shared::First { also } => {
+                    let mut ids = vec![p.milestone.id.as_str()];
+                    ids.extend(also);
+                    ids.join(", ")
+                }
+                super::findings::Shared::Alone => p.milestone.id.clone(),
+            };
+            for c in p
+                .finding
+                .all
                 .iter()
                 .filter(|c| matches!(c.status, Status::Fail | Status::Error))
             {
-                let key = cause_key(&m.id, c.kind, &c.message);
+                let key = cause_key(&milestones, c.kind, &c.message);
                 if seen.insert(key.clone()) {
                     let e = causes
                         .entry(key)

@@ -2,7 +2,7 @@
 //! reads the same in the terminal, in Markdown and in JUnit.
 
 use super::sanitize::one_line;
-use crate::result::{Check, GradeResult, Status};
+use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
 
 /// A score without noise: `30`, `12.5`, `33.33`; `?` for a value that is not a number.
 pub fn score(x: f64) -> String {
@@ -35,6 +35,40 @@ pub fn provisional_score(got: f64, max: f64, provisional: bool) -> String {
 
 /// The words every report puts after a provisional score.
 pub const PROVISIONAL: &str = "speed not measured";
+
+/// A correct milestone whose speed could not be measured (no GPU). result.json keeps SPEC's
+/// `skipped` for it, with `provisional: true`; every report reads it as a pass whose speed was
+/// not measured ([`PASS_UNMEASURED`]), never as skipped.
+pub fn unmeasured_pass(m: &MilestoneResult) -> bool {
+    m.provisional && m.status == Status::Skipped
+}
+
+/// A speed check of such a milestone: not run because speed could not be measured.
+pub fn unmeasured(m: &MilestoneResult, c: &Check) -> bool {
+    unmeasured_pass(m) && c.kind == CheckKind::Performance && c.status == Status::Skipped
+}
+
+/// The status a report shows for a milestone: a pass when only its speed went unmeasured.
+pub fn shown_status(m: &MilestoneResult) -> Status {
+    if unmeasured_pass(m) {
+        Status::Pass
+    } else {
+        m.status
+    }
+}
+
+/// The status a report shows for a whole result (see [`shown_status`]).
+pub fn shown_overall(r: &GradeResult) -> Status {
+    Status::aggregate(r.milestones.iter().map(shown_status))
+}
+
+/// Whether the result's shown pass is one whose speed was not measured.
+pub fn overall_unmeasured(r: &GradeResult) -> bool {
+    shown_overall(r) == Status::Pass && r.milestones.iter().any(unmeasured_pass)
+}
+
+/// What the terminal says for a correct result whose speed was not measured.
+pub const PASS_UNMEASURED: &str = "PASS, speed not measured";
 
 /// A measured or threshold value with its unit: `1.23x`, `87.5%`, `412.1 GB/s`.
 pub fn quantity(x: f64, unit: Option<&str>) -> String {
@@ -133,10 +167,12 @@ pub fn is_problem(c: &Check) -> bool {
 /// The sandbox lines that say a layer was not in force (`sandbox::Report::lines` writes
 /// `name: DEGRADED (why)` for those).
 pub fn degraded_sandbox(r: &GradeResult) -> Vec<&str> {
+    // The cgroup layer is an extra most hosts do not delegate (docs/security.md): its absence
+    // is the usual case, not a warning; the run's sandbox lines and `cugrade doctor` show it.
     r.run
         .sandbox
         .iter()
-        .filter(|l| l.contains("DEGRADED"))
+        .filter(|l| l.contains("DEGRADED") && !l.starts_with("cgroup:"))
         .map(String::as_str)
         .collect()
 }
@@ -150,8 +186,8 @@ pub fn untimed_reason(r: &GradeResult) -> String {
         &r.run.device
     });
     format!(
-        "this run used {device}, so performance checks were skipped. \
-         Grade on a GPU (backend cuda) for a speed result."
+        "this run used {device}, which cannot time kernels, so no performance check ran. \
+         Grade on a GPU (--backend cuda) for a speed result."
     )
 }
 

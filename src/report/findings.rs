@@ -8,7 +8,7 @@
 //! then notes. Student text (the line, messages) is sanitized before it reaches the renderer.
 
 use super::sanitize::one_line;
-use crate::result::{Check, Status};
+use crate::result::{Check, GradeResult, MilestoneResult, Status};
 use annotate_snippets::{AnnotationKind, Group, Level, Origin, Renderer, Snippet};
 
 /// How many case names a finding lists before "and N more".
@@ -119,10 +119,86 @@ pub fn group(checks: &[Check]) -> Vec<Finding<'_>> {
     out
 }
 
+/// Whether two findings say the same thing word for word: a compile error that stops every
+/// milestone is one problem, not one per milestone.
+pub fn same(a: &Finding, b: &Finding) -> bool {
+    let (x, y) = (a.check, b.check);
+    (x.kind, x.status, &x.name, &x.message, &x.location)
+        == (y.kind, y.status, &y.name, &y.message, &y.location)
+}
+
+/// Where a finding stands among the milestones that share it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shared<'a> {
+    /// Only this milestone has it.
+    Alone,
+    /// The first milestone to have it: reports show it here, in full, naming the others.
+    First { also: Vec<&'a str> },
+    /// An earlier milestone has it word for word: reports refer to that one.
+    Repeat { first: &'a str },
+}
+
+/// A milestone's finding and whether other milestones share it.
+#[derive(Debug, Clone)]
+pub struct Placed<'a> {
+    pub milestone: &'a MilestoneResult,
+    pub finding: Finding<'a>,
+    pub shared: Shared<'a>,
+}
+
+/// Every milestone's findings, in rubric order, each marked with the milestones it shares
+/// with ([`same`]). Passing findings are never shared (each milestone's evidence of what
+/// works stays its own). Every report renders a shared finding once, under its first
+/// milestone, and lets the others refer to it.
+pub fn placed(r: &GradeResult) -> Vec<Vec<Placed<'_>>> {
+    let all: Vec<Vec<Finding>> = r.milestones.iter().map(|m| group(&m.checks)).collect();
+    let mut out: Vec<Vec<Placed>> = Vec::new();
+    for (i, (m, fs)) in r.milestones.iter().zip(&all).enumerate() {
+        let mut row = Vec::new();
+        for f in fs {
+            let shared = if f.check.status == Status::Pass {
+                Shared::Alone
+            } else if let Some(j) = (0..i).find(|&j| all[j].iter().any(|g| same(f, g))) {
+                Shared::Repeat {
+                    first: r.milestones[j].id.as_str(),
+                }
+            } else {
+                let also: Vec<&str> = (i + 1..all.len())
+                    .filter(|&j| all[j].iter().any(|g| same(f, g)))
+                    .map(|j| r.milestones[j].id.as_str())
+                    .collect();
+                if also.is_empty() {
+                    Shared::Alone
+                } else {
+                    Shared::First { also }
+                }
+            };
+            row.push(Placed {
+                milestone: m,
+                finding: f.clone(),
+                shared,
+            });
+        }
+        out.push(row);
+    }
+    out
+}
+
+/// `milestone reduce_shared`, `milestones reduce_shared and reduce_shuffle`.
+pub fn milestones_phrase(ids: &[&str]) -> String {
+    let ids: Vec<String> = ids.iter().map(|i| one_line(i)).collect();
+    match ids.as_slice() {
+        [] => String::new(),
+        [one] => format!("milestone {one}"),
+        [init @ .., last] => format!("milestones {} and {last}", init.join(", ")),
+    }
+}
+
 /// A source line made safe to print with its indentation kept: escape sequences and controls
-/// go the way of all student text, tabs become four spaces (or the underline would shift).
+/// go the way of all student text; tabs stay (the renderer shows them four columns wide and
+/// still counts each as one column, as a compiler does).
 fn source_text(s: &str) -> String {
-    let text = super::sanitize::plain_text(&s.replace('\t', "    "));
+    let text = super::sanitize::plain_text(s);
     let line = text.lines().next().unwrap_or_default();
     super::sanitize::truncate(line.trim_end(), super::sanitize::LINE_CAP).into_owned()
 }
@@ -150,21 +226,62 @@ pub fn display_message(f: &Finding) -> String {
         .to_string()
 }
 
+/// The column a `file:line:col` location names.
+fn column(location: &str) -> Option<usize> {
+    super::describe::location(location)
+        .col
+        .map(|c| c as usize)
+        .filter(|&c| c > 0)
+}
+
+/// The byte range of `shown` (the line as [`source_text`] prints it) to underline: at `col`
+/// (1-based, in characters of the `original` line, as a compiler counts), the identifier or
+/// number that starts there, else the one character; without a column, the whole statement.
+fn underline(shown: &str, original: &str, col: Option<usize>) -> (usize, usize) {
+    let statement = || {
+        let start = shown.len() - shown.trim_start().len();
+        (start, shown.trim_end().len().max(start + 1))
+    };
+    let Some(col) = col.filter(|&c| c <= original.chars().count()) else {
+        return statement();
+    };
+    // Where the column lands once tabs are expanded and controls made visible.
+    let before: String = original.chars().take(col - 1).collect();
+    let start = super::sanitize::plain_text(&before).len();
+    if start >= shown.len() || !shown.is_char_boundary(start) {
+        return statement();
+    }
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let rest = &shown[start..];
+    let len = match rest.chars().next() {
+        Some(c) if word(c) => rest.find(|c: char| !word(c)).unwrap_or(rest.len()),
+        Some(c) => c.len_utf8(),
+        None => return statement(),
+    };
+    (start, start + len)
+}
+
 /// A `file:line` split, for the renderer's `-->` line.
 fn file_and_line(location: &str) -> (String, Option<usize>) {
     let l = super::describe::location(location);
     (one_line(l.file), l.line.map(|n| n as usize))
 }
 
+/// Width a file report (Markdown, JUnit) lets a quoted source line have before the renderer
+/// shortens it; the terminal uses its own width.
+pub const REPORT_WIDTH: usize = 400;
+
 /// Render a finding as a compiler diagnostic: `title`, then the location with the student's
 /// line underlined (when the check quotes it), then `notes` and the `help` line.
-/// `color` gives ANSI styles (terminal only).
+/// `color` gives ANSI styles (terminal only); a source line wider than `width` columns is
+/// shortened around the underline, as rustc does.
 pub fn diagnostic(
     f: &Finding,
     title: &str,
     notes: &[String],
     help: Option<&str>,
     color: bool,
+    width: usize,
 ) -> String {
     let c = f.check;
     let level = match c.status {
@@ -182,10 +299,8 @@ pub fn diagnostic(
         file = path;
         match (&c.snippet, line) {
             (Some(s), Some(n)) if s.line as usize == n && !s.text.trim().is_empty() => {
-                // Tabs would shift the underline; the line is otherwise shown as written.
                 line_text = source_text(&s.text);
-                let start = line_text.len() - line_text.trim_start().len();
-                let end = line_text.trim_end().len().max(start + 1);
+                let (start, end) = underline(&line_text, &s.text, column(loc));
                 group = group.element(
                     Snippet::source(line_text.as_str())
                         .line_start(n)
@@ -213,7 +328,8 @@ pub fn diagnostic(
         Renderer::styled()
     } else {
         Renderer::plain()
-    };
+    }
+    .term_width(width);
     renderer.render(&[group])
 }
 
@@ -307,6 +423,7 @@ mod tests {
             &["cases n1".into()],
             Some("add a barrier"),
             false,
+            REPORT_WIDTH,
         );
         assert!(
             text.starts_with("FAIL: reduce_shared › racecheck: hazard"),
@@ -322,8 +439,32 @@ mod tests {
         assert!(text.contains("= help: add a barrier"), "{text}");
         // Without the line: the location alone.
         let checks = [race("n1", 9)];
-        let text = diagnostic(&group(&checks)[0], "t", &[], None, false);
+        let text = diagnostic(&group(&checks)[0], "t", &[], None, false, REPORT_WIDTH);
         assert!(text.contains("--> reduce.cu:9"), "{text}");
+    }
+
+    #[test]
+    fn a_column_underlines_what_starts_there() {
+        let mut c = Check::fail(
+            CheckKind::Compile,
+            "compile k.cu",
+            "error: identifier \"bb\" is undefined",
+        )
+        .with_location(Some("k.cu:4:27".into()));
+        c.snippet = Some(SourceLine {
+            line: 4,
+            text: "\tif (i < n) c[i] = a[i] + bb[i];".into(),
+        });
+        let checks = [c];
+        let text = diagnostic(&group(&checks)[0], "t", &[], None, false, REPORT_WIDTH);
+        assert!(text.contains("--> k.cu:4:27"), "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        let src = lines.iter().position(|l| l.contains("bb[i]")).unwrap();
+        let marks = lines[src + 1];
+        // Under `bb` only: the tab is four columns wide on screen.
+        let at = lines[src].find("bb[i]").unwrap();
+        assert_eq!(marks.find('^'), Some(at), "{text}");
+        assert_eq!(marks.matches('^').count(), 2, "{text}");
     }
 
     #[test]
@@ -334,7 +475,7 @@ mod tests {
             text: "x = 1; \u{1b}[2J\u{1b}]0;pwned\u{7} // \u{202e}".into(),
         });
         let checks = [c];
-        let text = diagnostic(&group(&checks)[0], "t\u{1b}[31m", &[], None, false);
+        let text = diagnostic(&group(&checks)[0], "t\u{1b}[31m", &[], None, false, 80);
         assert!(
             !text.contains('\u{1b}') && !text.contains("pwned"),
             "{text:?}"

@@ -83,7 +83,9 @@ pub fn row_keys(results: &[GradeResult]) -> (Vec<String>, Vec<String>) {
 }
 
 /// `grades.csv`: `student` (the gradebook key), one column per milestone, `total`,
-/// `max_score`, `speed_measured`, `status` and `entry` (the cohort entry the row came from).
+/// `max_score`, `speed_measured`, `status`, `entry` (the cohort entry the row came from, as
+/// named in the cohort folder) and `id` (the row's unique key: the student's folder in
+/// `<out>/students/`).
 /// Scores are plain numbers; an empty cell where a student has no such milestone.
 pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
     let cols = milestone_columns(results);
@@ -92,7 +94,14 @@ pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["student".to_string()];
     header.extend(cols.iter().cloned());
-    for h in ["total", "max_score", "speed_measured", "status", "entry"] {
+    for h in [
+        "total",
+        "max_score",
+        "speed_measured",
+        "status",
+        "entry",
+        "id",
+    ] {
         header.push(h.to_string());
     }
     w.write_record(&header).map_err(io::Error::other)?;
@@ -110,8 +119,14 @@ pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
         row.push(describe::score(r.score));
         row.push(describe::score(r.max_score));
         row.push(speed_column(r, speed).to_string());
-        row.push(r.status().as_str().to_string());
-        row.push(spreadsheet_safe(&r.student));
+        // A correct result whose speed was not measured is a pass (`speed_measured` says no).
+        row.push(describe::shown_overall(r).as_str().to_string());
+        row.push(spreadsheet_safe(if r.entry.is_empty() {
+            &r.student
+        } else {
+            &r.entry
+        }));
+        row.push(spreadsheet_safe(r.key()));
         w.write_record(&row).map_err(io::Error::other)?;
     }
     finish(w)
@@ -119,8 +134,12 @@ pub fn grades_csv(results: &[GradeResult]) -> io::Result<String> {
 
 /// `integrity.csv`: `student_a`, `student_b` (cohort entries), `similarity` (0 to 1),
 /// `identical` (after normalization), `lines_a` and `lines_b` (`file:first-last`, `; `
-/// between ranges). A header even when nothing was flagged.
-pub fn integrity_csv(pairs: &[Pair]) -> io::Result<String> {
+/// between ranges) for each near-identical pair; then `flag` (`similar` on those rows) and
+/// `details`. After the pairs, one row per flag a student's result carries (device code that
+/// reads timers or SM ids, large `__device__` arrays, emulator and GPU runs that disagree):
+/// `student_a` the student's id (as grades.csv's `id`), `lines_a` where, `flag` its key, `details` what was seen. A header
+/// even when nothing was flagged.
+pub fn integrity_csv(pairs: &[Pair], results: &[GradeResult]) -> io::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
         "student_a",
@@ -129,6 +148,8 @@ pub fn integrity_csv(pairs: &[Pair]) -> io::Result<String> {
         "identical",
         "lines_a",
         "lines_b",
+        "flag",
+        "details",
     ])
     .map_err(io::Error::other)?;
     for p in pairs {
@@ -139,8 +160,31 @@ pub fn integrity_csv(pairs: &[Pair]) -> io::Result<String> {
             if p.identical { "yes" } else { "no" }.to_string(),
             spreadsheet_safe(&p.lines_a.join("; ")),
             spreadsheet_safe(&p.lines_b.join("; ")),
+            "similar".to_string(),
+            String::new(),
         ])
         .map_err(io::Error::other)?;
+    }
+    let mut sorted: Vec<&GradeResult> = results.iter().collect();
+    sorted.sort_by(|a, b| (&a.student, a.key()).cmp(&(&b.student, b.key())));
+    for r in sorted {
+        for f in &r.flags {
+            let details = match &f.milestone {
+                Some(m) => format!("{m}: {}", f.message),
+                None => f.message.clone(),
+            };
+            w.write_record([
+                spreadsheet_safe(r.key()),
+                String::new(),
+                String::new(),
+                String::new(),
+                spreadsheet_safe(f.location.as_deref().unwrap_or("")),
+                String::new(),
+                f.kind.clone(),
+                spreadsheet_safe(&details),
+            ])
+            .map_err(io::Error::other)?;
+        }
     }
     finish(w)
 }

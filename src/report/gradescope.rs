@@ -7,6 +7,7 @@
 //! the tests validate every file cugrade writes against it.
 
 use super::describe::{self, status_symbol};
+use super::findings::{self, Placed, Shared};
 use super::markdown::{self, inline};
 use crate::result::{CheckKind, GradeResult, MilestoneResult, Status};
 use serde_json::{Value, json};
@@ -31,11 +32,11 @@ pub fn speed_measured(m: &MilestoneResult) -> Option<bool> {
 
 /// `results.json` for one graded submission.
 pub fn to_value(r: &GradeResult) -> Value {
-    let tests: Vec<Value> = r
-        .milestones
+    let tests: Vec<Value> = super::findings::placed(r)
         .iter()
+        .zip(&r.milestones)
         .enumerate()
-        .map(|(i, m)| test(m, i + 1))
+        .map(|(i, (placed, m))| test(m, placed, i + 1))
         .collect();
     // The whole grading's wall time; results from before it was recorded: the checks' sum.
     let execution_time: f64 = r.run.seconds.unwrap_or_else(|| {
@@ -98,31 +99,61 @@ fn round(x: f64) -> f64 {
     }
 }
 
-fn test(m: &MilestoneResult, number: usize) -> Value {
+/// One finding per line (a problem seen in several cases once, with them); a finding an
+/// earlier milestone's test showed word for word points there instead of repeating it.
+fn test(m: &MilestoneResult, placed: &[Placed], number: usize) -> Value {
     let mut output = String::new();
-    for c in &m.checks {
+    if describe::unmeasured_pass(m) {
+        output.push_str(
+            "**pass, speed not measured**: the kernel is correct; its speed was not measured \
+             (no GPU), so its performance points are not awarded yet.\n\n",
+        );
+    }
+    for p in placed {
+        let f = &p.finding;
+        let c = f.check;
+        let symbol = if describe::unmeasured(m, c) {
+            "⏱️"
+        } else {
+            status_symbol(c.status)
+        };
         let _ = write!(
             output,
-            "- {} **{}**: {}",
-            status_symbol(c.status),
-            inline(&c.name),
-            inline(&c.message)
+            "- {symbol} **{}**: ",
+            inline(&findings::display_name(f))
         );
+        if let Shared::Repeat { first } = &p.shared {
+            let _ = writeln!(output, "the same as in milestone {} above", inline(first));
+            continue;
+        }
+        if describe::unmeasured(m, c) {
+            output.push_str("speed not measured (no GPU)");
+            // The emulator's speed estimate, where there is one: shown, never scored.
+            if let Some(e) = &c.estimate {
+                let _ = write!(output, "; {}", inline(&e.sentence()));
+            }
+        } else {
+            output.push_str(&inline(&findings::display_message(f)));
+        }
         if let Some(loc) = &c.location {
             let _ = write!(output, " (`{}`)", inline(loc).replace('`', "'"));
         }
+        if let Some(w) = f.where_cases().filter(|_| f.all.len() > 1) {
+            let _ = write!(output, ", {}", inline(&w));
+        }
         output.push('\n');
+        if let Shared::First { also } = &p.shared {
+            let _ = writeln!(
+                output,
+                "  - also in {}",
+                inline(&findings::milestones_phrase(also))
+            );
+        }
         if let Some(h) = &c.hint
             && describe::is_problem(c)
         {
             let _ = writeln!(output, "  - hint: {}", inline(h));
         }
-    }
-    if speed_measured(m) == Some(false) {
-        output.push_str(
-            "\nSpeed was not measured for this milestone: its performance points are not \
-             awarded yet.\n",
-        );
     }
     let mut t = json!({
         "name": format!("{} ({})", m.title, m.id),
@@ -138,7 +169,7 @@ fn test(m: &MilestoneResult, number: usize) -> Value {
     });
     // Gradescope's two statuses; a milestone with skipped checks is neither, and Gradescope
     // then derives the colour from the score.
-    match m.status {
+    match describe::shown_status(m) {
         Status::Pass => t["status"] = json!("passed"),
         Status::Fail | Status::Error => t["status"] = json!("failed"),
         Status::Skipped => {}

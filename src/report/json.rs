@@ -1,8 +1,7 @@
 //! `result.json`: the verdict exactly as `SPEC.md` fixes it, for scripts and `--resume`.
 
 use crate::result::GradeResult;
-use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io;
 use std::path::Path;
 
 /// The verdict as pretty JSON with a trailing newline.
@@ -18,18 +17,7 @@ pub fn to_string(r: &GradeResult) -> String {
 /// Write `result.json` atomically: a reader (or `--resume` after a crash) sees either the old
 /// file or the whole new one, never a torn write.
 pub fn write(r: &GradeResult, path: &Path) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(to_string(r).as_bytes())?;
-    // Temp files are created private; a result is as readable as any file the user writes.
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    super::atomic::write(path, to_string(r))
 }
 
 /// Read a `result.json` back (for `--resume` and cohort summaries).

@@ -43,33 +43,39 @@ fn suites(r: &GradeResult, naming: Naming) -> Vec<TestSuite> {
     if r.milestones.is_empty() {
         // A submission that produced no milestone (nothing to grade) must still show up in a
         // cohort report, or a student silently vanishes from CI.
-        let mut suite = TestSuite::new(&xml_attr(&r.student));
+        let mut suite = TestSuite::new(&xml_attr(r.key()));
         suite.package = xml_attr(&r.assignment);
         suite.set_system_out(&xml_text(&suite_header(r, None)));
         return vec![suite];
     }
-    r.milestones
+    findings::placed(r)
         .iter()
-        .map(|m| milestone_suite(r, m, naming))
+        .zip(&r.milestones)
+        .map(|(placed, m)| milestone_suite(r, m, placed, naming))
         .collect()
 }
 
-fn milestone_suite(r: &GradeResult, m: &MilestoneResult, naming: Naming) -> TestSuite {
+fn milestone_suite(
+    r: &GradeResult,
+    m: &MilestoneResult,
+    placed: &[findings::Placed],
+    naming: Naming,
+) -> TestSuite {
     let (name, classname) = match naming {
         Naming::Single => (m.id.clone(), format!("{}.{}", r.assignment, m.id)),
         Naming::Cohort => (
-            format!("{}/{}", r.student, m.id),
-            format!("{}.{}.{}", r.assignment, r.student, m.id),
+            format!("{}/{}", r.key(), m.id),
+            format!("{}.{}.{}", r.assignment, r.key(), m.id),
         ),
     };
     let mut suite = TestSuite::new(&xml_attr(&name));
     // The XSD has `package` but no properties in junit-report's output: the package keeps
     // assignment and student readable in a combined file.
-    suite.package = xml_attr(&format!("{}/{}", r.assignment, r.student));
+    suite.package = xml_attr(&format!("{}/{}", r.assignment, r.key()));
     let classname = xml_attr(&classname);
     // One testcase per finding: a problem seen in eight cases is one failure listing them.
-    for f in findings::group(&m.checks) {
-        suite.add_testcase(testcase(&f, &classname));
+    for p in placed {
+        suite.add_testcase(testcase(m, p, &classname));
     }
     suite.set_system_out(&xml_text(&suite_header(r, Some(m))));
     suite
@@ -89,6 +95,14 @@ fn suite_header(r: &GradeResult, m: Option<&MilestoneResult>) -> String {
         lines.push(format!(
             "milestone score: {}",
             describe::provisional_score(m.score, m.max_score, m.provisional)
+        ));
+        lines.push(format!(
+            "milestone status: {}",
+            if describe::unmeasured_pass(m) {
+                describe::PASS_UNMEASURED.to_string()
+            } else {
+                describe::shown_status(m).as_str().to_uppercase()
+            }
         ));
     }
     lines.push(format!(
@@ -114,7 +128,8 @@ fn suite_header(r: &GradeResult, m: Option<&MilestoneResult>) -> String {
     lines.join("\n")
 }
 
-fn testcase(f: &Finding, classname: &str) -> TestCase {
+fn testcase(m: &MilestoneResult, p: &findings::Placed, classname: &str) -> TestCase {
+    let f = &p.finding;
     let c = f.check;
     let name = match f.where_cases() {
         Some(w) if f.all.len() > 1 => xml_attr(&format!("{} ({w})", f.name())),
@@ -131,13 +146,41 @@ fn testcase(f: &Finding, classname: &str) -> TestCase {
         .and_then(Duration::checked_seconds_f64)
         .unwrap_or(Duration::ZERO);
     let kind = c.kind.as_str();
+    let text = match &p.shared {
+        // Shown in full in the first milestone's suite; here it still fails, and says where.
+        findings::Shared::Repeat { first } => format!(
+            "{}\nThe same finding as in milestone {first}: its failure there has the \
+             details.",
+            c.message
+        ),
+        findings::Shared::First { also } => format!(
+            "{}\n\nalso in: {} (shown once, here)",
+            explanation(f),
+            findings::milestones_phrase(also)
+        ),
+        findings::Shared::Alone => explanation(f),
+    };
     let mut tc = match c.status {
         Status::Pass => TestCase::success(&name, time),
         Status::Fail => with_cause(
             TestCase::failure(&name, time, kind, &xml_attr(&c.message)),
-            f,
+            &text,
         ),
-        Status::Error => with_cause(TestCase::error(&name, time, kind, &xml_attr(&c.message)), f),
+        Status::Error => with_cause(
+            TestCase::error(&name, time, kind, &xml_attr(&c.message)),
+            &text,
+        ),
+        // The kernel is correct and its speed could not be measured (no GPU): a pass whose
+        // note says so, not a skipped test (CI views show skipped tests as not done).
+        Status::Skipped if describe::unmeasured(m, c) => {
+            let mut tc = TestCase::success(&name, time);
+            tc.set_system_out(&xml_text(&format!(
+                "{}: {}",
+                describe::PASS_UNMEASURED,
+                c.message
+            )));
+            tc
+        }
         Status::Skipped => {
             let mut tc = TestCase::skipped_with_cause(&name, kind, &xml_attr(&c.message));
             tc.time = time;
@@ -154,8 +197,8 @@ fn testcase(f: &Finding, classname: &str) -> TestCase {
     tc
 }
 
-fn with_cause(mut tc: TestCase, f: &Finding) -> TestCase {
-    let text = xml_text(&explanation(f));
+fn with_cause(mut tc: TestCase, text: &str) -> TestCase {
+    let text = xml_text(text);
     if let junit_report::TestResult::Failure { cause, .. }
     | junit_report::TestResult::Error { cause, .. } = &mut tc.result
     {
@@ -190,6 +233,7 @@ fn explanation(f: &Finding) -> String {
             &[],
             None,
             false,
+            findings::REPORT_WIDTH,
         ));
     }
     if let Some(d) = &c.details {

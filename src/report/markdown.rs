@@ -19,23 +19,84 @@ const CASES_SHOWN: usize = 8;
 pub fn render(r: &GradeResult) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}: {}\n", inline(&r.assignment), inline(&r.student));
-    let _ = writeln!(
-        out,
-        "**Score: {}** {} {}\n",
-        describe::provisional_score(r.score, r.max_score, r.provisional()),
-        status_symbol(r.status()),
-        r.status().as_str()
-    );
+    let _ = writeln!(out, "**Score: {}** {}\n", total_score(r), total_status(r));
     notes(&mut out, r);
     summary_table(&mut out, r);
-    for m in &r.milestones {
-        milestone(&mut out, m);
+    for row in findings::placed(r) {
+        if let Some(p) = row.first() {
+            milestone(&mut out, p.milestone, &row);
+        }
     }
     if let Some(c) = &r.compile {
         compile_section(&mut out, c, r);
     }
     run_section(&mut out, r);
+    flags_section(&mut out, r);
     out
+}
+
+/// Integrity flags (`GradeResult::flags`): listed for the reader, no points attached.
+fn flags_section(out: &mut String, r: &GradeResult) {
+    if r.flags.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Flags for the instructor
+
+Not verdicts, and no points depend on them (docs/integrity.md):
+"
+    );
+    for f in &r.flags {
+        let at = f
+            .location
+            .as_deref()
+            .map(|l| format!(" ({})", inline(l)))
+            .unwrap_or_default();
+        let m = f
+            .milestone
+            .as_deref()
+            .map(|m| format!("{}: ", inline(m)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "- `{}`{at}: {m}{}", f.kind, inline(&f.message));
+    }
+    out.push('\n');
+}
+
+/// The total: `60 / 100`, with `, speed not measured` unless the status already says so.
+fn total_score(r: &GradeResult) -> String {
+    let provisional = r.provisional() && !describe::overall_unmeasured(r);
+    describe::provisional_score(r.score, r.max_score, provisional)
+}
+
+/// `✅ pass`, `❌ fail`, `✅ pass, speed not measured` for the whole result.
+fn total_status(r: &GradeResult) -> String {
+    let shown = describe::shown_overall(r);
+    if describe::overall_unmeasured(r) {
+        format!("{} {}", status_symbol(shown), UNMEASURED)
+    } else {
+        format!("{} {}", status_symbol(shown), shown.as_str())
+    }
+}
+
+/// `✅ pass`, or `✅ pass, speed not measured` for a correct milestone whose speed was not
+/// measured (result.json: `skipped` with `provisional: true`).
+fn milestone_status(m: &MilestoneResult) -> String {
+    let shown = describe::shown_status(m);
+    if describe::unmeasured_pass(m) {
+        format!("{} {}", status_symbol(shown), UNMEASURED)
+    } else {
+        format!("{} {}", status_symbol(shown), shown.as_str())
+    }
+}
+
+/// Markdown's words for [`describe::PASS_UNMEASURED`], in its lower-case status style.
+const UNMEASURED: &str = "pass, speed not measured";
+
+/// A milestone's score; `, speed not measured` when provisional and the status does not say it.
+fn milestone_score(m: &MilestoneResult) -> String {
+    let provisional = m.provisional && !describe::unmeasured_pass(m);
+    describe::provisional_score(m.score, m.max_score, provisional)
 }
 
 fn notes(out: &mut String, r: &GradeResult) {
@@ -73,22 +134,20 @@ fn summary_table(out: &mut String, r: &GradeResult) {
         };
         let _ = writeln!(
             out,
-            "| {title} | {} {} | {} |",
-            status_symbol(m.status),
-            m.status.as_str(),
-            describe::provisional_score(m.score, m.max_score, m.provisional)
+            "| {title} | {} | {} |",
+            milestone_status(m),
+            milestone_score(m)
         );
     }
     let _ = writeln!(
         out,
-        "| **Total** | {} {} | **{}** |\n",
-        status_symbol(r.status()),
-        r.status().as_str(),
-        describe::provisional_score(r.score, r.max_score, r.provisional())
+        "| **Total** | {} | **{}** |\n",
+        total_status(r),
+        total_score(r)
     );
 }
 
-fn milestone(out: &mut String, m: &MilestoneResult) {
+fn milestone(out: &mut String, m: &MilestoneResult, placed: &[findings::Placed]) {
     let title = if m.title.is_empty() || m.title == m.id {
         String::new()
     } else {
@@ -97,7 +156,7 @@ fn milestone(out: &mut String, m: &MilestoneResult) {
     let _ = writeln!(
         out,
         "## {} {}{title}\n",
-        status_symbol(m.status),
+        status_symbol(describe::shown_status(m)),
         inline(&m.id)
     );
     let kernel = if m.kernel.is_empty() {
@@ -105,18 +164,57 @@ fn milestone(out: &mut String, m: &MilestoneResult) {
     } else {
         format!(" Kernel `{}`.", code_span_text(&m.kernel))
     };
-    let _ = writeln!(
-        out,
-        "Score {}.{kernel}\n",
-        describe::provisional_score(m.score, m.max_score, m.provisional)
-    );
-    // One section per finding; a milestone's hint is given once, under its first finding.
+    let verdict = if describe::unmeasured_pass(m) {
+        format!(" ({UNMEASURED})")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(out, "Score {}{verdict}.{kernel}\n", milestone_score(m));
+    // One section per finding; a milestone's hint is given once, under its first finding. A
+    // finding an earlier milestone showed word for word is one line pointing there.
     let mut hints_said: Vec<&str> = Vec::new();
-    for f in findings::group(&m.checks)
+    let mut unmeasured = Vec::new();
+    let mut estimates: Vec<String> = Vec::new();
+    for p in placed
         .iter()
-        .filter(|f| f.check.status != Status::Pass)
+        .filter(|p| p.finding.check.status != Status::Pass)
     {
-        check(out, f, &mut hints_said);
+        let f = &p.finding;
+        if describe::unmeasured(m, f.check) {
+            unmeasured.push(inline(&findings::display_name(f)));
+            // The emulator's speed estimate, where there is one: shown, never scored.
+            if let Some(text) = f.check.estimate.as_ref().map(|e| e.sentence()) {
+                estimates.push(format!(
+                    "- **{}:** {}",
+                    inline(&findings::display_name(f)),
+                    inline(&text)
+                ));
+            }
+            continue;
+        }
+        match &p.shared {
+            findings::Shared::Repeat { first } => {
+                let _ = writeln!(
+                    out,
+                    "{} **{}**: the same as in milestone {} above.\n",
+                    status_symbol(f.check.status),
+                    inline(&findings::display_name(f)),
+                    inline(first)
+                );
+            }
+            findings::Shared::First { also } => check(out, f, also, &mut hints_said),
+            findings::Shared::Alone => check(out, f, &[], &mut hints_said),
+        }
+    }
+    if !unmeasured.is_empty() {
+        let _ = writeln!(
+            out,
+            "Speed not measured (no GPU): {}. Its points are not awarded yet.\n",
+            unmeasured.join(", ")
+        );
+        if !estimates.is_empty() {
+            let _ = writeln!(out, "{}\n", estimates.join("\n"));
+        }
     }
     let passed = passed_names(m);
     if !passed.is_empty() {
@@ -124,7 +222,7 @@ fn milestone(out: &mut String, m: &MilestoneResult) {
     }
 }
 
-fn check<'a>(out: &mut String, f: &Finding<'a>, hints_said: &mut Vec<&'a str>) {
+fn check<'a>(out: &mut String, f: &Finding<'a>, also: &[&str], hints_said: &mut Vec<&'a str>) {
     let c = f.check;
     let _ = writeln!(
         out,
@@ -147,7 +245,14 @@ fn check<'a>(out: &mut String, f: &Finding<'a>, hints_said: &mut Vec<&'a str>) {
     if c.snippet.is_some() {
         // The student's line, underlined, as a compiler would show it.
         let title = findings::display_name(f);
-        out.push_str(&fenced(&findings::diagnostic(f, &title, &[], None, false)));
+        out.push_str(&fenced(&findings::diagnostic(
+            f,
+            &title,
+            &[],
+            None,
+            false,
+            findings::REPORT_WIDTH,
+        )));
         out.push('\n');
     }
     let mut facts = Vec::new();
@@ -176,6 +281,12 @@ fn check<'a>(out: &mut String, f: &Finding<'a>, hints_said: &mut Vec<&'a str>) {
             "Measured"
         };
         facts.push(format!("- **{label}:** {}", inline(&m)));
+    }
+    if !also.is_empty() {
+        facts.push(format!(
+            "- **Also in:** {} (shown once, here)",
+            inline(&findings::milestones_phrase(also))
+        ));
     }
     if let Some(h) = c.hint.as_deref().filter(|h| !hints_said.contains(h)) {
         hints_said.push(h);
@@ -271,14 +382,45 @@ fn compile_section(out: &mut String, c: &CompileSummary, r: &GradeResult) {
             );
         }
     }
-    // A failed compile check usually carries the same log; show it once.
-    let shown = r
+    // Each compile error is a finding above (its line, column and notes): the log here is
+    // what they do not already say (warnings, ptxas's facts), so nothing is said twice.
+    let shown: Vec<&str> = r
         .milestones
         .iter()
         .flat_map(|m| &m.checks)
-        .any(|ch| describe::is_problem(ch) && ch.details.as_deref() == Some(c.log.as_str()));
-    if !c.log.trim().is_empty() && !shown {
-        folded(out, "Compile log", &c.log);
+        .filter(|ch| describe::is_problem(ch))
+        .filter_map(|ch| ch.details.as_deref())
+        .collect();
+    if shown.contains(&c.log.as_str()) {
+        return;
+    }
+    let errors: Vec<String> = crate::compile::log_errors(&c.log)
+        .into_iter()
+        .filter(|e| {
+            let at = e.location();
+            r.milestones
+                .iter()
+                .flat_map(|m| &m.checks)
+                .any(|ch| describe::is_problem(ch) && ch.location.as_deref() == Some(at.as_str()))
+        })
+        .map(|e| e.text)
+        .collect();
+    let mut rest = c.log.clone();
+    for e in &errors {
+        rest = rest.replacen(e.as_str(), "", 1);
+    }
+    let rest: Vec<&str> = rest
+        .lines()
+        .filter(|l| errors.is_empty() || !l.contains(" detected in the compilation of "))
+        .collect();
+    let rest = rest.join("\n");
+    if !rest.trim().is_empty() {
+        let summary = if errors.is_empty() {
+            "Compile log"
+        } else {
+            "Compile log (beyond the errors above)"
+        };
+        folded(out, summary, rest.trim_matches('\n'));
     }
 }
 

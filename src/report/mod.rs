@@ -5,9 +5,11 @@
 //! Student-controlled text reaches every report, so each one escapes through `sanitize`.
 //! docs/reports.md describes every file for users.
 
+pub mod atomic;
 pub mod charts;
 pub mod cohort;
 mod describe;
+pub mod devices;
 pub mod findings;
 pub mod gradebook;
 pub mod gradescope;

@@ -14,18 +14,26 @@ use std::fmt::Write as _;
 
 /// Lines of a failing check's details shown in the terminal; --json and --markdown keep all.
 const DETAIL_LINES: usize = 8;
-/// Width at which one detail line is cut.
-const DETAIL_WIDTH: usize = 160;
+/// Characters of one detail line beyond which it is cut (a minified source line); the
+/// terminal wraps shorter ones whole (`report::output::fit`).
+const DETAIL_WIDTH: usize = 1000;
 
-/// The human summary. `color` should be false when stdout is not a terminal or `NO_COLOR` is
-/// set (the caller knows which stream it writes to).
+/// The human summary for an 80-column terminal. `color` should be false when stdout is not a
+/// terminal or `NO_COLOR` is set (the caller knows which stream it writes to).
 pub fn render(r: &GradeResult, color: bool) -> String {
-    render_with(r, color, false)
+    render_at(r, color, false, 80)
 }
 
 /// [`render`], and with `verbose` the evidence a student rarely needs (the PTX instruction of a
 /// sanitizer finding, every occurrence's case).
 pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
+    render_at(r, color, verbose, 80)
+}
+
+/// [`render_with`] for a terminal `width` columns wide: a quoted source line wider than that
+/// is shortened around its underline (the rest of the text is wrapped by
+/// `report::output::fit`).
+pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> String {
     let paint = |s: &str, style: Style| {
         if color {
             s.style(style).to_string()
@@ -48,7 +56,7 @@ pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
         r.seed
     );
 
-    let width = r
+    let id_width = r
         .milestones
         .iter()
         .map(|m| one_line(&m.id).chars().count())
@@ -56,14 +64,13 @@ pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
         .unwrap_or(0);
     for m in &r.milestones {
         let id = one_line(&m.id);
-        let pad = " ".repeat(width.saturating_sub(id.chars().count()));
+        let pad = " ".repeat(id_width.saturating_sub(id.chars().count()));
+        // A correct kernel whose speed was not measured passed: "PASS ... , speed not measured".
+        let shown = describe::shown_status(m);
         let _ = writeln!(
             out,
             "  {} {id}{pad}  {:>9}",
-            paint(
-                &format!("{:<5}", status_word(m.status)),
-                status_style(m.status)
-            ),
+            paint(&format!("{:<5}", status_word(shown)), status_style(shown)),
             describe::score_of(m.score, m.max_score)
         )
         .and_then(|()| {
@@ -119,67 +126,65 @@ pub fn render_with(r: &GradeResult, color: bool, verbose: bool) -> String {
 
     // A finding several milestones share word for word (one compile error stops them all) is
     // printed once, under the first, with the others named.
-    let all: Vec<(&MilestoneResult, Finding)> = r
-        .milestones
-        .iter()
-        .flat_map(|m| findings::group(&m.checks).into_iter().map(move |f| (m, f)))
-        .filter(|(_, f)| describe::is_problem(f.check))
-        .collect();
-    let same = |a: &Finding, b: &Finding| {
-        let (x, y) = (a.check, b.check);
-        (x.kind, &x.name, &x.message, &x.location) == (y.kind, &y.name, &y.message, &y.location)
-    };
+    let placed = findings::placed(r);
     let mut first = true;
     let mut hints_said: Vec<(&str, &str)> = Vec::new();
-    for (i, (m, f)) in all.iter().enumerate() {
-        if all[..i].iter().any(|(_, g)| same(f, g)) {
-            continue;
-        }
-        let also: Vec<&str> = all[i + 1..]
-            .iter()
-            .filter(|(_, g)| same(f, g))
-            .map(|(m, _)| m.id.as_str())
-            .collect();
+    for p in placed
+        .iter()
+        .flatten()
+        .filter(|p| describe::is_problem(p.finding.check))
+    {
+        let also: &[&str] = match &p.shared {
+            findings::Shared::Repeat { .. } => continue,
+            findings::Shared::First { also } => also,
+            findings::Shared::Alone => &[],
+        };
         if first {
             out.push('\n');
             first = false;
         }
         finding(
             &mut out,
-            m,
-            f,
-            &also,
+            p.milestone,
+            &p.finding,
+            also,
             &mut hints_said,
-            verbose,
-            color,
+            (verbose, color, width),
             &paint,
         );
     }
 
+    let shown = describe::shown_overall(r);
+    let (total, word) = if describe::overall_unmeasured(r) {
+        (
+            describe::score_of(r.score, r.max_score),
+            describe::PASS_UNMEASURED,
+        )
+    } else {
+        (
+            describe::provisional_score(r.score, r.max_score, r.provisional()),
+            status_word(shown),
+        )
+    };
     let _ = writeln!(
         out,
         "\n{} {}  {}",
         paint("Total:", Style::new().bold()),
-        paint(
-            &describe::provisional_score(r.score, r.max_score, r.provisional()),
-            Style::new().bold()
-        ),
-        paint(status_word(r.status()), status_style(r.status()))
+        paint(&total, Style::new().bold()),
+        paint(word, status_style(shown))
     );
     out
 }
 
 /// One finding: a compiler-style diagnostic (title, the student's line, where it happened, the
 /// hint), then the first lines of its evidence.
-#[allow(clippy::too_many_arguments)]
 fn finding<'a>(
     out: &mut String,
     m: &'a MilestoneResult,
     f: &Finding<'a>,
     also: &[&str],
     hints_said: &mut Vec<(&'a str, &'a str)>,
-    verbose: bool,
-    color: bool,
+    (verbose, color, width): (bool, bool, usize),
     paint: &dyn Fn(&str, Style) -> String,
 ) {
     let c = f.check;
@@ -214,7 +219,7 @@ fn finding<'a>(
     if let Some(h) = hint {
         hints_said.push((m.id.as_str(), h));
     }
-    let text = findings::diagnostic(f, &title, &notes, hint, color);
+    let text = findings::diagnostic(f, &title, &notes, hint, color, width);
     out.push_str(text.trim_end());
     out.push('\n');
     // A sanitizer's evidence is the PTX instruction: for --verbose only.
@@ -279,10 +284,20 @@ pub fn github(r: &GradeResult) -> String {
 pub fn github_in(r: &GradeResult, dir: &str) -> String {
     let dir = dir.trim_end_matches('/');
     let mut out = String::new();
-    for m in &r.milestones {
-        // One annotation per finding, not per case.
-        let grouped = findings::group(&m.checks);
-        for f in grouped.iter().filter(|f| describe::is_problem(f.check)) {
+    // One annotation per finding: not per case, and not per milestone for a finding several
+    // milestones share (its title names them all).
+    for p in findings::placed(r).iter().flatten() {
+        let f = &p.finding;
+        if !describe::is_problem(f.check) {
+            continue;
+        }
+        let mut ids = vec![p.milestone.id.as_str()];
+        match &p.shared {
+            findings::Shared::Repeat { .. } => continue,
+            findings::Shared::First { also } => ids.extend(also),
+            findings::Shared::Alone => {}
+        }
+        {
             let c = f.check;
             let mut props = Vec::new();
             if let Some(l) = &c.location {
@@ -301,7 +316,14 @@ pub fn github_in(r: &GradeResult, dir: &str) -> String {
                     props.push(format!("col={col}"));
                 }
             }
-            let title = format!("{} › {}", one_line(&m.id), one_line(&f.name()));
+            let title = format!(
+                "{} › {}",
+                ids.iter()
+                    .map(|i| one_line(i))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                one_line(&findings::display_name(f))
+            );
             props.push(format!("title={}", escape_property(&title)));
             let mut message = one_line(&c.message);
             if let Some(w) = f.where_cases().filter(|_| f.all.len() > 1) {

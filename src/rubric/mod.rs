@@ -4,8 +4,11 @@
 //! kernel: the schema (serde), every expression, and every name that refers to another entry.
 //! Any mistake is a [`ConfigError`] with `file:line:col`.
 
+pub mod bounds;
+pub mod confine;
 pub mod expr;
 pub mod locate;
+pub mod numbers;
 pub mod schema;
 
 use crate::errors::{ConfigError, Pos};
@@ -47,7 +50,7 @@ impl ParamType {
 
 /// Names a tolerance expression may read beyond the case's variables.
 pub fn tolerance_vars(contract: &Contract) -> Vec<String> {
-    let mut names = vec!["eps".to_string(), "eps64".to_string()];
+    let mut names = vec!["eps".to_string(), "eps64".to_string(), "u".to_string()];
     for p in &contract.params {
         if let Some(ParamType::Buffer(t)) = ParamType::parse(&p.ty)
             && t.is_float()
@@ -67,6 +70,14 @@ impl LoadedRubric {
 
     pub fn contract(&self, name: &str) -> &Contract {
         &self.rubric.contracts[name]
+    }
+
+    /// The precision milestone `m` computes in: its own `precision`, else its contract's,
+    /// else float.
+    pub fn precision(&self, m: &Milestone) -> crate::check::Precision {
+        m.precision
+            .or(self.contract(&m.contract).precision)
+            .unwrap_or_default()
     }
 
     pub fn correctness_case(&self, name: &str) -> Option<&Case> {
@@ -133,14 +144,21 @@ pub fn perf_bar(p: &PerfSpec) -> f64 {
         .unwrap_or_else(|| p.tiers.iter().map(|t| t.min).fold(0.0, f64::max))
 }
 
-/// Read and check a rubric.
+/// Read and check a rubric of a course (its files confined to its course tree, see
+/// [`confine`]).
 pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
-    let source = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::whole_file(path, format!("cannot read rubric: {e}")))?;
+    load_within(path, None)
+}
+
+/// Read and check a rubric whose files must all lie in `within` when given (a rubric a
+/// submission's manifest names: the submission's folder), else in its course tree.
+pub fn load_within(path: &Path, within: Option<&Path>) -> Result<LoadedRubric, ConfigError> {
+    let (_, root) = confine::rubric_file(path, within)?;
+    let source = read_bounded(path, bounds::RUBRIC.max_bytes)?;
     let rubric: Rubric = parse_yaml(path, &source)?;
     let locations = Locations::of(&source);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let reference_path = dir.join(&rubric.reference);
+    let reference_path = confine::reference(path, &rubric.reference, &root, within.is_some())
+        .map_err(|m| ConfigError::new(path, locations.value("reference"), m, &source))?;
     let loaded = LoadedRubric {
         rubric,
         path: path.to_path_buf(),
@@ -148,15 +166,79 @@ pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
         source,
         locations,
     };
-    check(&loaded)?;
-    Ok(loaded)
+    match check_all(&loaded).into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(loaded),
+    }
 }
 
-/// Deserialize YAML, turning serde_yaml's error into a positioned [`ConfigError`].
+/// [`load`], reporting every mistake it finds instead of the first: one per part of the rubric
+/// (the reference file, each setting, the cases, each contract, each milestone), in file
+/// order. `cugrade validate` prints them all.
+pub fn load_all(path: &Path) -> Result<LoadedRubric, Vec<ConfigError>> {
+    let (_, root) = confine::rubric_file(path, None).map_err(|e| vec![e])?;
+    let source = read_bounded(path, bounds::RUBRIC.max_bytes).map_err(|e| vec![e])?;
+    let rubric: Rubric = parse_yaml(path, &source).map_err(|e| vec![e])?;
+    let locations = Locations::of(&source);
+    let reference_path =
+        confine::reference(path, &rubric.reference, &root, false).map_err(|m| {
+            vec![ConfigError::new(
+                path,
+                locations.value("reference"),
+                m,
+                &source,
+            )]
+        })?;
+    let loaded = LoadedRubric {
+        rubric,
+        path: path.to_path_buf(),
+        reference_path,
+        source,
+        locations,
+    };
+    let errors = check_all(&loaded);
+    if errors.is_empty() {
+        Ok(loaded)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The text of `path`, refused unread past `max` bytes.
+fn read_bounded(path: &Path, max: usize) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let unreadable =
+        |e: std::io::Error| ConfigError::whole_file(path, format!("cannot read rubric: {e}"));
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut text = String::new();
+    file.take(max as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(unreadable)?;
+    if text.len() > max {
+        return Err(ConfigError::whole_file(
+            path,
+            format!("the file is over {max} bytes; a rubric may have at most {max} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+/// Deserialize a rubric's YAML (see [`parse_yaml_within`]).
 pub fn parse_yaml<T: serde::de::DeserializeOwned>(
     path: &Path,
     source: &str,
 ) -> Result<T, ConfigError> {
+    parse_yaml_within(path, source, &bounds::RUBRIC)
+}
+
+/// Deserialize YAML that keeps within `limits` (size, nesting, values: checked first, see
+/// [`bounds`]), turning serde_yaml's error into a positioned [`ConfigError`].
+pub fn parse_yaml_within<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    source: &str,
+    limits: &bounds::YamlLimits,
+) -> Result<T, ConfigError> {
+    bounds::check(path, source, limits)?;
     serde_yaml::from_str(source).map_err(|e| {
         let pos = e.location().map(|l| Pos {
             line: l.line(),
@@ -170,10 +252,16 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
+/// Every mistake of a parsed rubric, at most one per part (a part stops at its first), in the
+/// order of the file.
+fn check_all(r: &LoadedRubric) -> Vec<ConfigError> {
     let rb = &r.rubric;
-    if !r.reference_path.is_file() {
-        return Err(r.error_at(
+    let mut errors = Vec::new();
+    let reference = std::fs::read(&r.reference_path)
+        .ok()
+        .filter(|_| r.reference_path.is_file());
+    if reference.is_none() {
+        errors.push(r.error_at(
             "reference",
             format!(
                 "reference kernel file `{}` does not exist",
@@ -182,7 +270,7 @@ fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
         ));
     }
     if rb.trials < 2 {
-        return Err(r.error_at(
+        errors.push(r.error_at(
             "trials",
             "trials must be at least 2: each case runs on at least two fresh inputs",
         ));
@@ -194,37 +282,90 @@ fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
         ("milestone_s", rb.timeouts.milestone_s),
     ] {
         if !(t > 0.0 && t <= 3600.0) {
-            return Err(r.error_at(
+            errors.push(r.error_at(
                 &format!("timeouts.{key}"),
                 "timeouts must be between 0 and 3600 seconds",
             ));
         }
     }
     if !(rb.timeouts.launch_factor >= 1.0 && rb.timeouts.launch_factor <= 1e9) {
-        return Err(r.error_at(
+        errors.push(r.error_at(
             "timeouts.launch_factor",
             "launch_factor must be at least 1: a correctness launch may take this many times the reference kernel's time",
         ));
     }
-    check_cases(r)?;
+    errors.extend(check_cases(r).err());
     for (name, c) in &rb.contracts {
-        check_contract(r, name, c)?;
+        errors.extend(check_contract(r, name, c).err());
     }
     let mut ids = BTreeSet::new();
     for (i, m) in rb.milestones.iter().enumerate() {
         let at = format!("milestones[{i}]");
         if !ids.insert(m.id.as_str()) {
-            return Err(r.error_at(
+            errors.push(r.error_at(
                 &format!("{at}.id"),
                 format!("duplicate milestone id `{}`", m.id),
             ));
         }
-        check_milestone(r, &at, m)?;
+        errors.extend(check_milestone(r, &at, m).err());
+        if let Some(text) = &reference {
+            errors.extend(check_reference_names(
+                r,
+                &at,
+                m,
+                &String::from_utf8_lossy(text),
+            ));
+        }
     }
     if rb.milestones.is_empty() {
-        return Err(r.error_at("milestones", "a rubric needs at least one milestone"));
+        errors.push(r.error_at("milestones", "a rubric needs at least one milestone"));
     }
-    Ok(())
+    errors.extend(numbers::check(r).err());
+    // File order: what an editor shows top to bottom.
+    errors.sort_by_key(|e| e.pos.map(|p| (p.line, p.col)));
+    errors
+}
+
+/// The kernels a milestone names in the reference file (`kernel:`, or `reference_kernel:` when
+/// set, and `against: {reference: NAME}`) must appear there: a name that does not occur in the
+/// file at all (comments aside) cannot be one of its kernels. Found here, it is the rubric's
+/// mistake at its own line, before any grading starts.
+fn check_reference_names(
+    r: &LoadedRubric,
+    at: &str,
+    m: &Milestone,
+    reference: &str,
+) -> Vec<ConfigError> {
+    let code = crate::compile::without_comments(reference);
+    let file = r
+        .reference_path
+        .file_name()
+        .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+    let mut named: Vec<(String, &str)> = vec![match &m.reference_kernel {
+        Some(k) => (format!("{at}.reference_kernel"), k.as_str()),
+        None => (format!("{at}.kernel"), m.kernel.as_str()),
+    }];
+    for (i, p) in m.performance.iter().enumerate() {
+        if let Against::Reference(k) = &p.against {
+            named.push((
+                format!("{at}.performance[{i}].against.reference"),
+                k.as_str(),
+            ));
+        }
+    }
+    named
+        .into_iter()
+        .filter(|(_, k)| !crate::compile::mentions(&code, k))
+        .map(|(path, k)| {
+            r.error_at(
+                &path,
+                format!(
+                    "kernel `{k}` is not in the reference file `{file}`: name a kernel it \
+                     defines, or add `reference_kernel:` with the reference's name for it"
+                ),
+            )
+        })
+        .collect()
 }
 
 fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
@@ -291,6 +432,7 @@ fn parse_at(
     kind: Kind,
     known: &[String],
 ) -> Result<Expression, ConfigError> {
+    numbers::finite_literal(r, path, e)?;
     let parsed = Expression::parse(&e.source(), kind).map_err(|m| r.error_at(path, m))?;
     parsed
         .check_vars(known.iter().map(String::as_str))
@@ -322,6 +464,9 @@ fn check_tolerance(
     }
     if let Some(a) = &t.rel {
         parse_at(r, &format!("{at}.rel"), a, Kind::Real, known)?;
+    }
+    if let Some(a) = &t.sum {
+        parse_at(r, &format!("{at}.sum"), a, Kind::Real, known)?;
     }
     Ok(())
 }
@@ -362,7 +507,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
             ));
         };
         match ty {
-            ParamType::Buffer(_) => {
+            ParamType::Buffer(elem) => {
                 let Some(len) = &p.len else {
                     return Err(r.error_at(&pat, format!("buffer `{}` needs `len`", p.name)));
                 };
@@ -431,6 +576,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
                 if let Some(t) = &p.tolerance {
                     check_tolerance(r, &format!("{pat}.tolerance"), t, &tol_vars)?;
                 }
+                numbers::check_param(r, &pat, p, elem)?;
             }
             ParamType::Scalar(_) => {
                 let Some(v) = &p.value else {
@@ -627,7 +773,7 @@ pub fn case_elements(contract: &Contract, case: &Case) -> usize {
         .iter()
         .filter(|p| p.len.is_some())
         .filter_map(|p| eval_len(p, &vars).ok())
-        .sum()
+        .fold(0usize, usize::saturating_add)
 }
 
 pub fn case_vars(case: &Case) -> Vars {
@@ -712,7 +858,12 @@ milestones:
 
     fn load_text(text: &str) -> Result<LoadedRubric, String> {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("ref.cu"), "").unwrap();
+        std::fs::write(
+            dir.path().join("ref.cu"),
+            "extern \"C\" __global__ void vector_add(const float* a, float* c, int n) {}\n\
+             // reduce_old is gone\n",
+        )
+        .unwrap();
         let p = dir.path().join("r.yaml");
         std::fs::write(&p, text).unwrap();
         load(&p).map_err(|e| e.to_string().replace(&format!("{}", p.display()), "r.yaml"))
@@ -734,7 +885,7 @@ milestones:
         let text = GOOD.replace("    launch:", "    tolerence: 1\n    launch:");
         assert_eq!(
             load_text(&text).unwrap_err(),
-            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `launch`, `tolerance`\n \
+            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `launch`, `tolerance`, `precision`\n \
              --> r.yaml:9:5\n  |\n9 |     tolerence: 1\n  |     ^"
         );
     }
@@ -793,6 +944,92 @@ milestones:
         let text = GOOD.replace("  add:", "  add: [");
         let err = load_text(&text).unwrap_err();
         assert!(err.contains("--> r.yaml:"), "{err}");
+    }
+
+    #[test]
+    fn a_kernel_the_reference_file_lacks_is_an_error_at_its_name() {
+        let e = load_text(&GOOD.replace("    kernel: vector_add", "    kernel: reduce_old"))
+            .unwrap_err();
+        assert!(
+            e.contains("kernel `reduce_old` is not in the reference file `ref.cu`")
+                && e.contains("r.yaml:15:13"),
+            "{e}"
+        );
+        // With reference_kernel, that line names the reference's kernel.
+        let text = GOOD.replace(
+            "    contract: add",
+            "    reference_kernel: vector_add\n    contract: add",
+        );
+        assert!(load_text(&text.replace("    kernel: vector_add", "    kernel: mine")).is_ok());
+        let e = load_text(&text.replace("reference_kernel: vector_add", "reference_kernel: va"))
+            .unwrap_err();
+        assert!(
+            e.contains("kernel `va`") && e.contains("r.yaml:16:23"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn non_finite_and_overflowing_numbers_are_refused_at_their_line() {
+        for (from, to, want, line) in [
+            ("points: 10", "points: .nan", "points must be a number", 17),
+            ("points: 10", "points: 1e308", "points must be a number", 17),
+            ("points: 10", "points: -.inf", "negative", 17),
+            (
+                "uniform: [-1, 1]",
+                "uniform: [-1e308, 1e308]",
+                "outside what a `f32`",
+                6,
+            ),
+            (
+                "uniform: [-1, 1]",
+                "uniform: [-1, .inf]",
+                "not a finite number",
+                6,
+            ),
+            ("uniform: [-1, 1]", "uniform: [1, -1]", "is empty", 6),
+            (
+                "uniform: [-1, 1]",
+                "normal: [0, 1e300]",
+                "standard deviation",
+                6,
+            ),
+            (
+                "dir: out, len: n }",
+                "dir: out, len: n, init: .nan }",
+                "init: .nan",
+                7,
+            ),
+            (
+                "gen: { uniform: [-1, 1] }",
+                "gen: { uniform: [-1, 1] }, specials: { values: [], fraction: 0.5 }",
+                "at least one value",
+                6,
+            ),
+        ] {
+            let text = GOOD.replace(from, to);
+            assert_ne!(text, GOOD, "{from}");
+            let e = load_text(&text).unwrap_err();
+            assert!(e.contains(want), "{to}: {e}");
+            assert!(e.contains(&format!("--> r.yaml:{line}:")), "{to}: {e}");
+        }
+        // Data may be special on purpose: values and specials take .inf and .nan, init -.inf.
+        let text = GOOD
+            .replace(
+                "gen: { uniform: [-1, 1] }",
+                "gen: { values: [.inf, .nan, 1] }, specials: { values: [.nan], fraction: 0.1 }",
+            )
+            .replace("dir: out, len: n }", "dir: out, len: n, init: -.inf }");
+        load_text(&text).unwrap();
+        let text = GOOD.replace("n: 1000 }", "n: 9223372036854775807 }");
+        let e = load_text(&text).unwrap_err();
+        assert!(e.contains("too large") && e.contains("r.yaml:12:33"), "{e}");
+        let text = GOOD.replace("contracts:", "trials: 100000\ncontracts:");
+        assert!(
+            load_text(&text)
+                .unwrap_err()
+                .contains("trials must be between 2 and 1000")
+        );
     }
 
     #[test]

@@ -105,6 +105,10 @@ pub struct Timeouts {
     /// NVRTC compile of the submission, seconds.
     #[serde(default = "t_compile")]
     pub compile_s: f64,
+    /// Importing a Numba submission's `.py` files (the student's code at module level runs
+    /// then), seconds: one budget for the whole import, whatever the number of kernels.
+    #[serde(default = "t_import")]
+    pub import_s: f64,
     /// One kernel launch (correctness), seconds: the most any launch may take.
     #[serde(default = "t_launch")]
     pub launch_s: f64,
@@ -125,6 +129,9 @@ fn t_compile() -> f64 {
     60.0
 }
 fn t_launch() -> f64 {
+    10.0
+}
+fn t_import() -> f64 {
     10.0
 }
 fn t_worker() -> f64 {
@@ -200,6 +207,7 @@ impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
             compile_s: t_compile(),
+            import_s: t_import(),
             launch_s: t_launch(),
             launch_min_s: t_launch_min(),
             launch_factor: t_launch_factor(),
@@ -221,6 +229,12 @@ pub struct Contract {
     /// Default tolerance for every output buffer of this contract.
     #[serde(default)]
     pub tolerance: Tolerance,
+    /// The arithmetic precision the lab asks for (default `fp32`): tolerance expressions read
+    /// its unit roundoff as `u`. A lab that teaches half precision or tensor cores declares
+    /// `fp16`, `bf16` or `tf32` on purpose; everywhere else a kernel that computes in less
+    /// than float fails as "less precise than float accumulation allows".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<crate::check::precision::Precision>,
 }
 
 /// Element types a parameter may have. Pointers are written with a trailing `*`.
@@ -351,8 +365,9 @@ pub struct Specials {
 }
 
 /// When two values are equal enough. All given criteria are combined with OR: a value passes
-/// if it is exact, or within `abs + rel*|expected|`, or within `ulp` units in the last place.
-/// `abs` and `rel` are expressions so they may scale with the problem size (reductions).
+/// if it is exact, or within `abs + rel*|expected| + sum*S` (S: the element's sum of
+/// absolute terms, see [`Tolerance::sum`]), or within `ulp` units in the last place.
+/// `abs`, `rel` and `sum` are expressions so they may scale with the problem size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Tolerance {
@@ -360,6 +375,13 @@ pub struct Tolerance {
     pub abs: Option<Expr>,
     #[serde(default)]
     pub rel: Option<Expr>,
+    /// Per element, this times the element's sum of absolute terms S (Σ|a·b| of a dot product):
+    /// the reference kernel's output on the absolute values of the inputs. For contracts whose
+    /// outputs are sums of products of inputs (matrix products, convolutions, reductions),
+    /// e.g. `2.5 * sqrt(K) * (u + eps)`: a K-term sum's rounding error in the lab's precision
+    /// plus the float reference's own (docs/rubric.md, "Tolerances from an error model").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum: Option<Expr>,
     #[serde(default)]
     pub ulp: Option<u64>,
     /// Bit-exact (the default for integer buffers).
@@ -429,6 +451,10 @@ pub struct Milestone {
     /// Extra hint shown when this milestone's correctness fails.
     #[serde(default)]
     pub hint: Option<String>,
+    /// Overrides the contract's `precision` for this milestone (e.g. a tensor-core milestone
+    /// of a float lab declares `tf32`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<crate::check::precision::Precision>,
 }
 
 impl Milestone {

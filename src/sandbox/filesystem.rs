@@ -61,6 +61,35 @@ fn library_roots() -> Vec<PathBuf> {
     roots
 }
 
+/// What the worker may read (and run, where Landlock says so) besides `/proc`, `/sys`, `/dev`
+/// and its temp dir: the library dirs, the policy's extra paths, the executable and the loader
+/// cache. These are what the mount view shows; a path refused for Landlock (it would expose a
+/// protected path) is left out of it too, with the warning.
+pub(super) fn read_roots(policy: &Policy, warnings: &mut Vec<String>) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = library_roots();
+    roots.extend(policy.extra_read.iter().cloned());
+    if let Ok(exe) = std::env::current_exe() {
+        roots.push(exe);
+    }
+    roots.push("/etc/ld.so.cache".into());
+    roots
+        .into_iter()
+        .filter(|p| {
+            let grant = Grant {
+                path: p.clone(),
+                access: read_only(),
+            };
+            match refusal(&grant, &policy.protected) {
+                Some(why) => {
+                    warnings.push(format!("not shown: {why}"));
+                    false
+                }
+                None => true,
+            }
+        })
+        .collect()
+}
+
 /// Every rule the policy asks for, before existence and protection checks.
 pub(super) fn grants(policy: &Policy) -> Vec<Grant> {
     let mut g: Vec<Grant> = library_roots()

@@ -1,53 +1,73 @@
-//! Namespaces and capabilities: a fresh user + network namespace (no network at all), then
-//! every capability dropped, so that being root inside the namespace buys nothing.
+//! Namespaces and capabilities. A worker lives in a PID namespace of its own (its first
+//! process's death ends every process in it), a network namespace with no interface up (no
+//! socket reaches the host, the grader or beyond) and an IPC namespace (no System V shared
+//! memory or message queue shared with anything). A grader running as root creates them
+//! directly; one that is not root creates them inside a user namespace that maps only its own
+//! uid. Then every capability is dropped, so that being root inside buys nothing.
 
 use super::{Layer, layer};
 use std::io;
 
-/// Enter a new user and network namespace, keeping our own uid/gid mapped.
-///
-/// The new network namespace has only a loopback interface, and it is down: no socket can
-/// reach the host, the grader, or anything beyond.
-pub(super) fn enter(threads: usize) -> Layer {
-    if threads > 1 {
-        return Layer::degraded(
-            layer::NAMESPACES,
-            format!(
-                "the process already runs {threads} threads and unshare(CLONE_NEWUSER) needs a \
-                 single-threaded caller; call sandbox::apply before starting any thread"
-            ),
-        );
+/// How the worker's namespaces were made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// By root, without a user namespace: the worker drops to its own uid afterwards.
+    Rootful,
+    /// Inside a new user namespace that maps the caller's uid only.
+    Userns,
+    /// None could be made.
+    Off,
+}
+
+const OUTER: libc::c_int = libc::CLONE_NEWPID | libc::CLONE_NEWNET | libc::CLONE_NEWIPC;
+
+/// Enter the PID, network and IPC namespaces as root (needs CAP_SYS_ADMIN, which a default
+/// Docker container does not grant).
+pub(super) fn enter_rootful() -> io::Result<()> {
+    // SAFETY: unshare with flag arguments only.
+    if unsafe { libc::unshare(OUTER) } != 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(())
+}
+
+/// Enter a new user namespace, keeping our own uid/gid mapped, with the PID, network and IPC
+/// namespaces inside it.
+pub(super) fn enter_userns() -> io::Result<()> {
     // Before unshare: afterwards, until the maps are written, these read as the overflow id.
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     // SAFETY: unshare with flag arguments only.
-    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
-        let e = io::Error::last_os_error();
-        return Layer::degraded(
-            layer::NAMESPACES,
-            format!(
-                "unshare(user+net) failed: {e}; the worker keeps the host network. Allow \
-                 unprivileged user namespaces (sysctl user.max_user_namespaces > 0, \
-                 kernel.unprivileged_userns_clone=1, or on Ubuntu \
-                 kernel.apparmor_restrict_unprivileged_userns=0)"
-            ),
-        );
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | OUTER) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     // setgroups must be denied before an unprivileged process may write gid_map.
-    let maps = write_proc("/proc/self/setgroups", "deny")
+    write_proc("/proc/self/setgroups", "deny")
         .and_then(|()| write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1")))
-        .and_then(|()| write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1")));
-    match maps {
-        Ok(()) => Layer::active(
+        .and_then(|()| write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1")))
+}
+
+/// The layer's line for what was entered.
+pub(super) fn report(mode: Mode, why_not: &[String]) -> Layer {
+    match mode {
+        Mode::Rootful => Layer::active(
             layer::NAMESPACES,
-            "user+net: no network interface is up, host sockets unreachable",
+            "pid+net+ipc: the worker's processes end with it; no network interface is up",
         ),
-        // The namespaces exist (the network is already cut), but files owned by us now look
-        // owned by the overflow id; say so rather than pretend all went well.
-        Err(e) => Layer::degraded(
+        Mode::Userns => Layer::active(
             layer::NAMESPACES,
-            format!("network cut, but writing the uid/gid map failed: {e}"),
+            "user+pid+net+ipc: the worker's processes end with it; no network interface is up",
+        ),
+        Mode::Off => Layer::degraded(
+            layer::NAMESPACES,
+            format!(
+                "{}; the worker keeps the host network and its processes are ended one by one. \
+                 Allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0, \
+                 kernel.unprivileged_userns_clone=1, or on Ubuntu \
+                 kernel.apparmor_restrict_unprivileged_userns=0), or run as root with \
+                 CAP_SYS_ADMIN",
+                why_not.join("; ")
+            ),
         ),
     }
 }
@@ -61,7 +81,7 @@ fn write_proc(path: &str, content: &str) -> io::Result<()> {
 /// After unshare the process holds all capabilities inside its user namespace; an uid-0
 /// grader holds them for real. The bounding set matters most: with it empty, even an
 /// execve as uid 0 cannot regain anything.
-pub(super) fn drop_capabilities(threads: usize) -> Layer {
+pub(super) fn drop_bounding_set() {
     let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
@@ -84,7 +104,11 @@ pub(super) fn drop_capabilities(threads: usize) -> Layer {
             0,
         );
     }
+}
 
+/// Empty the remaining capability sets and check the result (after [`drop_bounding_set`] and
+/// any change of uid, which needs CAP_SETUID).
+pub(super) fn drop_capabilities(threads: usize) -> Layer {
     #[repr(C)]
     struct CapHeader {
         version: u32,

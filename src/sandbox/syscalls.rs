@@ -8,7 +8,7 @@
 //!
 //! Several filters are stacked; the kernel applies the strictest verdict of all of them.
 
-use super::{Layer, layer};
+use super::{Layer, Policy, layer};
 use seccompiler::{
     BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
     SeccompFilter, SeccompRule, TargetArch, sock_filter,
@@ -68,6 +68,49 @@ fn denied() -> Vec<(i64, &'static str)> {
     v
 }
 
+/// Calls that change a file's mode, owner, times or extended attributes. Landlock does not
+/// govern them, and a worker has no use for them (NVRTC, Numba, the loader and the emulator
+/// make none: checked with strace); without this rule a worker that could see a host file it
+/// owns (a grader running as root sees root's) could make it setuid. `setsid` keeps every
+/// process of a worker in the worker's session (one scheduler autogroup: a fork bomb shares
+/// the CPU time of one worker), and `memfd_secret` makes memory no limit counts.
+fn metadata() -> Vec<(i64, &'static str)> {
+    let mut v = vec![
+        (libc::SYS_fchmod, "fchmod"),
+        (libc::SYS_fchmodat, "fchmodat"),
+        (SYS_FCHMODAT2, "fchmodat2"),
+        (libc::SYS_fchown, "fchown"),
+        (libc::SYS_fchownat, "fchownat"),
+        (libc::SYS_utimensat, "utimensat"),
+        (libc::SYS_setxattr, "setxattr"),
+        (libc::SYS_lsetxattr, "lsetxattr"),
+        (libc::SYS_fsetxattr, "fsetxattr"),
+        (libc::SYS_removexattr, "removexattr"),
+        (libc::SYS_lremovexattr, "lremovexattr"),
+        (libc::SYS_fremovexattr, "fremovexattr"),
+        (SYS_SETXATTRAT, "setxattrat"),
+        (SYS_REMOVEXATTRAT, "removexattrat"),
+        (libc::SYS_setsid, "setsid"),
+        (SYS_MEMFD_SECRET, "memfd_secret"),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        (libc::SYS_chmod, "chmod"),
+        (libc::SYS_chown, "chown"),
+        (libc::SYS_lchown, "lchown"),
+        (libc::SYS_utime, "utime"),
+        (libc::SYS_utimes, "utimes"),
+        (libc::SYS_futimesat, "futimesat"),
+    ]);
+    v
+}
+
+/// Newer calls, numbered alike on every architecture (the libc crate may not name them).
+const SYS_FCHMODAT2: i64 = 452;
+const SYS_SETXATTRAT: i64 = 463;
+const SYS_REMOVEXATTRAT: i64 = 466;
+const SYS_MEMFD_SECRET: i64 = 447;
+
 /// Calls with no innocent use in a worker at all: kill the process on sight.
 fn fatal() -> Vec<(i64, &'static str)> {
     let mut v = vec![
@@ -100,9 +143,15 @@ fn target_arch() -> Result<TargetArch, String> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())
 }
 
-fn deny_filter(arch: TargetArch) -> Result<BpfProgram, BackendError> {
+fn deny_filter(arch: TargetArch, policy: &Policy) -> Result<BpfProgram, BackendError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = denied()
         .into_iter()
+        .chain(if policy.keep_ipc { vec![] } else { metadata() })
+        .chain(if policy.gpu || policy.keep_ipc {
+            vec![]
+        } else {
+            vec![(libc::SYS_memfd_create, "memfd_create")]
+        })
         .map(|(nr, _)| (nr, Vec::new()))
         .collect();
     // clone with a namespace flag would undo the namespace layer. The flags are clone's
@@ -157,6 +206,36 @@ fn fatal_filter(arch: TargetArch) -> Result<BpfProgram, BackendError> {
     .try_into()
 }
 
+/// Sockets: a compile or emulator worker needs none (socketpair stays: the standard library
+/// spawns processes with one); a GPU worker only `AF_UNIX` (the driver looks for an MPS
+/// server's socket, which the mount view does not show). EAFNOSUPPORT, what a kernel without
+/// the family says. Nothing for the process Nsight Compute profiles: its injection talks to
+/// `ncu` over TCP.
+fn socket_filter(arch: TargetArch, policy: &Policy) -> Result<Option<BpfProgram>, BackendError> {
+    if policy.keep_ipc {
+        return Ok(None);
+    }
+    let rule = if policy.gpu {
+        vec![SeccompRule::new(vec![SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )?])?]
+    } else {
+        Vec::new()
+    };
+    let rules = BTreeMap::from([(libc::SYS_socket, rule)]);
+    let f: BpfProgram = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EAFNOSUPPORT as u32),
+        arch,
+    )?
+    .try_into()?;
+    Ok(Some(f))
+}
+
 /// clone3 passes its flags in memory, where seccomp cannot look; ENOSYS makes glibc fall back
 /// to clone, whose flags the deny filter checks.
 fn clone3_filter(arch: TargetArch) -> Result<BpfProgram, BackendError> {
@@ -200,7 +279,7 @@ fn x32_filter() -> BpfProgram {
 }
 
 /// Install all filters on every thread of the process (TSYNC).
-pub(super) fn install() -> Layer {
+pub(super) fn install(policy: &Policy) -> Layer {
     let arch = match target_arch() {
         Ok(a) => a,
         Err(e) => {
@@ -213,10 +292,11 @@ pub(super) fn install() -> Layer {
     let programs = (|| -> Result<Vec<BpfProgram>, BackendError> {
         #[allow(unused_mut)]
         let mut p = vec![
-            deny_filter(arch)?,
+            deny_filter(arch, policy)?,
             fatal_filter(arch)?,
             clone3_filter(arch)?,
         ];
+        p.extend(socket_filter(arch, policy)?);
         #[cfg(target_arch = "x86_64")]
         p.push(x32_filter());
         Ok(p)
@@ -238,19 +318,40 @@ pub(super) fn install() -> Layer {
             );
         }
     }
+    let sockets = if policy.keep_ipc {
+        "sockets left to Nsight Compute"
+    } else if policy.gpu {
+        "no socket but AF_UNIX"
+    } else {
+        "no sockets"
+    };
+    let meta = if policy.keep_ipc {
+        ""
+    } else {
+        ", no chmod/chown/utime/xattr or setsid"
+    };
     Layer::active(
         layer::SECCOMP,
         format!(
-            "{} calls denied, {} fatal, no namespace clones",
+            "{} calls denied, {} fatal, no namespace clones, {sockets}{meta}{}",
             denied().len(),
-            fatal().len()
+            fatal().len(),
+            if policy.gpu || policy.keep_ipc {
+                ""
+            } else {
+                ", no memfd"
+            }
         ),
     )
 }
 
 /// Names of the denied calls, for the docs and `doctor`.
 pub fn denied_names() -> Vec<&'static str> {
-    denied().into_iter().map(|(_, n)| n).collect()
+    denied()
+        .into_iter()
+        .chain(metadata())
+        .map(|(_, n)| n)
+        .collect()
 }
 
 #[cfg(test)]
@@ -260,7 +361,9 @@ mod tests {
     #[test]
     fn filters_compile_for_this_arch() {
         let arch = target_arch().unwrap();
-        assert!(!deny_filter(arch).unwrap().is_empty());
+        let p = Policy::default();
+        assert!(!deny_filter(arch, &p).unwrap().is_empty());
+        assert!(socket_filter(arch, &p).unwrap().is_some());
         assert!(!fatal_filter(arch).unwrap().is_empty());
         assert!(!clone3_filter(arch).unwrap().is_empty());
     }

@@ -2,6 +2,7 @@
 //! from the submission's `cugrade.yaml`, empty kernels reported as "not implemented yet",
 //! `--watch` to grade again on every save) and `cugrade init` for a lab's starter.
 
+mod numba_starter;
 pub mod starter;
 mod watch;
 
@@ -33,8 +34,8 @@ pub struct CheckOptions {
 }
 
 /// The rubric to grade against, and the temp folder of a built-in lab, kept while grading.
-struct Rubric {
-    loaded: LoadedRubric,
+pub(crate) struct Rubric {
+    pub(crate) loaded: LoadedRubric,
     path: PathBuf,
     _lab: Option<labs::Materialized>,
 }
@@ -49,7 +50,7 @@ fn load_submission(path: &Path) -> Result<Submission, CliError> {
 }
 
 /// `--rubric FILE`, else what `cugrade.yaml` names.
-fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubric, CliError> {
+pub(crate) fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubric, CliError> {
     if let Some(p) = given {
         return Ok(Rubric {
             loaded: rubric::load(p)?,
@@ -76,7 +77,7 @@ fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubric, CliErro
     let dir = manifest.parent().unwrap_or(Path::new("."));
     match labs::resolve_manifest_rubric(value, dir) {
         Ok(RubricSource::File(p)) => Ok(Rubric {
-            loaded: rubric::load(&p)?,
+            loaded: rubric::load_within(&p, Some(dir))?,
             path: p,
             _lab: None,
         }),
@@ -162,9 +163,9 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         o.markdown.as_deref(),
     )?;
     if let Some(p) = &o.gradescope {
-        std::fs::write(p, crate::report::gradescope::to_string(&result)).map_err(|e| {
-            CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
-        })?;
+        crate::report::atomic::write(p, crate::report::gradescope::to_string(&result)).map_err(
+            |e| CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display()))),
+        )?;
     }
     let dir = if o.submission.is_dir() {
         Some(o.submission.as_path())
@@ -178,6 +179,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
         let text = crate::profile::section(&result, r, &sub, &kept, &opts);
+        let text = crate::report::output::fit(&text);
         // stdout holds exactly result.json under --format json.
         if o.format == Format::Json {
             eprint!("{text}");
@@ -214,11 +216,24 @@ pub fn watch(o: &CheckOptions) -> Result<i32, CliError> {
     })
 }
 
-/// `cugrade init LAB [DIR]` and `cugrade init --list`.
-pub fn init(lab: Option<&str>, dir: Option<PathBuf>, list: bool) -> Result<i32, CliError> {
+/// `cugrade init LAB [DIR] [--lang numba]` and `cugrade init --list`.
+pub fn init(
+    lab: Option<&str>,
+    dir: Option<PathBuf>,
+    list: bool,
+    lang: starter::StarterLang,
+) -> Result<i32, CliError> {
     if list {
+        println!("{:<12} {:<12} about", "lab", "--lang");
         for l in labs::LABS {
-            println!("{:<12} {}", l.name, l.heading().replace('`', ""));
+            let langs: Vec<&str> = starter::languages(l).iter().map(|x| x.as_str()).collect();
+            let about = l.heading().replace('`', "");
+            println!(
+                "{:<12} {:<12} {}",
+                l.name,
+                langs.join(", "),
+                about.strip_prefix("Lab: ").unwrap_or(&about)
+            );
         }
         return Ok(exit::OK);
     }
@@ -230,9 +245,13 @@ pub fn init(lab: Option<&str>, dir: Option<PathBuf>, list: bool) -> Result<i32, 
         ))
     })?;
     let dir = dir.unwrap_or_else(|| PathBuf::from(lab.name));
-    let files = starter::init(lab, &dir).map_err(CliError::Usage)?;
+    let files = starter::init(lab, &dir, lang).map_err(CliError::Usage)?;
     println!(
-        "wrote a starter for the {} lab in {}:",
+        "wrote a {} starter for the {} lab in {}:",
+        match lang {
+            starter::StarterLang::Cuda => "CUDA C++",
+            starter::StarterLang::Numba => "Numba",
+        },
         lab.name,
         dir.display()
     );

@@ -15,19 +15,67 @@ use std::path::Path;
 /// The check name every "not implemented yet" milestone carries.
 pub const NOT_IMPLEMENTED: &str = "implemented";
 
-/// Write a starter for `lab` into `dir` (created if missing; a folder that already has files,
-/// such as a fresh clone of the student's repository, is fine as long as none of the starter's
-/// files is there). Returns the files written, relative to `dir`.
-pub fn init(lab: &Lab, dir: &Path) -> Result<Vec<String>, String> {
+/// The language a starter's kernels are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StarterLang {
+    /// CUDA C++ (`LAB.cu`).
+    Cuda,
+    /// Numba `@cuda.jit` kernels in Python (`LAB.py`, with `_` for `-`).
+    Numba,
+}
+
+impl StarterLang {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StarterLang::Cuda => "cuda",
+            StarterLang::Numba => "numba",
+        }
+    }
+}
+
+/// The languages a lab has starters for: CUDA C++ always, Numba where its backend can grade
+/// the lab's rubric.
+pub fn languages(lab: &Lab) -> Vec<StarterLang> {
+    let numba = lab
+        .materialize()
+        .ok()
+        .and_then(|m| rubric::load(&m.rubric_path).ok())
+        .is_some_and(|r| super::numba_starter::can_grade(&r));
+    let mut v = vec![StarterLang::Cuda];
+    if numba {
+        v.push(StarterLang::Numba);
+    }
+    v
+}
+
+/// Write a starter for `lab` in `lang` into `dir` (created if missing; a folder that already
+/// has files, such as a fresh clone of the student's repository, is fine as long as none of
+/// the starter's files is there). Returns the files written, relative to `dir`.
+pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, String> {
     let m = lab
         .materialize()
         .map_err(|e| format!("cannot unpack the lab: {e}"))?;
     let r = rubric::load(&m.rubric_path).map_err(|e| e.to_string())?;
-    let source_name = format!("{}.cu", lab.name);
+    let (source_name, source) = match lang {
+        StarterLang::Cuda => (format!("{}.cu", lab.name), kernel_source(lab, &r)),
+        StarterLang::Numba => {
+            if !super::numba_starter::can_grade(&r) {
+                return Err(format!(
+                    "the {} lab has no Numba starter: its rubric does not accept Numba kernels \
+                     (`cugrade init --list` says which languages each lab has)",
+                    lab.name
+                ));
+            }
+            (
+                super::numba_starter::file_name(lab),
+                super::numba_starter::kernel_source(lab, &r),
+            )
+        }
+    };
     let files = [
-        (source_name.clone(), kernel_source(lab, &r)),
+        (source_name.clone(), source),
         ("cugrade.yaml".to_string(), manifest(lab)),
-        ("README.md".to_string(), readme(&r, &source_name)),
+        ("README.md".to_string(), readme(&r, &source_name, lang)),
         ("lab.md".to_string(), lab.doc.to_string()),
         (".gitignore".to_string(), "cugrade-out/\n".to_string()),
     ];
@@ -117,7 +165,7 @@ fn symbols(r: &LoadedRubric, kernels: &[(&str, &str)]) -> Vec<String> {
 
 /// Comment lines for a block of prose, wrapped to fit 80 columns; paragraphs are kept apart
 /// by an empty comment line.
-fn comment(text: &str, prefix: &str) -> String {
+pub(super) fn comment(text: &str, prefix: &str) -> String {
     let mut paragraphs = Vec::new();
     for para in text.split("\n\n") {
         let mut lines: Vec<String> = Vec::new();
@@ -158,7 +206,7 @@ fn wrapped_signature(kernel: &str, contract: &Contract) -> String {
 }
 
 /// The milestones' kernels in milestone order, each once, with their contract names.
-fn kernels(r: &LoadedRubric) -> Vec<(&str, &str)> {
+pub(super) fn kernels(r: &LoadedRubric) -> Vec<(&str, &str)> {
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for m in &r.rubric.milestones {
         if !seen.iter().any(|(k, _)| *k == m.kernel) {
@@ -210,12 +258,24 @@ fn manifest(lab: &Lab) -> String {
     )
 }
 
-fn readme(r: &LoadedRubric, source: &str) -> String {
+fn readme(r: &LoadedRubric, source: &str, lang: StarterLang) -> String {
+    let first_use = match lang {
+        StarterLang::Cuda => {
+            "The first `cugrade check` that compiles a kernel downloads NVIDIA's CUDA C++\n\
+             compiler (NVRTC, ~90 MB, from PyPI) into cugrade's cache, once."
+        }
+        StarterLang::Numba => {
+            "The kernels are Numba `@cuda.jit` functions. The first `cugrade check` that\n\
+             compiles one downloads NVRTC and Numba's CUDA toolchain (~700 MB, from PyPI,\n\
+             with Python 3.10+) into cugrade's cache, once."
+        }
+    };
     let mut s = format!(
         "# {}\n\nWrite the kernels in `{source}`, then grade them from this folder:\n\n\
          ```sh\ncugrade check\n```\n\n\
          No GPU? cugrade then runs your kernels on its PTX emulator: correctness is graded,\n\
-         speed is not measured. `cugrade check --watch` grades again each time you save.\n\n\
+         speed is not measured. `cugrade check --watch` grades again each time you save.\n\
+         {first_use}\n\n\
          | milestone | kernel | points |\n| --- | --- | --- |\n",
         r.rubric.title.replace('\n', " ")
     );
@@ -323,14 +383,34 @@ fn definitions(src: &str, kernel: &str) -> Vec<(usize, bool)> {
     out
 }
 
-/// Kernels of the rubric whose every definition in the submission has an empty body, with
-/// the `file:line` of the (first) definition. PTX is never taken for a stub.
+/// Kernels of the rubric whose every definition in the submission has an empty body (in CUDA
+/// C++ or Numba), with the `file:line` of the (first) definition. PTX is never taken for a
+/// stub.
 pub fn stubs(sub: &Submission, r: &LoadedRubric) -> BTreeMap<String, String> {
+    // Files in a language the rubric refuses are not its kernels: grading says so instead.
+    let accepts = |l: crate::rubric::schema::Language| {
+        r.rubric.languages.as_ref().is_none_or(|v| v.contains(&l))
+    };
+    let cuda: &[crate::compile::SourceFile] = if accepts(crate::rubric::schema::Language::Cuda) {
+        &sub.sources
+    } else {
+        &[]
+    };
+    let python: &[crate::compile::SourceFile] = if accepts(crate::rubric::schema::Language::Numba) {
+        &sub.python
+    } else {
+        &[]
+    };
     let mut out = BTreeMap::new();
     for m in &r.rubric.milestones {
         let mut defs = Vec::new();
-        for f in sub.sources.iter().chain(&sub.headers) {
+        for f in cuda.iter().chain(&sub.headers) {
             for (line, empty) in definitions(&f.text, &m.kernel) {
+                defs.push((format!("{}:{line}", f.name), empty));
+            }
+        }
+        for f in python {
+            for (line, empty) in super::numba_starter::definitions(&f.text, &m.kernel) {
                 defs.push((format!("{}:{line}", f.name), empty));
             }
         }
@@ -392,12 +472,15 @@ pub fn untouched(
         assignment: rubric.rubric.assignment.clone(),
         student: sub.student.clone(),
         student_id: None,
+        id: String::new(),
+        entry: String::new(),
         backend: opts.backend.as_str().to_string(),
         seed: opts.seed,
         score: 0.0,
         max_score: rubric.max_score(),
         milestones,
         submission_sha256: sub.sha256.clone(),
+        rubric_sha256: String::new(),
         compile: None,
         run: crate::result::RunInfo {
             device: opts.device_name.clone(),
@@ -409,6 +492,7 @@ pub fn untouched(
         notes: vec![
             "nothing implemented yet: fill in a kernel and run `cugrade check` again".into(),
         ],
+        flags: vec![],
     }
 }
 
@@ -435,7 +519,7 @@ mod tests {
         for lab in crate::labs::LABS {
             let d = tempfile::tempdir().unwrap();
             let dir = d.path().join("s");
-            let files = init(lab, &dir).unwrap();
+            let files = init(lab, &dir, StarterLang::Cuda).unwrap();
             assert!(files.contains(&"cugrade.yaml".to_string()));
             let sub = crate::submission::load(&dir).unwrap();
             assert_eq!(sub.manifest.rubric.as_deref(), Some(lab.name));
@@ -455,7 +539,28 @@ mod tests {
                     assert!(line.chars().count() <= 80, "{}: {line}", lab.name);
                 }
             }
-            assert!(init(lab, &dir).unwrap_err().contains("already exists"));
+            assert!(
+                init(lab, &dir, StarterLang::Cuda)
+                    .unwrap_err()
+                    .contains("already exists")
+            );
+            // The Numba starter: its stubs are stubs too.
+            let py = d.path().join("py");
+            let files = init(lab, &py, StarterLang::Numba).unwrap();
+            assert!(files.iter().any(|f| f.ends_with(".py")), "{files:?}");
+            let sub = crate::submission::load(&py).unwrap();
+            assert!(sub.sources.is_empty() && sub.python.len() == 1);
+            let py_stubs = super::stubs(&sub, &r);
+            for ms in &r.rubric.milestones {
+                assert!(
+                    py_stubs
+                        .get(&ms.kernel)
+                        .is_some_and(|at| at.contains(".py:")),
+                    "{}: {}",
+                    lab.name,
+                    ms.kernel
+                );
+            }
         }
     }
 

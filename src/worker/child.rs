@@ -21,6 +21,8 @@ pub enum Role {
     Compile,
     /// Load, launch, time.
     Run,
+    /// Extract a student's archive: no backend, no toolchain.
+    Unpack,
 }
 
 /// Everything the worker is told on its command line (one JSON argument).
@@ -32,6 +34,10 @@ pub struct WorkerConfig {
     pub policy: sandbox::Policy,
     /// Largest request the worker accepts, in bytes of blobs.
     pub max_request_bytes: usize,
+    /// The folder to load NVRTC from when the system has none (the parent's cugrade cache:
+    /// the worker's `HOME` is its temp dir). The policy lets the worker read it.
+    #[serde(default)]
+    pub nvrtc_dir: Option<std::path::PathBuf>,
 }
 
 /// Entry point of `cugrade __worker CONFIG_JSON`. Returns the exit code.
@@ -53,13 +59,21 @@ pub fn main(config_json: &str) -> i32 {
         File::from_raw_fd(fd)
     };
     let mut out = BufWriter::new(proto);
+    if let Some(dir) = &config.nvrtc_dir {
+        crate::compile::nvrtc_lib::use_dir(dir.clone());
+    }
     let sandbox_report = sandbox::apply(&config.policy);
     let mut input = BufReader::new(std::io::stdin().lock());
 
     let mut backend: Option<Box<dyn Backend>> = None;
     let (mut device, mut arch) = (String::new(), String::new());
     if config.role == Role::Run {
-        match make_backend(config.backend, config.device) {
+        match make_backend(config.backend, config.device).and_then(|(mut b, a)| {
+            if config.backend == BackendKind::Cuda {
+                smoke_test(b.as_mut())?;
+            }
+            Ok((b, a))
+        }) {
             Ok((b, a)) => {
                 device = b.device_name();
                 arch = a;
@@ -126,6 +140,32 @@ pub fn main(config_json: &str) -> i32 {
     }
 }
 
+/// A GPU worker's first use of the driver inside its sandbox: JIT-load a module and copy a
+/// page to the device and back, so that a sandbox layer the driver cannot live with fails the
+/// worker's start (where the grader retries without the layers that may be at fault) rather
+/// than a student's launch.
+fn smoke_test(b: &mut dyn Backend) -> Result<(), String> {
+    const PTX: &str = ".version 7.0\n.target sm_50\n.address_size 64\n\
+                       .visible .entry cugrade_smoke()\n{\n\tret;\n}\n";
+    let fail = |what: &str, e: BackendError| format!("CUDA inside the sandbox: {what}: {e}");
+    b.load_module(PTX)
+        .map_err(|e| fail("loading a module", e))?;
+    let page: Vec<u8> = (0..4096u32).map(|i| i as u8).collect();
+    let a = b.alloc(page.len()).map_err(|e| fail("cuMemAlloc", e))?;
+    b.write(a, &page)
+        .map_err(|e| fail("copy to the device", e))?;
+    let back = b
+        .read(a, page.len())
+        .map_err(|e| fail("copy from the device", e))?;
+    b.free_all().map_err(|e| fail("cuMemFree", e))?;
+    if back != page {
+        return Err(
+            "CUDA inside the sandbox: a page copied to the device came back changed".into(),
+        );
+    }
+    Ok(())
+}
+
 pub(super) fn make_backend(
     kind: BackendKind,
     device: usize,
@@ -173,6 +213,14 @@ fn serve(
                 &headers,
                 &crate::compile::options(&arch, &include_dirs),
             );
+            if !c.ok && toolchain_suspect(&c.log) {
+                let mut roots = include_dirs.clone();
+                roots.extend(library_path());
+                let paths = sandbox::access::blocked(&roots);
+                if !paths.is_empty() {
+                    return (Response::Unreadable { paths }, vec![], false);
+                }
+            }
             let ptx = if c.ok {
                 vec![c.ptx.into_bytes()]
             } else {
@@ -192,9 +240,21 @@ fn serve(
             kernels,
             arch,
             toolchain,
+            import_s,
         } => {
             let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
-            let r = crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp);
+            let budget = Duration::from_secs_f64(import_s.clamp(0.1, 3600.0));
+            let r =
+                crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp, budget);
+            if r.is_err() {
+                // The toolchain failed: were we refused its files?
+                let mut roots = toolchain.read_dirs.clone();
+                roots.push(toolchain.site.clone());
+                let paths = sandbox::access::blocked(&roots);
+                if !paths.is_empty() {
+                    return (Response::Unreadable { paths }, vec![], false);
+                }
+            }
             let ptx: Vec<Vec<u8>> = match &r {
                 Ok(outcomes) => outcomes
                     .iter()
@@ -203,6 +263,17 @@ fn serve(
                 Err(_) => vec![],
             };
             (Response::NumbaCompiled(r), ptx, false)
+        }
+        Request::Assemble { arch, library } => {
+            let ptx = blobs
+                .first()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .unwrap_or_default();
+            let (ok, log) = match crate::compile::jitlink::assemble(&library, &ptx, &arch) {
+                Ok(log) => (true, log),
+                Err(e) => (false, e),
+            };
+            (Response::Compiled { ok, log }, vec![], false)
         }
         Request::Load => {
             let Some(b) = backend else {
@@ -313,7 +384,52 @@ fn serve(
             vec![],
             false,
         ),
+        Request::Unpack { kind, name: _ } => {
+            let bytes = blobs.first().map(Vec::as_slice).unwrap_or_default();
+            // A panic in an archive crate is this archive's problem, said as such.
+            let found =
+                std::panic::catch_unwind(|| crate::submission::archive::extract(kind, bytes))
+                    .unwrap_or_else(|_| Err("the archive crashed its reader".into()));
+            match found {
+                Ok(files) => {
+                    let (paths, data): (Vec<String>, Vec<Vec<u8>>) = files.into_iter().unzip();
+                    (Response::Unpacked(Ok(paths)), data, false)
+                }
+                Err(e) => (Response::Unpacked(Err(e)), vec![], false),
+            }
+        }
     }
+}
+
+/// Whether a failed NVRTC compile may have failed for want of a toolchain file (a header it
+/// could not open, NVRTC itself missing), rather than for the student's code alone.
+fn toolchain_suspect(log: &str) -> bool {
+    log.contains("cannot open source file")
+        || log.contains("could not open source file")
+        || log.contains("is not available in the worker")
+}
+
+/// Where NVRTC comes from: the folder of the `libnvrtc` this process loaded (from
+/// `/proc/self/maps`), else cugrade's own cache of it. Never every folder of `LD_LIBRARY_PATH`:
+/// those may hold anything (cargo's test runs put its build folder there), and a file of them
+/// the worker cannot read says nothing about NVRTC.
+fn library_path() -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_to_string("/proc/self/maps")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| {
+            std::path::Path::new(p)
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with("libnvrtc"))
+        })
+        .filter_map(|p| std::path::Path::new(p).parent().map(|d| d.to_path_buf()))
+        .collect();
+    dirs.dedup();
+    if dirs.is_empty() {
+        dirs.push(crate::compile::toolchain::cache_root().join("nvidia/cu13/lib"));
+    }
+    dirs
 }
 
 pub(super) type RunOk = (crate::backend::LaunchReport, Vec<Vec<u8>>);

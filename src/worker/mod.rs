@@ -4,9 +4,10 @@
 //! parent's side (deadlines, kills, output capture).
 
 pub mod child;
+pub mod interrupt;
 pub mod parent;
 pub mod profiled;
 pub mod protocol;
 
 pub use child::Role;
-pub use parent::{Captured, Worker, WorkerFailure, WorkerOptions};
+pub use parent::{Captured, Worker, WorkerFailure, WorkerOptions, end_all};

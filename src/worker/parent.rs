@@ -1,16 +1,23 @@
 //! The parent side: spawn a worker, talk to it with deadlines, and kill it when it overruns.
 //!
-//! Each worker is its own process group. A request that is not answered by its deadline ends
-//! the whole group: SIGTERM, a short grace, then SIGKILL, as nextest does. Everything the
-//! worker prints (device printf included) is drained from its stderr by a thread, and kept up
-//! to a cap so a flood cannot exhaust memory or stall the worker on a full pipe.
+//! Each worker is its own session (and so its own process group, and its own scheduler
+//! autogroup: a fork bomb in one worker shares one worker's CPU time). A request that is not
+//! answered by its deadline ends the worker: SIGTERM to its supervisor (which ends the worker
+//! and every process it started, see `sandbox::supervisor`), a short grace, then SIGKILL to
+//! the whole group and, when the grader is root, to every process of the worker's uid.
+//! Everything the worker prints (device printf included) is drained from its stderr by a
+//! thread, and kept up to a cap so a flood cannot exhaust memory or stall the worker on a full
+//! pipe. Every live worker is registered, so that an interrupted grader ends them all
+//! (`end_all`).
 
 use super::child::{Role, WorkerConfig};
 use super::protocol::{Request, Response, read_frame, write_frame};
 use crate::backend::BackendKind;
 use crate::sandbox;
+use std::collections::BTreeMap;
 use std::io::{BufReader, BufWriter, Read};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
@@ -80,6 +87,73 @@ pub struct Worker {
     pub ready: ReadyInfo,
     _temp: tempfile::TempDir,
     dead: bool,
+    /// The worker's own uid, when the grader is root (see `sandbox::identity`).
+    uid: Option<u32>,
+    /// The worker's cgroup, where the host lets cugrade make one (see `sandbox::cgroup`).
+    cgroup: Option<sandbox::cgroup::WorkerCgroup>,
+}
+
+/// A worker that runs now: its supervisor's pid, with its uid and temp dir.
+struct Live {
+    uid: Option<u32>,
+    temp: PathBuf,
+    cgroup: Option<PathBuf>,
+}
+
+static LIVE: Mutex<BTreeMap<u32, Live>> = Mutex::new(BTreeMap::new());
+
+/// Set by [`end_all`]: no worker starts after it.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Why GPU workers run in compat mode (without the private mount view and the uid of their
+/// own), once CUDA was seen not to start inside the full sandbox on this machine.
+static GPU_COMPAT: Mutex<Option<String>> = Mutex::new(None);
+
+fn live() -> std::sync::MutexGuard<'static, BTreeMap<u32, Live>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// End every live worker and remove its temp dir: what an interrupted grader does before it
+/// exits. Each supervisor gets SIGTERM (it ends its worker's processes), then every group gets
+/// SIGKILL, and every worker uid too.
+pub fn end_all() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+    let workers: Vec<(u32, Option<u32>, PathBuf, Option<PathBuf>)> = live()
+        .iter()
+        .map(|(pid, l)| (*pid, l.uid, l.temp.clone(), l.cgroup.clone()))
+        .collect();
+    for (pid, _, _, _) in &workers {
+        // SAFETY: signalling a child of ours.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGTERM) };
+    }
+    let deadline = std::time::Instant::now() + Duration::from_millis(1500);
+    while std::time::Instant::now() < deadline && workers.iter().any(|(pid, _, _, _)| running(*pid))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (pid, uid, temp, cgroup) in &workers {
+        // SAFETY: signalling a process group of ours.
+        unsafe { libc::kill(-(*pid as libc::pid_t), libc::SIGKILL) };
+        if let Some(uid) = uid {
+            sandbox::identity::kill_all_of(*uid);
+        }
+        if let Some(dir) = cgroup {
+            sandbox::cgroup::kill_dir(dir);
+        }
+        let _ = std::fs::remove_dir_all(temp);
+    }
+}
+
+/// Whether `pid` still runs (not ended, not a zombie).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !matches!(
+            s.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z") | Some("X") | None
+        ),
+        Err(_) => false,
+    }
 }
 
 /// What the worker said when it came up.
@@ -132,24 +206,64 @@ impl Worker {
     /// Start a worker and wait for its `Ready`. A worker that fails to start is `Err` with the
     /// reason and what it printed.
     pub fn spawn(opts: &WorkerOptions) -> Result<Worker, String> {
-        let temp = tempfile::Builder::new()
-            .prefix("cugrade-worker-")
-            .tempdir()
+        let gpu = opts.backend == BackendKind::Cuda && opts.role == Role::Run;
+        if !gpu {
+            return Worker::spawn_with(opts, None);
+        }
+        let compat = GPU_COMPAT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if compat.is_some() {
+            return Worker::spawn_with(opts, compat);
+        }
+        match Worker::spawn_with(opts, None) {
+            Ok(w) => Ok(w),
+            Err(full) => {
+                // CUDA may need something the private mount view or the worker's own uid
+                // takes away on this machine: try once without them, and keep that mode for
+                // the run if it works, saying so in every report.
+                let why = format!(
+                    "CUDA did not start inside the full sandbox on this machine ({}); GPU \
+                     workers run without their private mount view and uid",
+                    full.lines().next().unwrap_or_default()
+                );
+                match Worker::spawn_with(opts, Some(why.clone())) {
+                    Ok(w) => {
+                        eprintln!("cugrade: warning: {why}");
+                        *GPU_COMPAT.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+                        Ok(w)
+                    }
+                    Err(_) => Err(full),
+                }
+            }
+        }
+    }
+
+    fn spawn_with(opts: &WorkerOptions, compat: Option<String>) -> Result<Worker, String> {
+        if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("grading was interrupted".into());
+        }
+        let temp = sandbox::scratch::tempdir("worker-")
             .map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let mut policy = sandbox::Policy::worker(
             temp.path(),
             opts.backend == BackendKind::Cuda && opts.role == Role::Run,
         );
+        policy.compat = compat;
         policy.data_bytes = opts.data_limit_bytes;
         policy.cpu_seconds = opts.cpu_seconds;
         policy.protected = opts.protected.clone();
         policy.extra_read = opts.extra_read.clone();
+        // NVRTC from cugrade's cache (no system NVRTC): the compile worker loads it from there.
+        let nvrtc_dir = (opts.role == Role::Compile && crate::compile::nvrtc_lib::present())
+            .then(crate::compile::nvrtc_lib::loaded_dir)
+            .flatten();
+        policy.extra_read.extend(nvrtc_dir.clone());
         let config = WorkerConfig {
             role: opts.role,
             backend: opts.backend,
             device: opts.device,
             policy: policy.clone(),
             max_request_bytes: opts.max_request_bytes,
+            nvrtc_dir,
         };
         let exe = worker_exe()?;
         let mut cmd = Command::new(exe);
@@ -157,12 +271,50 @@ impl Worker {
             .arg(serde_json::to_string(&config).map_err(|e| e.to_string())?)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
         sandbox::prepare_command(&mut cmd, &policy);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        let (cgroup, mut cgroup_layer) = sandbox::cgroup::WorkerCgroup::create(&policy);
+        let entry = cgroup.as_ref().map(|c| c.entry());
+        // SAFETY: setsid and the cgroup entry (open, write, close) are async-signal-safe; the
+        // closure allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::setsid();
+                if let Some(e) = &entry {
+                    e.enter();
+                }
+                Ok(())
+            });
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(c) = &cgroup {
+                    c.kill();
+                }
+                return Err(format!("cannot start a worker: {e}"));
+            }
+        };
+        if let Some(c) = &cgroup
+            && c.holds(child.id()) == Some(false)
+        {
+            // The spawned process could not write itself into the cgroup (and stays where the
+            // grader is): say so rather than claim limits that do not hold.
+            cgroup_layer = sandbox::Layer::degraded(
+                sandbox::layer::CGROUP,
+                "the worker could not enter its cgroup; the rlimits, the PID namespace and the \
+                 scratch's size still hold",
+            );
+        }
+        let uid = sandbox::identity::is_root().then(|| sandbox::identity::worker_uid(child.id()));
+        live().insert(
+            child.id(),
+            Live {
+                uid,
+                temp: temp.path().to_path_buf(),
+                cgroup: cgroup.as_ref().map(|c| c.dir().to_path_buf()),
+            },
+        );
         let stdin = child.stdin.take().map(BufWriter::new);
         let stdout = child.stdout.take().ok_or("worker has no stdout")?;
         let stderr = child.stderr.take().ok_or("worker has no stderr")?;
@@ -192,6 +344,8 @@ impl Worker {
             ready: ReadyInfo::default(),
             _temp: temp,
             dead: false,
+            uid,
+            cgroup,
         };
         match w.receive(opts.startup_timeout) {
             Ok((
@@ -203,6 +357,8 @@ impl Worker {
                 },
                 _,
             )) => {
+                let mut sandbox = sandbox;
+                sandbox.push(cgroup_layer.line());
                 w.ready = ReadyInfo {
                     device,
                     arch,
@@ -273,6 +429,52 @@ impl Worker {
         }
     }
 
+    /// Confirm, from the host's side, a worker's report that it was refused toolchain files
+    /// (`Response::Unreadable`): the message naming what stops it, with the fix, when the
+    /// host's mode bits refuse the worker's uid; `None` when they do not (then the worker's
+    /// word is not enough to blame the machine). `roots`: the toolchain's paths it walked.
+    pub fn unreadable(
+        &self,
+        paths: &[sandbox::access::Blocked],
+        roots: &[std::path::PathBuf],
+    ) -> Option<String> {
+        // SAFETY: getuid and getgid cannot fail.
+        let (uid, gid) = match self.uid {
+            Some(uid) => (uid, sandbox::identity::worker_gid(uid, false)),
+            None => unsafe { (libc::getuid(), libc::getgid()) },
+        };
+        let who = sandbox::access::Reader {
+            uid,
+            gid,
+            view: self
+                .ready
+                .sandbox
+                .iter()
+                .any(|l| l.starts_with("mounts: active")),
+        };
+        let confirmed: Vec<(String, String)> = paths
+            .iter()
+            .filter(|b| {
+                roots
+                    .iter()
+                    .any(|r| b.path.starts_with(r) || r.starts_with(&b.path))
+            })
+            .filter_map(|b| {
+                let why = sandbox::access::explain(&b.path, who)?;
+                Some((why, fix_for(&b.path, roots, who)))
+            })
+            .collect();
+        let (why, fix) = confirmed.first()?;
+        let whose = if self.uid.is_some() {
+            "cugrade runs as root, so each worker runs as a uid of its own, which owns no file"
+        } else {
+            "workers run as cugrade's own uid"
+        };
+        Some(format!(
+            "the grading workers cannot read the toolchain: {why} ({whose}).\nfix: {fix}"
+        ))
+    }
+
     /// Everything the worker printed so far.
     pub fn output(&self) -> Captured {
         // Give the drain thread a moment to catch up with output written just before an answer.
@@ -295,30 +497,68 @@ impl Worker {
         }
     }
 
-    /// End the whole process group: SIGTERM, a short grace, SIGKILL.
+    /// End the worker and everything it started: its stdin closed and SIGTERM to its
+    /// supervisor, a short grace, then SIGKILL to the whole group and to the worker's uid.
     pub fn kill(&mut self) {
         if self.dead {
             return;
         }
         self.dead = true;
         self.stdin = None;
-        let pgid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGTERM);
-        for _ in 0..20 {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        for _ in 0..100 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(uid) = self.uid {
+            sandbox::identity::kill_all_of(uid);
+        }
+        if let Some(c) = &self.cgroup {
+            c.kill();
+        }
+        live().remove(&self.child.id());
     }
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// What to do about a toolchain path a worker may not read: open the toolchain's tree to all
+/// users, or, when a directory above it may not be entered (no mount view), that directory.
+fn fix_for(
+    path: &std::path::Path,
+    roots: &[std::path::PathBuf],
+    who: sandbox::access::Reader,
+) -> String {
+    let root = roots
+        .iter()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .cloned()
+        .unwrap_or_else(|| path.to_path_buf());
+    match sandbox::access::closed_above(path, who) {
+        Some((dir, _)) if !who.view => format!(
+            "`chmod o+x {}`, or keep the toolchain where every user may enter (for cugrade's \
+             own cache: set CUGRADE_NVRTC_CACHE to such a folder, e.g. /var/cache/cugrade-nvrtc)",
+            dir.display()
+        ),
+        _ if root.is_dir() => format!(
+            "`chmod -R a+rX {}` (every user must read the toolchain)",
+            root.display()
+        ),
+        _ => format!(
+            "`chmod a+rX {}` (every user must read the toolchain)",
+            root.display()
+        ),
     }
 }
 

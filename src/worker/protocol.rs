@@ -1,8 +1,14 @@
 //! The typed protocol between the grading parent and a worker process.
 //!
-//! A frame is `b"CGW1"`, a little-endian `u32` header length, a JSON header (one [`Request`]
-//! or [`Response`]), a `u32` blob count and, per blob, a `u64` length and the bytes. Blobs
-//! carry bulk data (sources, PTX, buffer contents) without JSON encoding.
+//! A frame is `b"CGW2"`, a little-endian `u32` header length, a MessagePack header (one
+//! [`Request`] or [`Response`], structs as maps), a `u32` blob count and, per blob, a `u64`
+//! length and the bytes. Blobs carry bulk data (sources, PTX, buffer contents) unencoded.
+//!
+//! MessagePack, not JSON: every value survives the trip. A float is its 4 or 8 IEEE bytes, so
+//! NaN (with its payload: cugrade's poison is a NaN), ±inf, -0.0 and subnormals come back as
+//! they were sent; integers keep all 64 bits. JSON has no NaN or infinity: serde_json writes
+//! them as `null`, and a timed launch that left NaN poison in its output broke the protocol
+//! instead of being named.
 //!
 //! The parent treats everything a worker sends as untrusted: [`read_frame`] bounds every size
 //! before allocating, and the parent checks each response's shape against its request.
@@ -13,8 +19,8 @@ use crate::compile::SourceFile;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
-const MAGIC: &[u8; 4] = b"CGW1";
-/// Largest JSON header either side accepts.
+const MAGIC: &[u8; 4] = b"CGW2";
+/// Largest header either side accepts.
 pub const MAX_HEADER: usize = 16 << 20;
 /// Most blobs in one frame.
 pub const MAX_BLOBS: usize = 64;
@@ -38,6 +44,16 @@ pub enum Request {
         kernels: Vec<crate::compile::numba::NumbaKernel>,
         arch: String,
         toolchain: crate::compile::toolchain::NumbaToolchain,
+        /// Seconds the student's modules may take to import (`timeouts.import_s`).
+        #[serde(default = "crate::compile::numba::default_import_s")]
+        import_s: f64,
+    },
+    /// Assemble the PTX in blob 0 for `arch` with the nvJitLink at `library`, for ptxas's
+    /// resource facts (`compile::jitlink`). Answer: `Compiled`, its log ptxas's verbose output
+    /// (or what failed).
+    Assemble {
+        arch: String,
+        library: std::path::PathBuf,
     },
     /// Load the PTX in blob 0 on the worker's backend. Answer: `Loaded`.
     Load,
@@ -60,6 +76,13 @@ pub enum Request {
     /// (`estimate::sample`). Blobs: the module's PTX, then every buffer's whole allocation.
     /// Answer: `Estimated`.
     Estimate(Box<crate::estimate::sample::EstimateSpec>),
+    /// Extract the source files of the archive in blob 0 (`submission::archive::extract`).
+    /// Answer: `Unpacked` + one blob per file kept, in order.
+    Unpack {
+        kind: crate::submission::archive::ArchiveKind,
+        /// The archive's file name, for messages.
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,6 +128,14 @@ pub enum Response {
     Timed(Box<crate::measure::session::TimingReport>),
     /// What an `Estimate` found, or why it could not.
     Estimated(Result<Box<crate::estimate::model::KernelProfile>, String>),
+    /// A compile failed, and the worker was refused some of the toolchain's files (which the
+    /// parent confirms from the host's side before it blames the machine).
+    Unreadable {
+        paths: Vec<crate::sandbox::access::Blocked>,
+    },
+    /// The paths of the files an `Unpack` kept (their bytes are the blobs), or why the
+    /// archive was refused.
+    Unpacked(Result<Vec<String>, String>),
     /// The worker could not serve the request (e.g. the backend failed to start).
     Failed {
         message: String,
@@ -113,7 +144,13 @@ pub enum Response {
 
 /// Write one frame.
 pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T, blobs: &[&[u8]]) -> io::Result<()> {
-    let header = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    let header = rmp_serde::to_vec_named(msg).map_err(io::Error::other)?;
+    if header.len() > MAX_HEADER {
+        return Err(bad(&format!(
+            "header of {} bytes exceeds the limit",
+            header.len()
+        )));
+    }
     w.write_all(MAGIC)?;
     w.write_all(&(header.len() as u32).to_le_bytes())?;
     w.write_all(&header)?;
@@ -147,7 +184,7 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(
     let mut header = vec![0u8; hlen];
     r.read_exact(&mut header)?;
     let msg: T =
-        serde_json::from_slice(&header).map_err(|e| bad(&format!("malformed header: {e}")))?;
+        rmp_serde::from_slice(&header).map_err(|e| bad(&format!("malformed header: {e}")))?;
     let n = read_u32(r)? as usize;
     if n > MAX_BLOBS {
         return Err(bad(&format!("{n} blobs exceed the limit")));
@@ -184,6 +221,7 @@ fn bad(msg: &str) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::LaunchDims;
 
     #[test]
     fn round_trip_with_blobs() {
@@ -196,6 +234,135 @@ mod tests {
         assert!(read_frame::<Request>(&mut &b""[..], 10).unwrap().is_none());
     }
 
+    /// Every value a message can hold comes back bit for bit: NaN (the poison pattern and a
+    /// quiet NaN with a sign), ±inf, -0.0, subnormals, the extremes of every integer type.
+    #[test]
+    fn every_value_survives_a_frame() {
+        use crate::backend::ParamValue as P;
+        use crate::measure::session::{GenPlan, Problem, TimingReport};
+        let poison = f32::from_bits(crate::inputs::POISON_F32);
+        let odd64 = [
+            f64::NAN,
+            -f64::NAN,
+            f64::from_bits(crate::inputs::POISON_F64),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -0.0,
+            f64::MIN_POSITIVE / 4.0,
+            5e-324,
+            f64::MAX,
+            f64::from(poison),
+        ];
+        let odd32 = [
+            poison,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            1e-45,
+            f32::MIN_POSITIVE / 2.0,
+        ];
+        let bits64 = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        // Parent to worker: scalar arguments and the timed section's input plan.
+        let mut args: Vec<Arg> = odd64.iter().map(|&x| Arg::Value(P::F64(x))).collect();
+        args.extend(odd32.iter().map(|&x| Arg::Value(P::F32(x))));
+        args.extend([
+            Arg::Value(P::U64(u64::MAX)),
+            Arg::Value(P::I64(i64::MIN)),
+            Arg::Value(P::I32(i32::MIN)),
+            Arg::Value(P::U32(u32::MAX)),
+            Arg::Value(P::Ptr(u64::MAX - 7)),
+        ]);
+        let req = Request::Run(RunSpec {
+            kernel: "k".into(),
+            dims: LaunchDims {
+                grid: [u32::MAX, 65535, 65535],
+                block: [1024, 1, 1],
+                shared_bytes: u32::MAX,
+            },
+            args: args.clone(),
+            buffers: vec![],
+            symbols: vec![],
+            deadline_ms: u64::MAX,
+        });
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &req, &[]).unwrap();
+        let (back, _): (Request, _) = read_frame(&mut buf.as_slice(), 0).unwrap().unwrap();
+        let Request::Run(spec) = back else {
+            panic!("{back:?}")
+        };
+        assert_eq!(spec.args.len(), args.len());
+        for (a, b) in args.iter().zip(&spec.args) {
+            let bytes = |x: &Arg| match x {
+                Arg::Value(v) => v.to_bytes(),
+                Arg::Buffer(i) => i.to_le_bytes().to_vec(),
+            };
+            assert_eq!(bytes(a), bytes(b), "{a:?} came back as {b:?}");
+        }
+        assert_eq!(spec.deadline_ms, u64::MAX);
+        let plan = GenPlan {
+            kind: 4,
+            a: f64::NEG_INFINITY,
+            b: f64::NAN,
+            values: odd64.to_vec(),
+            specials: odd64.to_vec(),
+            special_fraction: 5e-324,
+        };
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &plan, &[]).unwrap();
+        let (p, _): (GenPlan, _) = read_frame(&mut buf.as_slice(), 0).unwrap().unwrap();
+        assert_eq!(bits64(&p.values), bits64(&odd64));
+        assert_eq!(bits64(&p.specials), bits64(&odd64));
+        assert_eq!(
+            (p.a.to_bits(), p.b.to_bits()),
+            (plan.a.to_bits(), plan.b.to_bits())
+        );
+        // Worker to parent: a timed launch that found NaN poison where a value belongs.
+        for &got in &odd64 {
+            let report = TimingReport {
+                probe_ms: f64::INFINITY,
+                student_ms: odd64.to_vec(),
+                estimates: vec![f64::NAN, -0.0],
+                problem: Some(Problem::Wrong {
+                    launch: u32::MAX,
+                    buffer: "C".into(),
+                    mismatches: u64::MAX,
+                    index: u64::MAX - 1,
+                    got,
+                    expected: -got,
+                    chained: true,
+                    unwritten: u64::MAX,
+                    gross: 0,
+                    bound: f64::NAN,
+                }),
+                ..Default::default()
+            };
+            let mut buf = Vec::new();
+            write_frame(&mut buf, &Response::Timed(Box::new(report.clone())), &[]).unwrap();
+            let (r, _): (Response, _) = read_frame(&mut buf.as_slice(), 0).unwrap().unwrap();
+            let Response::Timed(r) = r else {
+                panic!("{r:?}")
+            };
+            assert_eq!(bits64(&r.student_ms), bits64(&odd64));
+            assert_eq!(r.probe_ms, f64::INFINITY);
+            let Some(Problem::Wrong {
+                got: g,
+                expected: e,
+                mismatches,
+                unwritten,
+                ..
+            }) = r.problem
+            else {
+                panic!("{:?}", r.problem)
+            };
+            assert_eq!(
+                (g.to_bits(), e.to_bits()),
+                (got.to_bits(), (-got).to_bits())
+            );
+            assert_eq!((mismatches, unwritten), (u64::MAX, u64::MAX));
+        }
+    }
+
     #[test]
     fn refuses_oversized_and_forged_frames() {
         let mut buf = Vec::new();
@@ -205,7 +372,7 @@ mod tests {
         // What a student's printf could produce never parses as a frame.
         let forged = b"{\"Ran\":{\"error\":null}}";
         assert!(read_frame::<Response>(&mut &forged[..], 10).is_err());
-        let mut huge = b"CGW1".to_vec();
+        let mut huge = MAGIC.to_vec();
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(
             read_frame::<Response>(&mut huge.as_slice(), 10)

@@ -7,7 +7,7 @@
 
 mod timer;
 
-pub use timer::pci_bus_id;
+pub use timer::{format_uuid, identify, pci_bus_id};
 
 use super::{
     Backend, BackendError, BackendKind, KernelInfo, LaunchDims, LaunchReport, ParamValue, Slot,
@@ -66,10 +66,9 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// Is NVRTC loadable?
+/// Is NVRTC loadable? (From the system, else from cugrade's cache: `compile::nvrtc_lib`.)
 pub fn nvrtc_present() -> bool {
-    // SAFETY: only tries to dlopen libnvrtc.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+    crate::compile::nvrtc_lib::present()
 }
 
 /// Number of usable GPUs, or why there are none.

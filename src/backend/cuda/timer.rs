@@ -13,6 +13,37 @@ pub fn pci_bus_id(ordinal: usize) -> Result<String, String> {
     bus_id(dev)
 }
 
+/// Device `ordinal` as result.json records it: model, UUID and PCI bus id (`None` where the
+/// driver does not say).
+pub fn identify(ordinal: usize) -> Result<crate::backend::GpuRecord, String> {
+    let (name, _) = super::device_arch(ordinal)?;
+    let dev = cu::device::get(ordinal as i32).map_err(|e| e.to_string())?;
+    let uuid = cu::device::get_uuid(dev).ok().map(|u| {
+        let b: Vec<u8> = u.bytes.iter().map(|&c| c as u8).collect();
+        format_uuid(&b)
+    });
+    Ok(crate::backend::GpuRecord {
+        index: ordinal,
+        name,
+        uuid,
+        pci_bus_id: bus_id(dev).ok(),
+    })
+}
+
+/// 16 bytes as `nvidia-smi` prints a GPU's UUID: `GPU-8-4-4-4-12` hex digits.
+pub fn format_uuid(b: &[u8]) -> String {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let cut = |a: usize, z: usize| hex.get(a..z).unwrap_or("");
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        cut(0, 8),
+        cut(8, 12),
+        cut(12, 16),
+        cut(16, 20),
+        cut(20, 32)
+    )
+}
+
 fn bus_id(dev: sys::CUdevice) -> Result<String, String> {
     let mut buf = [0 as std::ffi::c_char; 64];
     // SAFETY: buf holds 64 bytes; the driver writes a NUL-terminated string into it.

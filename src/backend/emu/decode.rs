@@ -157,10 +157,29 @@ pub enum VoteMode {
     Ballot,
 }
 
+/// Special registers whose value changes while a kernel runs (see `specials`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Special {
     Clock,
+    ClockHi,
     Clock64,
+    GlobalTimer,
+    GlobalTimerLo,
+    GlobalTimerHi,
+}
+
+impl Special {
+    pub fn parse(name: &str) -> Option<Special> {
+        Some(match name {
+            "%clock" => Special::Clock,
+            "%clock_hi" => Special::ClockHi,
+            "%clock64" => Special::Clock64,
+            "%globaltimer" => Special::GlobalTimer,
+            "%globaltimer_lo" => Special::GlobalTimerLo,
+            "%globaltimer_hi" => Special::GlobalTimerHi,
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,7 +331,6 @@ pub struct Kernel {
     pub dyn_shared_base: u32,
     pub local_bytes: u32,
     pub uses_global_atomics: bool,
-    pub regs: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -372,6 +390,44 @@ pub const SPECIALS: &[&str] = &[
     "%dynamic_smem_size",
     "%total_smem_size",
     "%warpsize",
+    // A launch without clusters: every block is a cluster of one (sm_90).
+    "%clusterid.x",
+    "%clusterid.y",
+    "%clusterid.z",
+    "%nclusterid.x",
+    "%nclusterid.y",
+    "%nclusterid.z",
+    "%cluster_ctaid.x",
+    "%cluster_ctaid.y",
+    "%cluster_ctaid.z",
+    "%cluster_nctaid.x",
+    "%cluster_nctaid.y",
+    "%cluster_nctaid.z",
+    "%cluster_ctarank",
+    "%cluster_nctarank",
+    "%is_explicit_cluster",
+    "%aggr_smem_size",
+    "%reserved_smem_offset_begin",
+    "%reserved_smem_offset_end",
+    "%reserved_smem_offset_cap",
+    "%current_graph_exec",
+    // Performance-monitor counters: 0 unless a profiler counts.
+    "%pm0",
+    "%pm1",
+    "%pm2",
+    "%pm3",
+    "%pm4",
+    "%pm5",
+    "%pm6",
+    "%pm7",
+    "%pm0_64",
+    "%pm1_64",
+    "%pm2_64",
+    "%pm3_64",
+    "%pm4_64",
+    "%pm5_64",
+    "%pm6_64",
+    "%pm7_64",
     // The carry flag of add.cc/addc/mad.cc chains, per lane.
     "%__cc",
 ];
@@ -379,7 +435,8 @@ pub const SPECIALS: &[&str] = &[
 pub fn special_index(name: &str) -> Option<u32> {
     // `%tid` without a component means `.x` in some hand-written PTX.
     let n = match name {
-        "%tid" | "%ntid" | "%ctaid" | "%nctaid" => return special_index(&format!("{name}.x")),
+        "%tid" | "%ntid" | "%ctaid" | "%nctaid" | "%clusterid" | "%nclusterid"
+        | "%cluster_ctaid" | "%cluster_nctaid" => return special_index(&format!("{name}.x")),
         n => n,
     };
     SPECIALS.iter().position(|s| *s == n).map(|p| p as u32)
@@ -658,7 +715,6 @@ fn decode(m: &Module) -> Result<Program, String> {
                 dyn_shared_base: dyn_base as u32,
                 local_bytes: local as u32,
                 uses_global_atomics: global_atomics,
-                regs: sc.regs.len() as u32,
             });
         } else {
             // Callee properties (local frame, atomics) fold into kernels below.
@@ -672,7 +728,6 @@ fn decode(m: &Module) -> Result<Program, String> {
                 dyn_shared_base: dyn_base as u32,
                 local_bytes: local as u32,
                 uses_global_atomics: global_atomics,
-                regs: sc.regs.len() as u32,
             });
         }
     }
@@ -999,14 +1054,8 @@ fn lower(
                     }
                     inst.vec = v.len() as u8;
                 }
-                (d, Operand::Name(n))
-                    if n == "%clock" || n == "%clock64" || n == "%globaltimer" =>
-                {
-                    inst.op = Op::ReadSpecial(if n == "%clock" {
-                        Special::Clock
-                    } else {
-                        Special::Clock64
-                    });
+                (d, Operand::Name(n)) if Special::parse(n).is_some() => {
+                    inst.op = Op::ReadSpecial(Special::parse(n).unwrap_or(Special::Clock64));
                     inst.d = dst(d)?;
                 }
                 _ => {

@@ -34,6 +34,8 @@ pub struct LaunchCtx<'a> {
     /// Cost counters for the speed estimate (`EmuBackend::launch_profiled`): per-instruction
     /// prices and the L1 and latencies to model.
     pub cost: Option<(&'a [cost::Price], &'a cost::CostConfig)>,
+    /// What `%globaltimer`, `%clock64` and `%gridid` start from (`specials`).
+    pub clocks: super::specials::Clocks,
 }
 
 /// What one block produced besides memory writes.
@@ -57,6 +59,10 @@ struct Shadow {
     writer: u32,
     r_epoch: u32,
     reader: u32,
+    /// The writer's and the reader's warp's `sync_epoch` at the access: lanes of one warp
+    /// that touch the same word with no warp-level sync in between race since Volta.
+    w_sync: u32,
+    r_sync: u32,
 }
 const MANY: u32 = u32::MAX;
 
@@ -81,6 +87,8 @@ struct Warp {
     local: Vec<u8>,
     fparam: Vec<u8>,
     id: u32,
+    /// Warp-level syncs (`bar.warp.sync`, `*.sync` collectives) so far (racecheck).
+    sync_epoch: u32,
     clock: u64,
     /// Backward branches taken, and instructions left for a group run out of turn (see
     /// `yield_group`).
@@ -268,7 +276,10 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 let tx = t % dims.block[0];
                 let ty = (t / dims.block[0]) % dims.block[1];
                 let tz = t / (dims.block[0] * dims.block[1]);
-                let vals: [u64; 27] = [
+                let linear = super::specials_linear(ctaid, dims.grid);
+                let sm = super::specials::smid(linear);
+                let one_cluster = |k: usize| [ctaid[k] as u64, dims.grid[k] as u64];
+                let vals: [u64; SPECIALS.len()] = [
                     tx as u64,
                     ty as u64,
                     tz as u64,
@@ -282,11 +293,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     dims.grid[1] as u64,
                     dims.grid[2] as u64,
                     l as u64,
-                    w as u64,
-                    nwarps as u64,
-                    0,
-                    1,
-                    0,
+                    super::specials::warpid(linear, w as u64, nwarps as u64),
+                    super::specials::WARP_SLOTS,
+                    sm,
+                    super::specials::SMS,
+                    ctx.clocks.grid_id,
                     1u64 << l,
                     (1u64 << l) - 1,
                     (1u64 << (l + 1)) - 1,
@@ -295,6 +306,45 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     dims.shared_bytes as u64,
                     shared_size as u64,
                     32,
+                    // %clusterid, %nclusterid, %cluster_ctaid, %cluster_nctaid (x, y, z).
+                    one_cluster(0)[0],
+                    one_cluster(1)[0],
+                    one_cluster(2)[0],
+                    one_cluster(0)[1],
+                    one_cluster(1)[1],
+                    one_cluster(2)[1],
+                    0,
+                    0,
+                    0,
+                    1,
+                    1,
+                    1,
+                    0,
+                    1,
+                    0,
+                    // %aggr_smem_size: the block's shared memory and the 1 KiB sm_90 reserves.
+                    shared_size as u64 + 1024,
+                    0,
+                    1024,
+                    1024,
+                    0,
+                    // %pm0..%pm7, %pm0_64..%pm7_64.
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
                     0,
                 ];
                 for (k, v) in vals.iter().enumerate() {
@@ -318,6 +368,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 local: vec![0u8; local * 32],
                 fparam: vec![0u8; fp * 32],
                 id: w,
+                sync_epoch: 0,
                 clock: 0,
                 backjumps: 0,
                 forced: 0,
@@ -835,6 +886,15 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
     fn exec(&mut self, wi: usize, inst: &Inst, pc: u32, mask: u32) -> Result<(), Stop> {
         let ty = inst.ty;
         let bits = ty.bits();
+        if matches!(
+            inst.op,
+            Op::BarWarp | Op::Shfl(_) | Op::Vote(_) | Op::Redux(_)
+        ) {
+            // A warp-level sync: what its lanes wrote to shared memory before it is ordered
+            // with what they read after it (racecheck, `check_shared`).
+            let w = &mut self.warps[wi];
+            w.sync_epoch = w.sync_epoch.wrapping_add(1);
+        }
         match inst.op {
             Op::Ld | Op::St | Op::Atom(_) => return self.memory(wi, inst, pc, mask),
             Op::LdKParam => {
@@ -929,10 +989,19 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
             Op::BarWarp | Op::Nop => return Ok(()),
             Op::ReadSpecial(s) => {
+                use super::specials;
+                let nwarps = self.warps.len() as u64;
+                let sm = specials::smid(super::specials_linear(self.ctaid, self.ctx.dims.grid));
+                let clock = specials::clock64(&self.ctx.clocks, sm, self.steps, nwarps);
+                let timer = specials::globaltimer(&self.ctx.clocks, self.steps, nwarps);
                 let w = &mut self.warps[wi];
                 let v = match s {
-                    Special::Clock => trunc(w.clock, 32),
-                    Special::Clock64 => w.clock,
+                    Special::Clock => trunc(clock, 32),
+                    Special::ClockHi => clock >> 32,
+                    Special::Clock64 => clock,
+                    Special::GlobalTimer => timer,
+                    Special::GlobalTimerLo => trunc(timer, 32),
+                    Special::GlobalTimerHi => timer >> 32,
                 };
                 let d = inst.d as usize * 32;
                 lanes!(mask, l, {
@@ -1311,6 +1380,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             m.shared_bank_conflicts += bank_conflicts(&addrs, mask, size);
         }
         let wid = self.warps[wi].id;
+        let sync = self.warps[wi].sync_epoch;
         let signed = inst.ty.signed() && size < 8;
         let epoch = self.epoch;
         if is_load && size == 4 && !signed {
@@ -1322,8 +1392,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 let o = addrs[l] as usize;
                 if o != prev {
                     let sh = &self.shadow[o / 4];
+                    let tid = wid * 32 + l as u32;
                     let quiet = sh.init == 0xf
-                        && (sh.w_epoch != epoch || sh.writer == 0 || (sh.writer - 1) / 32 == wid)
+                        && (sh.w_epoch != epoch
+                            || sh.writer == 0
+                            || own_warp(sh.writer, sh.w_sync, wid, tid, sync))
                         && sh.r_epoch == epoch
                         && sh.reader != MANY
                         && (sh.reader - 1) / 32 == wid;
@@ -1346,7 +1419,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             let quiet = is_load
                 && size == 4
                 && sh.init == 0xf
-                && (sh.w_epoch != epoch || sh.writer == 0 || (sh.writer - 1) / 32 == wid)
+                && (sh.w_epoch != epoch
+                    || sh.writer == 0
+                    || own_warp(sh.writer, sh.w_sync, wid, tid, sync))
                 && sh.r_epoch == epoch
                 && sh.reader != MANY
                 && (sh.reader - 1) / 32 == wid;
@@ -1611,14 +1686,19 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         l: usize,
     ) {
         let epoch = self.epoch;
+        let sync = self.warps.get(wid as usize).map_or(0, |w| w.sync_epoch);
         if size == 4 && read && !atomic {
-            // A read of a written word that only this warp touched in this epoch: nothing to
-            // report and only the reader to record.
+            // A read of a written word that only this warp touched in this epoch (its own
+            // write, or another lane's before a warp-level sync): nothing to report and only
+            // the reader to record.
             let sh = &mut self.shadow[o / 4];
-            let writer_ok = sh.w_epoch != epoch || sh.writer == 0 || (sh.writer - 1) / 32 == wid;
+            let writer_ok = sh.w_epoch != epoch
+                || sh.writer == 0
+                || own_warp(sh.writer, sh.w_sync, wid, tid, sync);
             if sh.init == 0xf && writer_ok {
                 if sh.r_epoch != epoch {
                     sh.r_epoch = epoch;
+                    sh.r_sync = sync;
                     sh.reader = tid + 1;
                 } else if sh.reader != MANY && (sh.reader - 1) / 32 != wid {
                     sh.reader = MANY;
@@ -1644,11 +1724,16 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 if sh.init & bytes != bytes {
                     uninit = true;
                 }
-                if !atomic && sh.w_epoch == epoch && sh.writer != 0 && (sh.writer - 1) / 32 != wid {
+                if !atomic
+                    && sh.w_epoch == epoch
+                    && sh.writer != 0
+                    && !own_warp(sh.writer, sh.w_sync, wid, tid, sync)
+                {
                     hazard = Some(("read-after-write", sh.writer - 1));
                 }
                 if sh.r_epoch != epoch {
                     nsh.r_epoch = epoch;
+                    nsh.r_sync = sync;
                     nsh.reader = tid + 1;
                 } else if sh.reader != MANY && (sh.reader - 1) / 32 != wid {
                     nsh.reader = MANY;
@@ -1656,10 +1741,13 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
             if !read || atomic {
                 if !atomic {
-                    if sh.w_epoch == epoch && sh.writer != 0 && (sh.writer - 1) / 32 != wid {
+                    if sh.w_epoch == epoch
+                        && sh.writer != 0
+                        && !own_warp(sh.writer, sh.w_sync, wid, tid, sync)
+                    {
                         hazard = Some(("write-after-write", sh.writer - 1));
                     } else if sh.r_epoch == epoch
-                        && (sh.reader == MANY || (sh.reader - 1) / 32 != wid)
+                        && (sh.reader == MANY || !own_warp(sh.reader, sh.r_sync, wid, tid, sync))
                     {
                         hazard = Some((
                             "write-after-read",
@@ -1673,6 +1761,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 }
                 nsh.init |= bytes;
                 nsh.w_epoch = epoch;
+                nsh.w_sync = sync;
                 nsh.writer = if atomic { 0 } else { tid + 1 };
             }
             self.shadow[wdx] = nsh;
@@ -1682,6 +1771,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 });
             }
             if let Some((what, other)) = hazard {
+                let same_warp = other != u32::MAX && other / 32 == wid;
                 let who = if other == u32::MAX {
                     "threads of other warps".to_string()
                 } else {
@@ -1693,15 +1783,32 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                         other / (b[0] * b[1])
                     )
                 };
-                self.diag("racecheck", 0, pc, wid, l, || {
-                    format!(
-                        "shared-memory {what} hazard at shared offset {:#x}: {who} accessed it since the last barrier; add __syncthreads() between the accesses",
-                        wdx * 4
-                    )
+                self.diag("racecheck", same_warp as u8, pc, wid, l, || {
+                    if same_warp {
+                        format!(
+                            "shared-memory {what} hazard at shared offset {:#x}: {who}, a lane of the same warp, accessed it with no __syncwarp() in between (the lanes of a warp do not run in lockstep since Volta, `volatile` or not); add __syncwarp() (or __syncthreads(), if the whole block reaches it) between the accesses",
+                            wdx * 4
+                        )
+                    } else {
+                        format!(
+                            "shared-memory {what} hazard at shared offset {:#x}: {who} accessed it since the last barrier; add __syncthreads() between the accesses",
+                            wdx * 4
+                        )
+                    }
                 });
             }
         }
     }
+}
+
+/// Is an access by thread `tid` of warp `wid` (whose warp has synced `sync` times) ordered
+/// after the earlier one by thread `who1 - 1` at that warp's sync count `then`? Yes for the same
+/// thread, or another lane of the same warp with a warp-level sync since; accesses by other
+/// warps are ordered only by a barrier (the block's epoch), which the caller checks.
+#[inline]
+fn own_warp(who1: u32, then: u32, wid: u32, tid: u32, sync: u32) -> bool {
+    let who = who1 - 1;
+    who / 32 == wid && (who == tid || then != sync)
 }
 
 fn space_name(s: Space) -> &'static str {

@@ -14,6 +14,7 @@ mod lex;
 mod mem;
 mod parse;
 pub mod profiled;
+mod specials;
 
 use super::{
     Backend, BackendError, BackendKind, Diagnostic, KernelInfo, LaunchDims, LaunchReport, Metrics,
@@ -113,6 +114,11 @@ impl EmuBackend {
             ))
         })
     }
+}
+
+/// A block's index in x, y, z order (what `specials` places blocks on SMs by).
+fn specials_linear(ctaid: [u32; 3], grid: [u32; 3]) -> u64 {
+    ctaid[0] as u64 + grid[0] as u64 * (ctaid[1] as u64 + grid[1] as u64 * ctaid[2] as u64)
 }
 
 impl EmuBackend {
@@ -279,7 +285,10 @@ impl Backend for EmuBackend {
             param_sizes: k.param_sizes.clone(),
             max_threads_per_block: 1024,
             static_shared_bytes: k.static_shared,
-            registers: k.regs,
+            // The emulator sees PTX's virtual registers only, not what ptxas allocates (130
+            // virtual registers may be 32 real ones): 0 says "unknown", and the resources
+            // check takes ptxas's count (`compile::resources`, `compile::jitlink`).
+            registers: 0,
             local_bytes: 0,
         })
     }
@@ -375,6 +384,7 @@ impl Backend for EmuBackend {
             deadline,
             abort: &abort,
             cost: None,
+            clocks: specials::Clocks::at_launch(),
         };
         let nblocks = dims.blocks();
         // Merge in block order so reports do not depend on thread scheduling.
@@ -444,6 +454,7 @@ impl Backend for EmuBackend {
                 }
             }
         }
+        ctx.clocks.finish(metrics.warp_instructions, nblocks);
         if printf.len() > PRINTF_CAP + 64 {
             printf.truncate(PRINTF_CAP);
             printf.extend_from_slice(b"\n[output truncated]\n");

@@ -82,6 +82,7 @@ impl EmuBackend {
             deadline,
             abort: &abort,
             cost: Some((&prices, cfg)),
+            clocks: super::specials::Clocks::at_launch(),
         };
         let run = |b: u64| BlockRunner::new(&ctx, ctaid_of(b, dims.grid)).run(0);
         let parallel = self.parallel && !k.uses_global_atomics && blocks.len() > 1;

@@ -1,0 +1,383 @@
+//! NVIDIA's compute-sanitizer on the GPU (issue 19): on `--backend cuda`, where
+//! `compute-sanitizer` is installed, the milestone's kernel runs once more per tool (memcheck,
+//! racecheck, synccheck, initcheck) on the smallest correctness cases, each launch in a
+//! `cugrade __profile-kernel` process the tool starts itself and that confines itself as the
+//! profiled process does (`worker::profiled`). The tool's report goes to a log file in the
+//! run's own folder, never through the kernel's stdout, so nothing the kernel prints can pass
+//! for a finding or hide one. The PTX emulator's pass (`sanitizer::on_emulator`) runs as well:
+//! each finding says which one saw it. docs/sanitizers.md has the table.
+
+use super::correctness::sanitizer_check;
+use super::sanitizer;
+use crate::backend::Diagnostic;
+use crate::result::{Check, CheckKind};
+use crate::rubric::LoadedRubric;
+use crate::rubric::schema::Milestone;
+use crate::submission::Submission;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The tools run, in order.
+pub const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
+/// How long one tool may take on one case (racecheck is the slowest).
+const TIMEOUT: Duration = Duration::from_secs(180);
+/// What the report names as the tool that ran.
+pub const TOOL: &str =
+    "compute-sanitizer's memcheck, racecheck, synccheck and initcheck on the GPU";
+
+/// Lines of a compute-sanitizer report that are not findings.
+fn is_meta(text: &str) -> bool {
+    const META: &[&str] = &[
+        "COMPUTE-SANITIZER",
+        "ERROR SUMMARY",
+        "RACECHECK SUMMARY",
+        "LEAK SUMMARY",
+        "Program hit",
+        "Saved host backtrace",
+        "Target application returned",
+        "Host Frame",
+        "Error: process didn't terminate",
+        "Warning: Device not supported",
+        "Note:",
+    ];
+    META.iter().any(|m| text.starts_with(m))
+}
+
+/// The findings of one tool's log (`compute-sanitizer --log-file`). A finding is a line of
+/// its own after `=========`; the indented lines after it say where (`at ... in file:line`),
+/// who (`by thread (x,y,z) in block (x,y,z)`) and, for races, how often (`[N hazards]`).
+/// Source paths keep their file name only, as the emulator's findings do.
+pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
+    let place = regex::Regex::new(r"in ([^\s:]+):(\d+)").expect("static regex");
+    let who = regex::Regex::new(
+        r"thread \((\d+),\s*(\d+),\s*(\d+)\)\s+in block \((\d+),\s*(\d+),\s*(\d+)\)",
+    )
+    .expect("static regex");
+    let at = regex::Regex::new(r"\bat (.+?) in ").expect("static regex");
+    let hazards = regex::Regex::new(r"\[(\d+) hazards?\]").expect("static regex");
+    // `at kernel(float const*, int)+0x1a0 in /tmp/x/reduce.cu:20` -> `at reduce.cu:20`.
+    let tidy =
+        regex::Regex::new(r"at \S.*? in (?:\S*/)?([^/\s:]+:\d+)(?::\S+)?").expect("static regex");
+    let mut out: Vec<Diagnostic> = Vec::new();
+    let mut cur: Option<Diagnostic> = None;
+    let absorb = |d: &mut Diagnostic, text: &str| {
+        if d.file.is_none()
+            && let Some(c) = place.captures(text)
+        {
+            let path = &c[1];
+            d.file = Some(path.rsplit(['/', '\\']).next().unwrap_or(path).to_string());
+            d.line = c[2].parse().ok();
+        }
+        if d.instruction.is_empty()
+            && let Some(c) = at.captures(text)
+        {
+            d.instruction = c[1].trim().to_string();
+        }
+        if let Some(c) = who.captures(text) {
+            let n = |k: usize| c[k].parse().unwrap_or(0);
+            d.thread = [n(1), n(2), n(3)];
+            d.block = [n(4), n(5), n(6)];
+        }
+        if let Some(c) = hazards.captures(text) {
+            d.repeats = c[1].parse::<u64>().unwrap_or(1).saturating_sub(1);
+        }
+        if text.starts_with("and ") && d.tool == "racecheck" {
+            let more = tidy.replace_all(text, "at $1");
+            let more = hazards.replace_all(&more, "");
+            d.message = format!("{} {}", d.message, more.trim());
+        }
+    };
+    for line in log.lines() {
+        let Some(rest) = line.strip_prefix("=========") else {
+            continue;
+        };
+        let text = rest.trim();
+        let continuation = rest.starts_with("  ") || rest.starts_with('\t');
+        if continuation {
+            if let Some(d) = cur.as_mut() {
+                absorb(d, text);
+            }
+            continue;
+        }
+        out.extend(cur.take());
+        if text.is_empty() || is_meta(text) {
+            continue;
+        }
+        let message = tidy.replace_all(text, "at $1").trim().to_string();
+        let message = message
+            .trim_start_matches("Error: ")
+            .trim_start_matches("Warning: ")
+            .to_string();
+        let mut d = Diagnostic {
+            tool: tool.to_string(),
+            message,
+            thread: [0; 3],
+            block: [0; 3],
+            instruction: String::new(),
+            file: None,
+            line: None,
+            repeats: 0,
+        };
+        absorb(&mut d, text);
+        cur = Some(d);
+    }
+    out.extend(cur.take());
+    // The tool's own summary says errors without saying which: one finding then.
+    let summary = regex::Regex::new(r"ERROR SUMMARY: (\d+) errors?").expect("static regex");
+    if out.is_empty()
+        && let Some(n) = summary
+            .captures(log)
+            .and_then(|c| c[1].parse::<u64>().ok())
+            .filter(|&n| n > 0)
+    {
+        out.push(Diagnostic {
+            tool: tool.to_string(),
+            message: format!("{tool} reported {n} error(s) without a location"),
+            thread: [0; 3],
+            block: [0; 3],
+            instruction: String::new(),
+            file: None,
+            line: None,
+            repeats: n.saturating_sub(1),
+        });
+    }
+    out
+}
+
+/// Run `tool` of compute-sanitizer `cs` on the job in `dir`; the log's text.
+fn run_tool(cs: &Path, tool: &str, dir: &Path, job: &Path) -> Result<String, String> {
+    use wait_timeout::ChildExt;
+    let log = dir.join(format!("{tool}.log"));
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(cs);
+    cmd.arg("--tool")
+        .arg(tool)
+        .arg("--log-file")
+        .arg(&log)
+        .arg("--print-limit")
+        .arg("64");
+    if tool == "racecheck" {
+        // Hazards between lanes of one warp (warp-synchronous code without __syncwarp) are
+        // races since Volta: report warnings too.
+        cmd.arg("--racecheck-report").arg("analysis");
+    }
+    let mut child = cmd
+        .arg(&exe)
+        .arg("__profile-kernel")
+        .arg(job)
+        .env("TMPDIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", cs.display()))?;
+    let mut stderr = child.stderr.take();
+    let drain = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = std::io::Read::read_to_string(e, &mut text);
+        }
+        text
+    });
+    match child.wait_timeout(TIMEOUT) {
+        Ok(Some(_)) => {}
+        Ok(None) | Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "{tool} did not finish within {} s",
+                TIMEOUT.as_secs()
+            ));
+        }
+    }
+    let err = drain.join().unwrap_or_default();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    if !text.contains("=========") {
+        let tail: Vec<char> = err.trim().chars().rev().take(400).collect();
+        let tail: String = tail.into_iter().rev().collect();
+        return Err(format!("{tool} wrote no report ({tail})"));
+    }
+    Ok(text)
+}
+
+/// compute-sanitizer `cs` on milestone `m`'s kernel (from `ptx`) for its smallest correctness
+/// cases: one failing `sanitizer` check per distinct finding (tool and source line), or one
+/// passing check `sanitizer (GPU)` naming the tools and cases. A tool that cannot run gives a
+/// skipped check with the reason (not a verdict: the emulator's pass still runs).
+#[allow(clippy::too_many_arguments)]
+pub fn on_gpu(
+    cs: &Path,
+    rubric: &LoadedRubric,
+    m: &Milestone,
+    sub: &Submission,
+    ptx: &str,
+    numba: Option<&crate::compile::numba::Signature>,
+    opts: &super::Options,
+) -> Vec<Check> {
+    let name = "sanitizer (GPU)";
+    let cases = sanitizer::smallest_cases(rubric, m);
+    if cases.is_empty() {
+        return vec![Check::skipped(
+            CheckKind::Sanitizer,
+            name,
+            "no correctness case is small enough for compute-sanitizer",
+        )];
+    }
+    let mut out: Vec<Check> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut ran: Vec<String> = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
+    for case in cases {
+        let job = crate::profile::kernel_job(
+            rubric,
+            sub,
+            m,
+            case,
+            ptx,
+            numba,
+            opts,
+            crate::profile::tool_root(cs),
+            TIMEOUT,
+        );
+        let (dir, job) = match job {
+            Ok(j) => j,
+            Err(e) => {
+                problems.push(format!("{}: {e}", case.name));
+                continue;
+            }
+        };
+        let mut all = true;
+        for tool in TOOLS {
+            match run_tool(cs, tool, dir.path(), &job) {
+                Ok(log) => {
+                    for d in parse(tool, &log) {
+                        let key = (d.tool.clone(), d.file.clone(), d.line, d.message.clone());
+                        if seen.insert(key) {
+                            let mut c = sanitizer_check(&d, &case.name);
+                            c.message = format!("{} (compute-sanitizer on the GPU)", c.message);
+                            c.details = (!d.instruction.is_empty())
+                                .then(|| format!("at {}", d.instruction));
+                            out.push(c);
+                        }
+                    }
+                }
+                Err(e) => {
+                    all = false;
+                    problems.push(format!("{}: {e}", case.name));
+                }
+            }
+        }
+        if all {
+            ran.push(case.name.clone());
+        }
+    }
+    if !out.is_empty() {
+        return out;
+    }
+    if ran.is_empty() {
+        return vec![Check::skipped(
+            CheckKind::Sanitizer,
+            name,
+            format!(
+                "compute-sanitizer could not check the kernel ({}); the PTX emulator's pass still ran",
+                problems.join("; ")
+            ),
+        )];
+    }
+    let mut c = Check::pass(
+        CheckKind::Sanitizer,
+        name,
+        format!(
+            "{TOOL} found nothing on case{} {}",
+            if ran.len() > 1 { "s" } else { "" },
+            ran.join(", ")
+        ),
+    );
+    if !problems.is_empty() {
+        c = c.with_details(format!("not run: {}", problems.join("; ")));
+    }
+    vec![c]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reports in the shapes compute-sanitizer 2023-2025 prints (and the older `at 0x.. in
+    /// file:line:function` form).
+    #[test]
+    fn findings_are_read_from_each_tool_s_report() {
+        let memcheck = "========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at vector_add(const float *, const float *, float *, int)+0x1b0 in /tmp/cugrade-worker-1/src/add.cu:9
+=========     by thread (40,0,0) in block (3,0,0)
+=========     Address 0x7f1c00000a00 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f1c00000000 of size 2560 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2f4d5b] in libcuda.so.1
+=========
+========= Program hit CUDA_ERROR_LAUNCH_FAILED (error 719) due to \"unspecified launch failure\" on CUDA API call to cuCtxSynchronize.
+=========
+========= ERROR SUMMARY: 2 errors
+";
+        let d = parse("memcheck", memcheck);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].message, "Invalid __global__ write of size 4 bytes");
+        assert_eq!((d[0].file.as_deref(), d[0].line), (Some("add.cu"), Some(9)));
+        assert_eq!((d[0].thread, d[0].block), ([40, 0, 0], [3, 0, 0]));
+        assert!(
+            d[0].instruction.starts_with("vector_add("),
+            "{}",
+            d[0].instruction
+        );
+
+        let racecheck = "========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at reduce_shared(const float *, float *, int)+0x2a0 in /tmp/w/reduce.cu:31
+=========     and Read access at reduce_shared(const float *, float *, int)+0x2c0 in /tmp/w/reduce.cu:30 [240 hazards]
+=========
+========= Warning: Race reported between Write access at 0x00000150 in /tmp/w/reduce.cu:44:reduce_shared(const float *, float *, int)
+=========     and Read access at 0x00000170 in /tmp/w/reduce.cu:44:reduce_shared(const float *, float *, int) [31 hazards]
+=========
+========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)
+";
+        let d = parse("racecheck", racecheck);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!(
+            d[0].message,
+            "Race reported between Write access at reduce.cu:31 and Read access at reduce.cu:30"
+        );
+        assert_eq!(
+            (d[0].file.as_deref(), d[0].line, d[0].repeats),
+            (Some("reduce.cu"), Some(31), 239)
+        );
+        assert_eq!((d[1].line, d[1].repeats), (Some(44), 30));
+
+        let synccheck = "========= COMPUTE-SANITIZER
+========= Barrier error detected. Divergent thread(s) in block
+=========     at reduce(const float *, float *, int)+0x150 in reduce.cu:18
+=========     by thread (0,0,0) in block (0,0,0)
+=========
+========= ERROR SUMMARY: 1 error
+";
+        let d = parse("synccheck", synccheck);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.starts_with("Barrier error detected"));
+        assert_eq!(d[0].line, Some(18));
+
+        let clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n";
+        assert!(parse("initcheck", clean).is_empty());
+        // A summary that counts errors it did not list still fails.
+        let terse = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 3 errors\n";
+        assert_eq!(parse("initcheck", terse)[0].repeats, 2);
+        // What the kernel prints never reaches the log file; a line without the prefix is
+        // ignored anyway.
+        assert!(
+            parse(
+                "memcheck",
+                "Invalid __global__ write\nERROR SUMMARY: 0 errors\n"
+            )
+            .is_empty()
+        );
+    }
+}
