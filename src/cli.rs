@@ -40,6 +40,18 @@ struct Common {
     /// GPU ordinals to use (first one for `check`), e.g. `0,1`.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     gpus: Vec<usize>,
+    /// Without a GPU (emu), estimate each performance check's time on this GPU: h100
+    /// (default, or $CUGRADE_ESTIMATE_GPU) or h200; `none` skips the estimates. Never a
+    /// grade (docs/estimate.md).
+    #[arg(long, value_name = "GPU", value_parser = parse_estimate_gpu)]
+    estimate_gpu: Option<String>,
+}
+
+fn parse_estimate_gpu(s: &str) -> Result<String, String> {
+    if s.eq_ignore_ascii_case(crate::estimate::gpu::NONE) {
+        return Ok(crate::estimate::gpu::NONE.into());
+    }
+    crate::estimate::gpu::named(s).map(|g| g.id)
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -417,6 +429,13 @@ fn common_options(c: &Common) -> Requested {
         backend: c.backend,
         seed: c.seed,
         gpus: c.gpus.clone(),
+        // The environment's default (CUGRADE_ESTIMATE_GPU) where the option is not given; an
+        // unknown name there is ignored (the estimate's own error names it).
+        estimate_gpu: c.estimate_gpu.clone().or_else(|| {
+            std::env::var("CUGRADE_ESTIMATE_GPU")
+                .ok()
+                .and_then(|v| parse_estimate_gpu(&v).ok())
+        }),
     }
 }
 

@@ -19,6 +19,7 @@ pub mod cohort;
 pub mod compile;
 pub mod doctor;
 pub mod errors;
+pub mod estimate;
 pub mod exit;
 pub mod grade;
 pub mod hints;

@@ -563,6 +563,27 @@ fn profile_kernel(
     .map(|rows| (case.name.clone(), rows))
 }
 
+/// Comma-separated Nsight Compute metrics to measure besides [`NCU_METRICS`], and a directory
+/// to keep ncu's raw CSV in: for calibration runs only (the speed estimate's benchmark,
+/// ci/gpu-estimate-bench.sh; docs/estimate.md). Reports show the usual set either way.
+pub const NCU_EXTRA_ENV: &str = "CUGRADE_NCU_EXTRA_METRICS";
+pub const NCU_KEEP_ENV: &str = "CUGRADE_NCU_KEEP";
+
+/// The `--metrics` argument: `metrics` and any extra ones ([`NCU_EXTRA_ENV`]).
+fn metric_list(metrics: &[&str]) -> String {
+    let mut list: Vec<String> = metrics.iter().map(|m| m.to_string()).collect();
+    let extra = std::env::var(NCU_EXTRA_ENV).unwrap_or_default();
+    for m in extra.split(',').map(str::trim) {
+        let valid = !m.is_empty()
+            && m.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if valid && !list.iter().any(|x| x == m) {
+            list.push(m.to_string());
+        }
+    }
+    list.join(",")
+}
+
 /// Run `exe args` under ncu and return the rows it measured for `kernels` (one launch each).
 /// The program's own output is discarded; ncu writes its CSV to a log file in `dir` (also the
 /// run's TMPDIR), so that nothing the kernel prints can pass for a metric. Killed after
@@ -587,7 +608,7 @@ pub fn run_ncu(
         .arg("--launch-count")
         .arg(kernels.len().to_string())
         .arg("--metrics")
-        .arg(metrics.join(","))
+        .arg(metric_list(metrics))
         .arg(exe)
         .args(args)
         .env("TMPDIR", dir)
@@ -617,6 +638,12 @@ pub fn run_ncu(
     };
     let err = drain.join().unwrap_or_default();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
+    if let Some(keep) = std::env::var_os(NCU_KEEP_ENV) {
+        // Calibration runs keep ncu's raw rows (see `metric_list`).
+        let keep = Path::new(&keep);
+        let _ = std::fs::create_dir_all(keep);
+        let _ = std::fs::write(keep.join(format!("{}.csv", kernels.join("+"))), &text);
+    }
     parse_ncu_csv(&text).map_err(|e| {
         let tail: String = err
             .trim()

@@ -135,6 +135,9 @@ pub struct Check {
     /// Performance checks: how the speed was measured (samples, noise, interval, clocks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<Box<crate::measure::Measurement>>,
+    /// Performance checks without a GPU: the speed estimate (docs/estimate.md). Never a grade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Box<crate::estimate::Estimate>>,
 }
 
 /// One line of the student's source, as reports quote it under a finding.
@@ -170,6 +173,7 @@ impl Check {
             cause: None,
             snippet: None,
             timing: None,
+            estimate: None,
         }
     }
     pub fn pass(kind: CheckKind, name: impl Into<String>, message: impl Into<String>) -> Self {

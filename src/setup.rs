@@ -22,6 +22,8 @@ pub struct Requested {
     pub backend: BackendChoice,
     pub seed: Option<u64>,
     pub gpus: Vec<usize>,
+    /// The GPU the emulator's speed estimates are for (`--estimate-gpu`); `None`: the default.
+    pub estimate_gpu: Option<String>,
 }
 
 /// Pick the backend and device; say exactly what is missing when nothing can grade.
@@ -82,6 +84,10 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
         baseline_cache: None,
         protected: Vec::new(),
         keep_kernels: None,
+        estimate_gpu: req
+            .estimate_gpu
+            .clone()
+            .unwrap_or_else(|| crate::estimate::gpu::DEFAULT.to_string()),
     })
 }
 

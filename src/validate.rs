@@ -49,6 +49,7 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
                     backend,
                     seed: Some(1),
                     gpus: vec![],
+                    estimate_gpu: None,
                 },
                 0,
                 true,

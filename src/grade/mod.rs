@@ -20,6 +20,7 @@ mod compiling;
 mod correctness;
 mod cross;
 mod cupy;
+mod estimated;
 mod gpu_sanitizer;
 mod metrics;
 mod numba;
@@ -73,6 +74,8 @@ pub struct Options {
     /// Where to keep each milestone's module, for `check --profile` (which profiles the kernel
     /// again under Nsight Compute); `None`: nothing is kept.
     pub keep_kernels: Option<Kept>,
+    /// The GPU the emulator's speed estimates are for (`estimate::gpu`'s id, e.g. `h100`).
+    pub estimate_gpu: String,
 }
 
 /// A milestone's kernel as it was graded: its module and, for Numba, its calling convention.
@@ -631,7 +634,8 @@ impl MilestoneRun<'_> {
         let correct = score::nothing_wrong(&self.checks);
         for p in &m.performance {
             let c = if self.opts.backend == BackendKind::Emu {
-                Check::skipped(CheckKind::Performance, p.name.clone(), "speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check").with_case(p.case.clone())
+                // No GPU: a speed estimate, never a grade (docs/estimate.md).
+                self.estimated(p, &info, ptx, correct)
             } else if !correct {
                 Check::skipped(
                     CheckKind::Performance,

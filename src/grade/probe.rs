@@ -104,6 +104,7 @@ pub fn headers() -> (bool, String) {
         protected: vec![],
         keep_kernels: None,
         gpu_record: None,
+        estimate_gpu: "none".into(),
     };
     let src = SourceFile {
         name: "probe.cu".into(),

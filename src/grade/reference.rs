@@ -45,6 +45,11 @@ pub struct Reference {
     pub(super) backend: BackendKind,
     pub(super) device: usize,
     pub(super) protected: Vec<std::path::PathBuf>,
+    /// ptxas's facts of the reference kernels (registers, for the speed estimate).
+    pub(super) resources: Vec<crate::result::KernelResources>,
+    /// Speed-estimate profiles of reference kernels (`estimated::reference_profile`), shared
+    /// like `outputs`.
+    pub(super) estimates: Arc<Mutex<super::estimated::ProfileCache>>,
 }
 
 impl Reference {
@@ -103,6 +108,8 @@ impl Reference {
             backend: opts.backend,
             device: opts.device,
             protected: opts.protected.clone(),
+            resources: summary.kernels.clone(),
+            estimates: Arc::default(),
         })
     }
 
@@ -121,6 +128,8 @@ impl Reference {
             backend: self.backend,
             device,
             protected: self.protected.clone(),
+            resources: self.resources.clone(),
+            estimates: Arc::clone(&self.estimates),
         }
     }
 

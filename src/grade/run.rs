@@ -94,6 +94,7 @@ pub(super) fn variant(r: &Response) -> &'static str {
         Response::Ran { .. } => "Ran",
         Response::Staged => "Staged",
         Response::Timed(_) => "Timed",
+        Response::Estimated(_) => "Estimated",
         Response::Unreadable { .. } => "Unreadable",
         Response::Failed { .. } => "Failed",
         Response::Unpacked(_) => "Unpacked",

@@ -128,6 +128,10 @@ fn test(m: &MilestoneResult, placed: &[Placed], number: usize) -> Value {
         }
         if describe::unmeasured(m, c) {
             output.push_str("speed not measured (no GPU)");
+            // The emulator's speed estimate, where there is one: shown, never scored.
+            if let Some(e) = &c.estimate {
+                let _ = write!(output, "; {}", inline(&e.sentence()));
+            }
         } else {
             output.push_str(&inline(&findings::display_message(f)));
         }

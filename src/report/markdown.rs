@@ -174,6 +174,7 @@ fn milestone(out: &mut String, m: &MilestoneResult, placed: &[findings::Placed])
     // finding an earlier milestone showed word for word is one line pointing there.
     let mut hints_said: Vec<&str> = Vec::new();
     let mut unmeasured = Vec::new();
+    let mut estimates: Vec<String> = Vec::new();
     for p in placed
         .iter()
         .filter(|p| p.finding.check.status != Status::Pass)
@@ -181,6 +182,14 @@ fn milestone(out: &mut String, m: &MilestoneResult, placed: &[findings::Placed])
         let f = &p.finding;
         if describe::unmeasured(m, f.check) {
             unmeasured.push(inline(&findings::display_name(f)));
+            // The emulator's speed estimate, where there is one: shown, never scored.
+            if let Some(text) = f.check.estimate.as_ref().map(|e| e.sentence()) {
+                estimates.push(format!(
+                    "- **{}:** {}",
+                    inline(&findings::display_name(f)),
+                    inline(&text)
+                ));
+            }
             continue;
         }
         match &p.shared {
@@ -203,6 +212,9 @@ fn milestone(out: &mut String, m: &MilestoneResult, placed: &[findings::Placed])
             "Speed not measured (no GPU): {}. Its points are not awarded yet.\n",
             unmeasured.join(", ")
         );
+        if !estimates.is_empty() {
+            let _ = writeln!(out, "{}\n", estimates.join("\n"));
+        }
     }
     let passed = passed_names(m);
     if !passed.is_empty() {
@@ -262,7 +274,13 @@ fn check<'a>(out: &mut String, f: &Finding<'a>, also: &[&str], hints_said: &mut 
         facts.push(format!("- **{label}:** {}{more}", spans.join(", ")));
     }
     if let Some(m) = describe::measurement(c) {
-        facts.push(format!("- **Measured:** {}", inline(&m)));
+        // An estimated check has a bar but no measurement (docs/estimate.md).
+        let label = if c.measured.is_none() && c.estimate.is_some() {
+            "Not measured"
+        } else {
+            "Measured"
+        };
+        facts.push(format!("- **{label}:** {}", inline(&m)));
     }
     if !also.is_empty() {
         facts.push(format!(

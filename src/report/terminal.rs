@@ -92,6 +92,21 @@ pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> S
             describe::untimed_note(r)
         );
     }
+    // Without a GPU: each performance check's speed estimate (docs/estimate.md).
+    for m in &r.milestones {
+        for c in &m.checks {
+            if let Some(e) = &c.estimate {
+                let _ = writeln!(
+                    out,
+                    "{} {} › {}: {}",
+                    paint("estimate:", Style::new().cyan().bold()),
+                    one_line(&m.id),
+                    one_line(&c.name),
+                    one_line(&e.sentence())
+                );
+            }
+        }
+    }
     for l in describe::degraded_sandbox(r) {
         let _ = writeln!(
             out,

@@ -381,6 +381,11 @@ fn serve(
             }
             (Response::Timed(Box::new(report)), vec![], fatal)
         }
+        Request::Estimate(spec) => (
+            Response::Estimated(crate::estimate::sample::run(&spec, &blobs).map(Box::new)),
+            vec![],
+            false,
+        ),
         Request::Go => (
             Response::Failed {
                 message: "go without a measurement in progress".into(),

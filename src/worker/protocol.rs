@@ -79,6 +79,10 @@ pub enum Request {
     Measure(Box<crate::measure::session::MeasureSpec>),
     /// Start the timed launches of the `Measure` that answered `Staged`. Answer: `Timed`.
     Go,
+    /// Profile a kernel for the speed estimate on the emulator, whatever this worker's backend
+    /// (`estimate::sample`). Blobs: the module's PTX, then every buffer's whole allocation.
+    /// Answer: `Estimated`.
+    Estimate(Box<crate::estimate::sample::EstimateSpec>),
     /// Extract the source files of the archive in blob 0 (`submission::archive::extract`).
     /// Answer: `Unpacked` + one blob per file kept, in order.
     Unpack {
@@ -131,6 +135,8 @@ pub enum Response {
     Staged,
     /// What a `Measure` found.
     Timed(Box<crate::measure::session::TimingReport>),
+    /// What an `Estimate` found, or why it could not.
+    Estimated(Result<Box<crate::estimate::model::KernelProfile>, String>),
     /// A compile failed, and the worker was refused some of the toolchain's files (which the
     /// parent confirms from the host's side before it blames the machine).
     Unreadable {

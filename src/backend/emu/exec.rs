@@ -5,6 +5,7 @@
 //! Memory checks (memcheck, racecheck, initcheck, synccheck, shfl masks) and metrics are
 //! collected as it goes.
 
+use super::cost::{self, BlockCost};
 use super::decode::*;
 use super::float::{self, Rnd};
 use super::mem::GlobalMem;
@@ -30,6 +31,9 @@ pub struct LaunchCtx<'a> {
     pub cbank: &'a [u8],
     pub deadline: Instant,
     pub abort: &'a AtomicBool,
+    /// Cost counters for the speed estimate (`EmuBackend::launch_profiled`): per-instruction
+    /// prices and the L1 and latencies to model.
+    pub cost: Option<(&'a [cost::Price], &'a cost::CostConfig)>,
     /// What `%globaltimer`, `%clock64` and `%gridid` start from (`specials`).
     pub clocks: super::specials::Clocks,
 }
@@ -41,6 +45,8 @@ pub struct BlockOut {
     pub diags: Vec<(DiagKey, Diagnostic)>,
     pub printf: Vec<u8>,
     pub fault: Option<String>,
+    /// The cost counters, when the launch asked for them.
+    pub cost: Option<Box<(cost::BlockProfile, cost::Touched)>>,
 }
 
 /// Repeats of the same problem at the same instruction fold into one diagnostic.
@@ -240,6 +246,7 @@ pub struct BlockRunner<'a, 'c> {
     /// Threads arrived at each counted (`bar.sync id, count`) barrier.
     arrivals: [u32; 16],
     expected: [u32; 16],
+    cost: Option<BlockCost<'a>>,
 }
 
 /// Stop reasons from a warp's run.
@@ -384,6 +391,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             printf_room: PRINTF_CAP,
             arrivals: [0; 16],
             expected: [0; 16],
+            cost: ctx
+                .cost
+                .map(|(p, c)| BlockCost::new(p, c, nregs, nwarps as usize)),
         }
     }
 
@@ -429,6 +439,10 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         if let Err(Stop::Fault(f)) = self.run_inner() {
             self.out.fault = Some(f);
         }
+        if let Some(mut c) = self.cost.take() {
+            c.finish_block();
+            self.out.cost = Some(Box::new((c.profile, c.touched)));
+        }
         self.out
     }
 
@@ -463,7 +477,8 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
     /// Release the lanes waiting at counted barrier `id`.
     fn release_counted(&mut self, id: u8) {
         let prog = self.ctx.prog;
-        for w in &mut self.warps {
+        let mut released = Vec::new();
+        for (wi, w) in self.warps.iter_mut().enumerate() {
             let mut rel = 0u32;
             lanes!(w.blocked, l, {
                 let is_bar = matches!(prog.insts[w.lane_pc[l] as usize].op, Op::Bar { .. });
@@ -473,6 +488,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             });
             w.bar_watch = 0;
             if rel != 0 {
+                released.push(wi);
                 w.sync_pc();
                 lanes!(rel, l, {
                     w.lane_pc[l] += 1;
@@ -480,6 +496,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 w.blocked &= !rel;
                 w.pick();
             }
+        }
+        if let Some(c) = self.cost.as_mut() {
+            c.barrier(&released, false);
         }
         self.epoch += 1;
     }
@@ -535,6 +554,12 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 )
             });
         }
+        if let Some(c) = self.cost.as_mut() {
+            let waiting: Vec<usize> = (0..self.warps.len())
+                .filter(|&w| self.warps[w].blocked != 0)
+                .collect();
+            c.barrier(&waiting, true);
+        }
         for w in &mut self.warps {
             let blocked = w.blocked;
             lanes!(blocked, l, {
@@ -586,6 +611,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             met.warp_instructions += 1;
             met.lane_instructions += cur.count_ones() as u64;
             self.steps += 1;
+            if let Some(c) = self.cost.as_mut() {
+                c.issue(wi, pc, inst, cur.count_ones());
+            }
             if matches!(
                 inst.op,
                 Op::Bra
@@ -1238,6 +1266,23 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             self.out.metrics.shared_requests += 1;
             self.out.metrics.shared_bank_conflicts += bank_conflicts(&addrs, smask, total);
         }
+        if let Some(c) = self.cost.as_mut() {
+            let mut lmask = 0u32;
+            lanes!(mask, l, {
+                if spaces[l] == Space::Local {
+                    lmask |= 1 << l;
+                }
+            });
+            if gmask != 0 {
+                c.global(wi, inst, &addrs, gmask, total);
+            }
+            if smask != 0 {
+                c.shared(wi, inst, &addrs, smask, total);
+            }
+            if lmask != 0 {
+                c.local(wi, inst, lmask, total);
+            }
+        }
 
         if vec == 1
             && !is_atom
@@ -1325,6 +1370,9 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         }
         if !good {
             return false;
+        }
+        if let Some(c) = self.cost.as_mut() {
+            c.shared(wi, inst, &addrs, mask, size);
         }
         let m = &mut self.out.metrics;
         m.shared_requests += 1;

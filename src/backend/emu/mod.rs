@@ -6,12 +6,14 @@
 //! depend on scheduling; those run in block order so every launch is reproducible.
 //! docs/emulator.md describes what is supported and what the diagnostics mean.
 
+pub mod cost;
 mod decode;
 mod exec;
 mod float;
 mod lex;
 mod mem;
 mod parse;
+pub mod profiled;
 mod specials;
 
 use super::{
@@ -117,6 +119,80 @@ impl EmuBackend {
 /// A block's index in x, y, z order (what `specials` places blocks on SMs by).
 fn specials_linear(ctaid: [u32; 3], grid: [u32; 3]) -> u64 {
     ctaid[0] as u64 + grid[0] as u64 * (ctaid[1] as u64 + grid[1] as u64 * ctaid[2] as u64)
+}
+
+impl EmuBackend {
+    /// Check a launch against the kernel and the device's limits; returns the module, the
+    /// kernel's index in it and the packed parameter bytes.
+    fn prepare(
+        &self,
+        kernel: &str,
+        dims: LaunchDims,
+        params: &[ParamValue],
+    ) -> Result<(Arc<Program>, usize, Vec<u8>), BackendError> {
+        let prog = self.prog()?.clone();
+        let ki = prog
+            .kernels
+            .iter()
+            .position(|k| k.name == kernel)
+            .ok_or_else(|| BackendError::NoKernel(kernel.into()))?;
+        let k = &prog.kernels[ki];
+        let tpb = dims.threads_per_block();
+        if dims.block.contains(&0) || dims.grid.contains(&0) {
+            return Err(BackendError::Launch(
+                "grid and block dimensions must be at least 1".into(),
+            ));
+        }
+        if tpb > 1024 || dims.block[2] > 64 {
+            return Err(BackendError::Launch(format!(
+                "block {:?} has {tpb} threads; at most 1024 (and z <= 64) are allowed",
+                dims.block
+            )));
+        }
+        if dims.grid[1] > 65535 || dims.grid[2] > 65535 {
+            return Err(BackendError::Launch(
+                "grid y and z must be at most 65535".into(),
+            ));
+        }
+        // Dynamic shared memory starts after the static variables (aligned), as on a GPU.
+        let shared_total = exec::shared_block_bytes(k, dims.shared_bytes);
+        if shared_total > MAX_SHARED_BYTES as u64 {
+            return Err(BackendError::Launch(format!(
+                "{shared_total} bytes of shared memory per block requested ({} static + {} dynamic, the dynamic array starting at offset {}); at most {MAX_SHARED_BYTES} (227 KiB)",
+                k.static_shared, dims.shared_bytes, k.dyn_shared_base
+            )));
+        }
+        // Local memory is allocated per thread of a running block.
+        if k.local_bytes as u64 * tpb > 256 << 20 {
+            return Err(BackendError::Launch(format!(
+                "{} bytes of local memory per thread × {tpb} threads is more than the emulator allows (256 MiB per block)",
+                k.local_bytes
+            )));
+        }
+        if params.len() != k.param_sizes.len() {
+            return Err(BackendError::Launch(format!(
+                "kernel `{kernel}` takes {} parameters; {} given",
+                k.param_sizes.len(),
+                params.len()
+            )));
+        }
+        let mut pbuf = vec![0u8; k.param_bytes];
+        for (i, (p, (&off, &size))) in params
+            .iter()
+            .zip(k.param_offsets.iter().zip(&k.param_sizes))
+            .enumerate()
+        {
+            let b = p.to_bytes();
+            if b.len() != size {
+                return Err(BackendError::Launch(format!(
+                    "parameter {i} of `{kernel}` is {size} bytes; a {}-byte value was given",
+                    b.len()
+                )));
+            }
+            pbuf[off as usize..off as usize + size].copy_from_slice(&b);
+        }
+        Ok((prog, ki, pbuf))
+    }
 }
 
 fn ctaid_of(b: u64, grid: [u32; 3]) -> [u32; 3] {
@@ -295,66 +371,8 @@ impl Backend for EmuBackend {
         deadline: Instant,
     ) -> Result<LaunchReport, BackendError> {
         let started = Instant::now();
-        let prog = self.prog()?.clone();
-        let k = prog
-            .kernels
-            .iter()
-            .find(|k| k.name == kernel)
-            .ok_or_else(|| BackendError::NoKernel(kernel.into()))?;
-        let tpb = dims.threads_per_block();
-        if dims.block.contains(&0) || dims.grid.contains(&0) {
-            return Err(BackendError::Launch(
-                "grid and block dimensions must be at least 1".into(),
-            ));
-        }
-        if tpb > 1024 || dims.block[2] > 64 {
-            return Err(BackendError::Launch(format!(
-                "block {:?} has {tpb} threads; at most 1024 (and z <= 64) are allowed",
-                dims.block
-            )));
-        }
-        if dims.grid[1] > 65535 || dims.grid[2] > 65535 {
-            return Err(BackendError::Launch(
-                "grid y and z must be at most 65535".into(),
-            ));
-        }
-        // Dynamic shared memory starts after the static variables (aligned), as on a GPU.
-        let shared_total = exec::shared_block_bytes(k, dims.shared_bytes);
-        if shared_total > MAX_SHARED_BYTES as u64 {
-            return Err(BackendError::Launch(format!(
-                "{shared_total} bytes of shared memory per block requested ({} static + {} dynamic, the dynamic array starting at offset {}); at most {MAX_SHARED_BYTES} (227 KiB)",
-                k.static_shared, dims.shared_bytes, k.dyn_shared_base
-            )));
-        }
-        // Local memory is allocated per thread of a running block.
-        if k.local_bytes as u64 * tpb > 256 << 20 {
-            return Err(BackendError::Launch(format!(
-                "{} bytes of local memory per thread × {tpb} threads is more than the emulator allows (256 MiB per block)",
-                k.local_bytes
-            )));
-        }
-        if params.len() != k.param_sizes.len() {
-            return Err(BackendError::Launch(format!(
-                "kernel `{kernel}` takes {} parameters; {} given",
-                k.param_sizes.len(),
-                params.len()
-            )));
-        }
-        let mut pbuf = vec![0u8; k.param_bytes];
-        for (i, (p, (&off, &size))) in params
-            .iter()
-            .zip(k.param_offsets.iter().zip(&k.param_sizes))
-            .enumerate()
-        {
-            let b = p.to_bytes();
-            if b.len() != size {
-                return Err(BackendError::Launch(format!(
-                    "parameter {i} of `{kernel}` is {size} bytes; a {}-byte value was given",
-                    b.len()
-                )));
-            }
-            pbuf[off as usize..off as usize + size].copy_from_slice(&b);
-        }
+        let (prog, ki, pbuf) = self.prepare(kernel, dims, params)?;
+        let k = &prog.kernels[ki];
         let abort = AtomicBool::new(false);
         let ctx = LaunchCtx {
             prog: &prog,
@@ -365,6 +383,7 @@ impl Backend for EmuBackend {
             cbank: &self.cbank,
             deadline,
             abort: &abort,
+            cost: None,
             clocks: specials::Clocks::at_launch(),
         };
         let nblocks = dims.blocks();

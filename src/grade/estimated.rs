@@ -1,0 +1,473 @@
+//! Performance checks without a GPU: the speed estimate (docs/estimate.md). The seam between
+//! grading and `crate::estimate`, called once from the performance stage on the emulator
+//! backend. The check stays skipped (its points provisional, as without an estimate); its
+//! message and `estimate` say what the kernel would likely take on the modelled GPU, and the
+//! ratio against the same baseline a GPU run would use: the reference kernel and cuBLAS and a
+//! device copy estimated by the same model, a CPU baseline only where pinned for the course.
+
+use super::*;
+use crate::backend::KernelInfo;
+use crate::backend::emu::cost::CostConfig;
+use crate::estimate::gpu::Gpu;
+use crate::estimate::model::{self, KernelProfile};
+use crate::estimate::sample::{self, EstimateSpec};
+use crate::estimate::{self, BaselineEstimate, Estimate};
+use crate::inputs::Invocation;
+use crate::measure::session::BaselinePlan;
+use crate::rubric::schema::{Against, PerfSpec};
+
+/// Reference-kernel profiles by kernel, case, launch and GPU (see `Reference::estimates`).
+pub(super) type ProfileCache = HashMap<String, Result<KernelProfile, String>>;
+
+const NOT_MEASURED: &str =
+    "speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check";
+const NOT_MEASURED_AFTER: &str = "Speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check's points";
+
+const NO_CPU_PIN: &str = "the CPU baseline is not pinned for this rubric with `cugrade calibrate`, and a CPU timed here would make the report depend on this machine";
+
+/// How long one kernel's profile may emulate (a few seconds normally; a kernel that serialises
+/// a whole case in one thread takes longer, one whose sampled blocks wait for other blocks
+/// never finishes).
+const PROFILE_LIMIT: Duration = Duration::from_secs(30);
+
+impl MilestoneRun<'_> {
+    /// The performance check `p` on the emulator: skipped, with an estimate when the kernel is
+    /// correct and the estimate could be made.
+    pub(super) fn estimated(
+        &mut self,
+        p: &PerfSpec,
+        info: &KernelInfo,
+        ptx: &str,
+        correct: bool,
+    ) -> Check {
+        let skipped = |why: String| {
+            Check::skipped(CheckKind::Performance, p.name.clone(), why).with_case(p.case.clone())
+        };
+        if self.opts.estimate_gpu == crate::estimate::gpu::NONE {
+            return skipped(NOT_MEASURED.to_string());
+        }
+        if !correct {
+            return skipped(format!(
+                "{NOT_MEASURED} (not estimated either: the kernel is not correct yet)"
+            ));
+        }
+        let started = Instant::now();
+        match self.estimate(p, info, ptx) {
+            Ok(mut e) => {
+                e.seconds = started.elapsed().as_secs_f64();
+                let mut c = skipped(format!("{}. {NOT_MEASURED_AFTER}", e.sentence()));
+                c.threshold = e.needs;
+                c.unit = Some(e.unit.clone());
+                c.seconds = Some(e.seconds);
+                c.estimate = Some(Box::new(e));
+                c
+            }
+            Err(why) => skipped(format!("{NOT_MEASURED} (no estimate: {why})")),
+        }
+    }
+
+    fn estimate(&mut self, p: &PerfSpec, info: &KernelInfo, ptx: &str) -> Result<Estimate, String> {
+        let g = estimate::gpu::named(&self.opts.estimate_gpu)?;
+        let case = self
+            .rubric
+            .performance_case(&p.case)
+            .cloned()
+            .ok_or_else(|| format!("unknown case {}", p.case))?;
+        let dims = self.dims_for(&case, info.max_threads_per_block)?;
+        let contract = self.rubric.contract(&self.m.contract).clone();
+        let vars = case_vars(&case);
+        // The inputs a GPU run times the kernel on (the same generator and seed).
+        let t0 = Instant::now();
+        let inv = inputs::generate_parallel(
+            &contract,
+            &vars,
+            inputs::trial_seed(self.opts.seed, &case.name, 0),
+        )?;
+        if std::env::var_os("CUGRADE_ESTIMATE_TRACE").is_some() {
+            eprintln!("estimate: inputs {:?}", t0.elapsed());
+        }
+        let student = student_invocation(&self.numba, &inv, &contract).map_err(|e| e.0)?;
+        let registers = self
+            .compiled
+            .iter()
+            .find(|k| k.name == self.m.kernel)
+            .map(|k| k.registers)
+            .filter(|&r| r > 0);
+        let shared = info.static_shared_bytes + dims.shared_bytes;
+        let worker = self.worker.as_mut().ok_or("the worker stopped earlier")?;
+        let zeroed = zeroed_outputs(&student, &contract);
+        // A milestone's checks on one case share the kernel's profile.
+        let key = {
+            use sha2::Digest;
+            let h = sha2::Sha256::digest(ptx.as_bytes());
+            let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
+            format!(
+                "student {hex}|{}|{}|{dims:?}|{}",
+                self.m.kernel, case.name, g.id
+            )
+        };
+        let cached = self
+            .reference
+            .estimates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        let t0 = Instant::now();
+        let got = match cached {
+            Some(r) => r,
+            None => {
+                let r = profile_on(
+                    worker,
+                    &g,
+                    &self.m.kernel,
+                    dims,
+                    &student,
+                    &zeroed,
+                    ptx,
+                    registers,
+                    shared,
+                );
+                if !worker.is_alive() {
+                    self.worker = None;
+                }
+                self.reference
+                    .estimates
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, r.clone());
+                r
+            }
+        };
+        if std::env::var_os("CUGRADE_ESTIMATE_TRACE").is_some() {
+            eprintln!("estimate: student profile {:?}", t0.elapsed());
+        }
+        let mut profile = got?;
+        profile.registers = registers;
+        let t = model::time(&profile, &g);
+        let mut notes = Vec::new();
+        let mut widen = 1.0;
+        if registers.is_none() {
+            notes.push(format!(
+                "registers per thread unknown (no ptxas report for PTX or Numba kernels): {} assumed for occupancy",
+                model::DEFAULT_REGISTERS
+            ));
+            widen *= 1.15;
+        }
+        if profile.communicating && profile.sampled < profile.blocks {
+            notes.push(
+                "blocks exchange values through global atomics and only a sample of them was emulated: the estimate is rough".into(),
+            );
+            widen *= 1.6;
+        }
+        if profile.sampled < profile.blocks {
+            notes.push(format!(
+                "{} of {} blocks emulated, scaled to the grid",
+                profile.sampled, profile.blocks
+            ));
+        }
+        let (low_ms, high_ms) = estimate::range(t.ms, &g, widen);
+        // A CPU baseline timed here would make the report depend on this machine (and on the
+        // run): only one pinned for the course (`cugrade calibrate`) gives a ratio.
+        if let Some(words) = self.unpinned_cpu(&p.against, &case) {
+            return Ok(Estimate {
+                gpu: g.name.clone(),
+                gpu_id: g.id.clone(),
+                ms: t.ms,
+                low_ms,
+                high_ms,
+                ratio: None,
+                ratio_low: None,
+                ratio_high: None,
+                needs: Some(crate::rubric::perf_bar(p)),
+                unit: "x".into(),
+                against: words,
+                baseline: None,
+                no_ratio: Some(NO_CPU_PIN.into()),
+                limiter: t.limiter,
+                bounds: t.bounds,
+                blocks_per_sm: t.blocks_per_sm,
+                occupancy_limiter: t.occupancy_limiter,
+                notes,
+                seconds: 0.0,
+                profile,
+            });
+        }
+        let t0 = Instant::now();
+        let choice = self.baseline(&p.against, &case, &inv)?;
+        if std::env::var_os("CUGRADE_ESTIMATE_TRACE").is_some() {
+            eprintln!("estimate: baseline choice {:?}", t0.elapsed());
+        }
+        let baseline = match &choice.plan {
+            BaselinePlan::None => None,
+            BaselinePlan::Constant(ms) => Some(BaselineEstimate {
+                kind: choice
+                    .record
+                    .as_ref()
+                    .map_or("cpu".into(), |r| r.kind.clone()),
+                ms: *ms,
+                estimated: false,
+                bytes: None,
+                profile: None,
+            }),
+            BaselinePlan::Reference(call) => {
+                let prof = self.reference_profile(&call.kernel, &case.name, call.dims, &inv, &g)?;
+                Some(BaselineEstimate {
+                    kind: format!("reference:{}", call.kernel),
+                    ms: model::time(&prof, &g).ms,
+                    estimated: true,
+                    bytes: None,
+                    profile: Some(prof),
+                })
+            }
+            BaselinePlan::Cublas { m, n, k } => Some(BaselineEstimate {
+                kind: "cublas".into(),
+                ms: model::cublas_ms(*m as f64, *n as f64, *k as f64, &g),
+                estimated: true,
+                bytes: None,
+                profile: None,
+            }),
+            BaselinePlan::Copy { bytes } => Some(BaselineEstimate {
+                kind: "copy".into(),
+                ms: model::copy_ms(*bytes as f64, &g),
+                estimated: true,
+                bytes: Some(*bytes as f64),
+                profile: None,
+            }),
+        };
+        let ratio = |ms: f64| {
+            baseline
+                .as_ref()
+                .map(|b| choice.scale * b.ms / ms.max(1e-12))
+        };
+        Ok(Estimate {
+            gpu: g.name.clone(),
+            gpu_id: g.id.clone(),
+            ms: t.ms,
+            low_ms,
+            high_ms,
+            ratio: ratio(t.ms),
+            ratio_low: ratio(high_ms),
+            ratio_high: ratio(low_ms),
+            needs: Some(crate::rubric::perf_bar(p)),
+            unit: choice.unit.to_string(),
+            against: against_words(&choice.what),
+            baseline,
+            no_ratio: None,
+            limiter: t.limiter,
+            bounds: t.bounds,
+            blocks_per_sm: t.blocks_per_sm,
+            occupancy_limiter: t.occupancy_limiter,
+            notes,
+            seconds: 0.0,
+            profile,
+        })
+    }
+
+    /// For a bar against the CPU whose baseline is not pinned for the course (no
+    /// `<rubric>.calibration.json` entry): the bar's words ("faster than the single-threaded
+    /// CPU"). The CPU is then not timed at all.
+    fn unpinned_cpu(&self, against: &Against, case: &Case) -> Option<String> {
+        let (what, label) = match against {
+            Against::Cpu => ("cpu", "single-threaded CPU"),
+            Against::CpuParallel => ("cpu_parallel", "multi-threaded CPU"),
+            _ => return None,
+        };
+        let key = crate::measure::calibration::key(
+            &self.rubric.rubric.assignment,
+            what,
+            &case.name,
+            &case.vars,
+        );
+        if crate::measure::calibration::pinned(&self.rubric.path, &key).is_some() {
+            return None;
+        }
+        Some(format!("faster than the {label}"))
+    }
+
+    /// A reference kernel's profile on a case, emulated in the reference's worker once per run
+    /// (a cohort shares it).
+    fn reference_profile(
+        &mut self,
+        kernel: &str,
+        case: &str,
+        dims: LaunchDims,
+        inv: &Invocation,
+        g: &Gpu,
+    ) -> Result<KernelProfile, String> {
+        let key = format!("{kernel}|{case}|{dims:?}|{}", g.id);
+        let cached = self
+            .reference
+            .estimates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(r) = cached {
+            return r;
+        }
+        let registers = self
+            .reference
+            .resources
+            .iter()
+            .find(|k| k.name == kernel)
+            .map(|k| k.registers)
+            .filter(|&r| r > 0);
+        let ptx = self.reference.ptx.clone();
+        let contract = self.rubric.contract(&self.m.contract).clone();
+        let zeroed = zeroed_outputs(inv, &contract);
+        let r = match self.reference.worker() {
+            Ok(w) => {
+                // The reference's static shared memory, as its own module says.
+                let shared = match w.call(
+                    &Request::KernelInfo {
+                        kernel: kernel.to_string(),
+                    },
+                    &[],
+                    Duration::from_secs(30),
+                ) {
+                    Ok((Response::KernelInfo(Ok(i)), _)) => i.static_shared_bytes,
+                    _ => 0,
+                } + dims.shared_bytes;
+                profile_on(w, g, kernel, dims, inv, &zeroed, &ptx, registers, shared).map(
+                    |mut p| {
+                        p.registers = registers;
+                        p
+                    },
+                )
+            }
+            Err(e) => Err(e.0),
+        };
+        if self
+            .reference
+            .worker
+            .as_mut()
+            .is_some_and(|w| !w.is_alive())
+        {
+            self.reference.worker = None;
+        }
+        let r = r.map_err(|e| format!("the reference `{kernel}` could not be estimated: {e}"));
+        self.reference
+            .estimates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, r.clone());
+        r
+    }
+}
+
+/// "faster than the reference `k`" stays; a CPU baseline's measured time in the words is
+/// dropped (the estimate names it separately).
+fn against_words(what: &str) -> String {
+    match what.find(" (") {
+        Some(i)
+            if what.starts_with("faster than the single")
+                || what.starts_with("faster than the multi") =>
+        {
+            what[..i].to_string()
+        }
+        _ => what.to_string(),
+    }
+}
+
+/// Per buffer: whether it is an output whose first contents do not matter (no `init`): the
+/// worker starts it zeroed instead of receiving it.
+fn zeroed_outputs(inv: &Invocation, contract: &crate::rubric::schema::Contract) -> Vec<bool> {
+    use crate::rubric::schema::Direction;
+    inv.buffers
+        .iter()
+        .map(|b| {
+            contract
+                .params
+                .iter()
+                .find(|p| p.name == b.name)
+                .is_some_and(|p| p.dir == Direction::Out && p.init.is_none())
+        })
+        .collect()
+}
+
+/// Profile `kernel` of `ptx` on `inv` in `worker` (the emulator there, sampled).
+#[allow(clippy::too_many_arguments)]
+fn profile_on(
+    worker: &mut crate::worker::Worker,
+    g: &Gpu,
+    kernel: &str,
+    dims: LaunchDims,
+    inv: &Invocation,
+    zeroed: &[bool],
+    ptx: &str,
+    registers: Option<u32>,
+    shared: u32,
+) -> Result<KernelProfile, String> {
+    let occ = g.occupancy(
+        dims.threads_per_block() as u32,
+        registers.unwrap_or(model::DEFAULT_REGISTERS),
+        shared,
+    );
+    // The L1 beside the resident blocks' shared memory, shared by those blocks.
+    let blocks = occ.blocks.max(1);
+    let l1_total = g.l1_shared_per_sm.value as u64;
+    let reserved = blocks as u64 * (shared as u64 + g.shared_reserved_per_block.value as u64);
+    let l1_bytes = (l1_total.saturating_sub(reserved).max(16 << 10) / blocks as u64) as u32;
+    let spec = EstimateSpec {
+        kernel: kernel.to_string(),
+        dims,
+        args: inv.args.clone(),
+        // The payloads alone: no guard zones (the emulator checks bounds itself), no copies.
+        buffers: inv
+            .buffers
+            .iter()
+            .map(|b| crate::backend::BufferSpec {
+                bytes: b.data.len(),
+                guard: 0,
+            })
+            .collect(),
+        symbols: inv.symbols.clone(),
+        cost: CostConfig {
+            latencies: g.latencies(),
+            l1_bytes,
+        },
+        budget: sample::BUDGET,
+        deadline_ms: PROFILE_LIMIT.as_millis() as u64,
+    };
+    let mut blobs: Vec<&[u8]> = vec![ptx.as_bytes()];
+    blobs.extend(
+        inv.buffers
+            .iter()
+            .zip(zeroed.iter().chain(std::iter::repeat(&false)))
+            .map(|(b, &z)| if z { &[][..] } else { b.data.as_slice() }),
+    );
+    let bytes: usize = blobs.iter().map(|b| b.len()).sum();
+    let timeout =
+        PROFILE_LIMIT + Duration::from_secs(10) + Duration::from_millis((bytes / 100_000) as u64);
+    match worker.call(&Request::Estimate(Box::new(spec)), &blobs, timeout) {
+        Ok((Response::Estimated(Ok(p)), _)) => Ok(*p),
+        Ok((Response::Estimated(Err(e)), _)) => Err(e),
+        Ok((other, _)) => Err(format!(
+            "unexpected answer from the worker: {}",
+            variant(&other)
+        )),
+        Err(f) => Err(format!("the worker failed: {f}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_words_drop_their_time() {
+        assert_eq!(
+            against_words("faster than the single-threaded CPU (12.345 ms)"),
+            "faster than the single-threaded CPU"
+        );
+        assert_eq!(
+            against_words("faster than the reference `reduce_naive`"),
+            "faster than the reference `reduce_naive`"
+        );
+        assert_eq!(
+            against_words("of cuBLAS SGEMM's speed"),
+            "of cuBLAS SGEMM's speed"
+        );
+    }
+}
