@@ -61,6 +61,12 @@ pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
         regex::Regex::new(r"at \S.*? in (?:\S*/)?([^/\s:]+:\d+)(?::\S+)?").expect("static regex");
     let mut out: Vec<Diagnostic> = Vec::new();
     let mut cur: Option<Diagnostic> = None;
+    // initcheck's "Host API memory access error" is a host-side copy (cugrade's own download
+    // of a buffer, or of a module global such as Numba's environment symbol) reading memory no
+    // kernel wrote: not the student's code. An output the kernel left unwritten is caught by
+    // the correctness and unwritten-output checks; a kernel's own uninitialized read is an
+    // "Uninitialized __global__ memory read", which stays a finding.
+    let mut harness = 0usize;
     let absorb = |d: &mut Diagnostic, text: &str| {
         if d.file.is_none()
             && let Some(c) = place.captures(text)
@@ -104,6 +110,10 @@ pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
         if text.is_empty() || is_meta(text) {
             continue;
         }
+        if tool == "initcheck" && text.starts_with("Host API memory access error") {
+            harness += 1;
+            continue;
+        }
         let message = tidy.replace_all(text, "at $1").trim().to_string();
         let message = message
             .trim_start_matches("Error: ")
@@ -126,6 +136,7 @@ pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
     // The tool's own summary says errors without saying which: one finding then.
     let summary = regex::Regex::new(r"ERROR SUMMARY: (\d+) errors?").expect("static regex");
     if out.is_empty()
+        && harness == 0
         && let Some(n) = summary
             .captures(log)
             .and_then(|c| c[1].parse::<u64>().ok())
@@ -365,6 +376,24 @@ mod tests {
         assert!(d[0].message.starts_with("Barrier error detected"));
         assert_eq!(d[0].line, Some(18));
 
+        // The harness's own download of memory no kernel wrote (as for every Numba kernel on
+        // an H100, 2026-11-24) is no finding; a kernel's uninitialized read is.
+        let host = "========= COMPUTE-SANITIZER
+========= Host API memory access error at host access to 0x7f5082a00000 of size 8 bytes
+=========     Uninitialized access at 0x7f5082a00000 on access by cudaMemcopy source.
+=========     Host Frame: cuMemcpyDtoH_v2 [0x2c0f4] in libcuda.so.1
+=========
+========= ERROR SUMMARY: 1 error
+";
+        assert!(parse("initcheck", host).is_empty());
+        let read = "========= COMPUTE-SANITIZER
+========= Uninitialized __global__ memory read of size 4 bytes
+=========     at k(float *)+0x90 in k.cu:3
+=========     by thread (0,0,0) in block (0,0,0)
+=========
+========= ERROR SUMMARY: 1 error
+";
+        assert_eq!(parse("initcheck", read).len(), 1);
         let clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n";
         assert!(parse("initcheck", clean).is_empty());
         // A summary that counts errors it did not list still fails.

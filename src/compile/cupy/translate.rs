@@ -472,9 +472,13 @@ pub fn reduction(def: &Definition, kernel: &str, contract: &Contract) -> Result<
     }
     let bound = bind(&params, contract).map_err(|m| refuse(def, m))?;
     let map = placeholders(&bound).map_err(|m| refuse(def, m))?;
+    // CuPy pastes `reduce_type` into the kernel as C (`typedef float _type_reduce;`): a NumPy
+    // name such as `float32` does not compile there, and must not here (H100, CuPy 14,
+    // 2026-11-24). A type placeholder (`T`) is one of the kernel's typedefs.
     let reduce_type = match def.reduce_type.as_deref() {
-        Some(t) => dtype_c(t)
-            .or_else(|| map.get(t).copied())
+        Some(t) => map
+            .get(t)
+            .copied()
             .map(str::to_string)
             .unwrap_or_else(|| t.to_string()),
         None => bound

@@ -16,5 +16,5 @@ reduce_shared = cp.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "re
 
 reduce_shuffle = cp.ReductionKernel(
     "float32 x", "float32 y", "x", "a + b", "y = a", "0", "reduce_shuffle",
-    reduce_type="float32",
+    reduce_type="float",
 )
