@@ -197,21 +197,10 @@ pub fn extract(
     std::fs::create_dir_all(&src).map_err(io)?;
     std::fs::create_dir_all(stub.join("cupy")).map_err(io)?;
     std::fs::write(stub.join("cupy/__init__.py"), STUB).map_err(io)?;
-    for f in files {
-        let rel = Path::new(&f.name);
-        if rel.is_absolute()
-            || rel
-                .components()
-                .any(|c| !matches!(c, std::path::Component::Normal(_)))
-        {
-            return Err(format!("`{}` is not a relative path", f.name));
-        }
-        let path = src.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        std::fs::write(&path, &f.text).map_err(io)?;
-    }
+    super::write_sources(files, &src).map_err(|e| match e {
+        super::WriteError::Name(m) => m,
+        super::WriteError::Io(e) => io(e),
+    })?;
     let driver = temp.join("cugrade_cupy_driver.py");
     std::fs::write(&driver, DRIVER).map_err(io)?;
     let request = serde_json::json!({

@@ -21,6 +21,38 @@ pub mod nvrtc_lib;
 pub mod toolchain;
 
 use crate::result::KernelResources;
+
+/// Why [`write_sources`] failed.
+#[derive(Debug)]
+pub enum WriteError {
+    /// A file name that is not a plain relative path (the student's mistake, said so).
+    Name(String),
+    Io(std::io::Error),
+}
+
+/// Write a submission's source files under `dir`, keeping their relative paths (Python
+/// packages): a name that is absolute or climbs out (`..`) is refused, never written.
+pub fn write_sources(files: &[SourceFile], dir: &std::path::Path) -> Result<(), WriteError> {
+    for f in files {
+        let rel = std::path::Path::new(&f.name);
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(WriteError::Name(format!(
+                "`{}` is not a relative path",
+                f.name
+            )));
+        }
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(WriteError::Io)?;
+        }
+        std::fs::write(&path, &f.text).map_err(WriteError::Io)?;
+    }
+    Ok(())
+}
 use cudarc::nvrtc::{result as nv, sys};
 use serde::{Deserialize, Serialize};
 use std::ffi::{CString, c_char};

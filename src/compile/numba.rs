@@ -215,21 +215,10 @@ pub fn compile(
     let src = temp.join("numba-src");
     let io = |e: std::io::Error| format!("cannot prepare the Numba compile: {e}");
     std::fs::create_dir_all(&src).map_err(io)?;
-    for f in files {
-        let rel = Path::new(&f.name);
-        if rel.is_absolute()
-            || rel
-                .components()
-                .any(|c| !matches!(c, std::path::Component::Normal(_)))
-        {
-            return Err(format!("`{}` is not a relative path", f.name));
-        }
-        let path = src.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        std::fs::write(&path, &f.text).map_err(io)?;
-    }
+    super::write_sources(files, &src).map_err(|e| match e {
+        super::WriteError::Name(m) => m,
+        super::WriteError::Io(e) => io(e),
+    })?;
     // A module that imports `cupy` for its host arrays (CuPy arrays passed to Numba kernels)
     // imports cugrade's stand-in: there is no CuPy in the Numba toolchain.
     if !src.join("cupy").exists() && !src.join("cupy.py").exists() {
