@@ -103,7 +103,7 @@ pub fn signatures(contract: &Contract, style: ArrayStyle) -> Vec<Signature> {
         let mut parts = vec![];
         let mut ndims = vec![];
         for p in &contract.params {
-            match ParamType::parse(&p.ty) {
+            match p.param_type() {
                 Some(ParamType::Buffer(t)) => {
                     let n = match &p.shape {
                         Some(s) if shaped && (2..=3).contains(&s.len()) => s.len(),
@@ -145,7 +145,7 @@ pub fn signatures(contract: &Contract, style: ArrayStyle) -> Vec<Signature> {
 pub fn param_sizes(sig: &Signature, contract: &Contract) -> Vec<usize> {
     let mut out = vec![];
     for (p, &n) in contract.params.iter().zip(&sig.ndims) {
-        match ParamType::parse(&p.ty) {
+        match p.param_type() {
             Some(ParamType::Buffer(_)) => out.extend(std::iter::repeat_n(8, 5 + 2 * n)),
             Some(ParamType::Scalar(t)) => out.push(t.size()),
             None => {}

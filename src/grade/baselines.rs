@@ -114,9 +114,7 @@ impl MilestoneRun<'_> {
                 })
             }
             Against::CopyBandwidth { bytes } => {
-                let b = rubric::expr::Expression::parse(&bytes.source(), rubric::expr::Kind::Int)?
-                    .eval_int(&case_vars(case))?
-                    .max(1) as f64;
+                let b = bytes.eval_int(&case_vars(case))?.max(1) as f64;
                 // A copy of half the bytes reads and writes as many bytes as the kernel moves.
                 let copy_bytes = (b as usize / 2).clamp(1 << 20, 1 << 30);
                 Ok(BaselineChoice {

@@ -540,7 +540,7 @@ impl MilestoneRun<'_> {
                 .params
                 .iter()
                 .filter(|p| !p.symbol)
-                .map(|p| match rubric::ParamType::parse(&p.ty) {
+                .map(|p| match p.param_type() {
                     Some(rubric::ParamType::Buffer(_)) => 8,
                     Some(rubric::ParamType::Scalar(t)) => t.size(),
                     None => 0,

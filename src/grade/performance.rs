@@ -11,7 +11,8 @@ use crate::measure::decide::{self, Interval};
 use crate::measure::session::{
     ComparePlan, GenPlan, MeasureSpec, PlanBuffer, Problem, RefCall, TimingReport, elem_code,
 };
-use crate::measure::{CacheMode, Measurement, clocks, lock, stats};
+use crate::measure::{Measurement, clocks, lock, stats};
+use crate::rubric::schema::CacheMode;
 use crate::rubric::schema::{Contract, DEFAULT_BUDGET_S, Direction, Gen, PerfSpec};
 use crate::rubric::{self, case_vars};
 use crate::worker::protocol::{Request, Response};
@@ -515,9 +516,7 @@ impl MilestoneRun<'_> {
             bound = bound.max(bytes as f64 / (f.peak_gbs * 1e9) * 1e3);
         }
         if let (Some(e), true) = (&case.flops, f.peak_fp32_gflops > 0.0) {
-            let flops = rubric::expr::Expression::parse(&e.source(), rubric::expr::Kind::Real)
-                .and_then(|x| x.eval_f64(&case_vars(case)))
-                .unwrap_or(0.0);
+            let flops = e.eval_f64(&case_vars(case)).unwrap_or(0.0);
             // Tensor cores run far above the FP32 peak: allow for them where the kernel uses them.
             let peak = f.peak_fp32_gflops * if self.tensor_ops { 16.0 } else { 1.0 };
             bound = bound.max(flops / (peak * 1e9) * 1e3);
@@ -536,10 +535,7 @@ fn plan_buffers(
     precision: crate::check::Precision,
 ) -> Result<Vec<PlanBuffer>, String> {
     let tol_vars = inv.tolerance_vars(vars);
-    let ev = |e: &crate::rubric::schema::Expr| {
-        rubric::expr::Expression::parse(&e.source(), rubric::expr::Kind::Real)
-            .and_then(|x| x.eval_f64(vars))
-    };
+    let ev = |e: &crate::rubric::schema::Expr| e.eval_f64(vars);
     inv.buffers
         .iter()
         .map(|b| {

@@ -23,10 +23,11 @@
 //! they belong to are replaced before the next launch, so no launch can use them.
 
 use super::stopping::StoppingRule;
-use super::{CacheMode, StopReason, decide::Interval};
+use super::{StopReason, decide::Interval};
 use crate::backend::{
     Arg, BackendError, BufferSpec, DeviceFacts, LaunchDims, ParamValue, Slot, Timer,
 };
+use crate::rubric::schema::CacheMode;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 

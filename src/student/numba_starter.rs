@@ -21,7 +21,7 @@ pub fn can_grade(r: &LoadedRubric) -> bool {
             r.contract(&m.contract)
                 .params
                 .iter()
-                .all(|p| ParamType::parse(&p.ty).is_some())
+                .all(|p| p.param_type().is_some())
         })
 }
 
@@ -74,7 +74,7 @@ fn param_notes(contract: &Contract) -> Vec<String> {
         .iter()
         .map(|p| {
             let name = py_name(&p.name);
-            match ParamType::parse(&p.ty) {
+            match p.param_type() {
                 Some(ParamType::Buffer(t)) => {
                     let len = p.len.as_ref().map_or("?".into(), |e| e.source());
                     let role = match p.dir {
