@@ -492,7 +492,7 @@ pub fn check_limits(d: &LaunchDims, max_threads: u32) -> Result<(), String> {
 pub fn numba_invocation(
     inv: &Invocation,
     contract: &Contract,
-    sig: &crate::compile::numba::Signature,
+    sig: &crate::rubric::convention::Signature,
 ) -> Result<Invocation, String> {
     let mut args = vec![];
     let mut values = inv.args.iter().filter(|a| matches!(a, Arg::Value(_)));
@@ -659,7 +659,7 @@ launch: {block: [16], grid: [1]}
         vars.insert("K".into(), 5.0);
         let inv = crate::inputs::generate(&c, &vars, 1).unwrap();
         let sig =
-            &crate::compile::numba::signatures(&c, crate::rubric::schema::ArrayStyle::Auto)[1];
+            &crate::rubric::convention::signatures(&c, crate::rubric::schema::ArrayStyle::Auto)[1];
         let n = numba_invocation(&inv, &c, sig).unwrap();
         use crate::backend::ParamValue::I64;
         let v = |x| Arg::Value(I64(x));

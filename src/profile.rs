@@ -470,7 +470,7 @@ pub fn kernel_job(
     m: &Milestone,
     case: &Case,
     ptx: &str,
-    numba: Option<&crate::compile::numba::Signature>,
+    numba: Option<&crate::rubric::convention::Signature>,
     opts: &Options,
     extra_read: Vec<std::path::PathBuf>,
     deadline: Duration,

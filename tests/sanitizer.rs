@@ -60,7 +60,10 @@ fn sanitize_numba(example: &str, milestone: &str) -> Option<Vec<cugrade::result:
         .unwrap();
     let kernel = numba::NumbaKernel {
         name: m.kernel.clone(),
-        signatures: numba::signatures(rubric.contract(&m.contract), rubric.rubric.numba_arrays),
+        signatures: cugrade::rubric::convention::signatures(
+            rubric.contract(&m.contract),
+            rubric.rubric.numba_arrays,
+        ),
         params: vec![],
     };
     let temp = tempfile::tempdir().unwrap();

@@ -223,7 +223,7 @@ pub fn on_gpu(
     m: &Milestone,
     sub: &Submission,
     ptx: &str,
-    numba: Option<&crate::compile::numba::Signature>,
+    numba: Option<&crate::rubric::convention::Signature>,
     opts: &super::Options,
 ) -> Vec<Check> {
     let name = "sanitizer (GPU)";

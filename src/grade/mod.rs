@@ -84,7 +84,7 @@ pub struct KeptKernel {
     pub milestone: String,
     pub kernel: String,
     pub ptx: String,
-    pub numba: Option<crate::compile::numba::Signature>,
+    pub numba: Option<crate::rubric::convention::Signature>,
     /// On the emulator: the counters of the largest correctness case it ran (the case's name
     /// and the first trial's metrics), for `check --profile` without a GPU.
     pub emulator: Option<(String, crate::backend::Metrics)>,
@@ -323,7 +323,7 @@ struct MilestoneRun<'a> {
     worker: Option<Worker>,
     sandbox: &'a mut Vec<String>,
     /// The signature of a Numba kernel: launches use Numba's calling convention.
-    numba: Option<crate::compile::numba::Signature>,
+    numba: Option<crate::rubric::convention::Signature>,
     /// The kernel is (or should have been) a Numba kernel: hints speak Numba.
     numba_source: bool,
     /// The kernel's module uses tensor-core instructions (for the roofline's arithmetic peak).
@@ -528,7 +528,7 @@ impl MilestoneRun<'_> {
         let numba_sizes = self
             .numba
             .as_ref()
-            .map(|sig| crate::compile::numba::param_sizes(sig, contract));
+            .map(|sig| crate::rubric::convention::param_sizes(sig, contract));
         let expected_params = numba_sizes.as_ref().map_or_else(
             || contract.params.iter().filter(|p| !p.symbol).count(),
             Vec::len,

@@ -4,10 +4,11 @@
 //! which use Numba's calling convention (`inputs::numba_invocation`).
 
 use super::{Infrastructure, Options};
-use crate::compile::numba::{self, NumbaKernel, Signature};
+use crate::compile::numba::{self, NumbaKernel};
 use crate::compile::toolchain;
 use crate::result::{Check, CheckKind};
 use crate::rubric::LoadedRubric;
+use crate::rubric::convention::{Signature, signatures};
 use crate::rubric::schema::Language;
 use crate::submission::Submission;
 use crate::worker::protocol::{Request, Response};
@@ -137,7 +138,7 @@ pub fn compile(
         }
         kernels.push(NumbaKernel {
             name: m.kernel.clone(),
-            signatures: numba::signatures(rubric.contract(&m.contract), rb.numba_arrays),
+            signatures: signatures(rubric.contract(&m.contract), rb.numba_arrays),
             params: rubric
                 .contract(&m.contract)
                 .params

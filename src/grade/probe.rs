@@ -7,8 +7,9 @@ use super::compiling::compile_all;
 use super::numba::{NumbaFailure, compile_in_worker};
 use crate::backend::BackendKind;
 use crate::compile::SourceFile;
-use crate::compile::numba::{NumbaKernel, Signature};
+use crate::compile::numba::NumbaKernel;
 use crate::compile::toolchain;
+use crate::rubric::convention::Signature;
 use crate::worker::{Role, WorkerOptions};
 use std::time::Duration;
 

@@ -104,7 +104,7 @@ pub(super) fn variant(r: &Response) -> &'static str {
 /// The student's view of an invocation: as is for CUDA C++ and PTX, Numba's array
 /// descriptors for a Numba kernel.
 pub(super) fn student_invocation<'i>(
-    numba: &Option<crate::compile::numba::Signature>,
+    numba: &Option<crate::rubric::convention::Signature>,
     inv: &'i Invocation,
     contract: &crate::rubric::schema::Contract,
 ) -> Result<std::borrow::Cow<'i, Invocation>, super::Infrastructure> {

@@ -54,7 +54,7 @@ pub fn on_emulator(
     m: &Milestone,
     sub: &Submission,
     ptx: &str,
-    numba: Option<&crate::compile::numba::Signature>,
+    numba: Option<&crate::rubric::convention::Signature>,
     seed: u64,
     protected: &[PathBuf],
 ) -> (Vec<Check>, Vec<CaseOutputs>) {
@@ -89,7 +89,7 @@ fn emulate(
     m: &Milestone,
     sub: &Submission,
     ptx: &str,
-    numba: Option<&crate::compile::numba::Signature>,
+    numba: Option<&crate::rubric::convention::Signature>,
     seed: u64,
     protected: &[PathBuf],
     outputs: &mut Vec<(String, Vec<Vec<u8>>)>,

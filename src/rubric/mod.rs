@@ -6,9 +6,11 @@
 
 pub mod bounds;
 pub mod confine;
+pub mod convention;
 pub mod expr;
 pub mod locate;
 pub mod numbers;
+pub mod plan;
 pub mod schema;
 
 use crate::errors::{ConfigError, Pos};

@@ -269,8 +269,10 @@ mod tests {
                 assert_eq!(defs.len(), 1, "{}: {kernel}\n{src}", lab.name);
                 assert!(defs[0].1, "{}: {kernel} is not a stub", lab.name);
                 // As many parameters as Numba's signature for the contract has entries.
-                let sig =
-                    &crate::compile::numba::signatures(r.contract(contract), Default::default())[0];
+                let sig = &crate::rubric::convention::signatures(
+                    r.contract(contract),
+                    Default::default(),
+                )[0];
                 let head = src
                     .lines()
                     .skip(defs[0].0 - 1)
