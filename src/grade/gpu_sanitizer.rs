@@ -7,13 +7,13 @@
 //! for a finding or hide one. The PTX emulator's pass (`sanitizer::on_emulator`) runs as well:
 //! each finding says which one saw it. docs/sanitizers.md has the table.
 
+use super::context::{Ctx, Kernel};
 use super::correctness::sanitizer_check;
 use super::sanitizer;
 use crate::backend::Diagnostic;
 use crate::result::{Check, CheckKind};
-use crate::rubric::LoadedRubric;
-use crate::rubric::schema::Milestone;
-use crate::submission::Submission;
+use crate::worker::nsight::{kernel_job, tool_root};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -212,43 +212,32 @@ fn run_tool(cs: &Path, tool: &str, dir: &Path, job: &Path) -> Result<String, Str
     Ok(text)
 }
 
-/// compute-sanitizer `cs` on milestone `m`'s kernel (from `ptx`) for its smallest correctness
-/// cases: one failing `sanitizer` check per distinct finding (tool and source line), or one
-/// passing check `sanitizer (GPU)` naming the tools and cases. A tool that cannot run gives a
-/// skipped check with the reason (not a verdict: the emulator's pass still runs).
-#[allow(clippy::too_many_arguments)]
-pub fn on_gpu(
-    cs: &Path,
-    rubric: &LoadedRubric,
-    m: &Milestone,
-    sub: &Submission,
-    ptx: &str,
-    numba: Option<&crate::rubric::convention::Signature>,
-    opts: &super::Options,
-) -> Vec<Check> {
-    let name = "sanitizer (GPU)";
-    let cases = sanitizer::smallest_cases(rubric, m);
+/// compute-sanitizer `cs` on the milestone's kernel for its smallest correctness cases: one
+/// failing `sanitizer` check per distinct finding (tool and source line), or one passing check
+/// `sanitizer (GPU)` naming the tools and cases. A tool that cannot run gives a skipped check
+/// with the reason (not a verdict: the emulator's pass still runs).
+pub(super) fn on_gpu(cs: &Path, ctx: &Ctx, kernel: &Kernel) -> Vec<Check> {
+    let cases = sanitizer::smallest_cases(ctx.plan);
     if cases.is_empty() {
         return vec![Check::skipped(
             CheckKind::Sanitizer,
-            name,
+            NAME,
             "no correctness case is small enough for compute-sanitizer",
         )];
     }
     let mut out: Vec<Check> = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     let mut ran: Vec<String> = Vec::new();
     let mut problems: Vec<String> = Vec::new();
     for case in cases {
-        let job = crate::profile::kernel_job(
-            rubric,
-            sub,
-            m,
+        let job = kernel_job(
+            ctx.plan,
             case,
-            ptx,
-            numba,
-            opts,
-            crate::profile::tool_root(cs),
+            kernel.ptx,
+            kernel.numba.as_ref(),
+            ctx.opts.seed,
+            ctx.opts.device,
+            tool_root(cs),
             TIMEOUT,
         );
         let (dir, job) = match job {
@@ -261,18 +250,7 @@ pub fn on_gpu(
         let mut all = true;
         for tool in TOOLS {
             match run_tool(cs, tool, dir.path(), &job) {
-                Ok(log) => {
-                    for d in parse(tool, &log) {
-                        let key = (d.tool.clone(), d.file.clone(), d.line, d.message.clone());
-                        if seen.insert(key) {
-                            let mut c = sanitizer_check(&d, &case.name);
-                            c.message = format!("{} (compute-sanitizer on the GPU)", c.message);
-                            c.details = (!d.instruction.is_empty())
-                                .then(|| format!("at {}", d.instruction));
-                            out.push(c);
-                        }
-                    }
-                }
+                Ok(log) => out.extend(findings(tool, &log, &case.name, &mut seen)),
                 Err(e) => {
                     all = false;
                     problems.push(format!("{}: {e}", case.name));
@@ -286,10 +264,37 @@ pub fn on_gpu(
     if !out.is_empty() {
         return out;
     }
+    summary(&ran, &problems)
+}
+
+const NAME: &str = "sanitizer (GPU)";
+
+/// The checks of one tool's log on one case: each finding not seen before.
+fn findings(
+    tool: &str,
+    log: &str,
+    case: &str,
+    seen: &mut BTreeSet<(String, Option<String>, Option<u32>, String)>,
+) -> Vec<Check> {
+    let mut out = Vec::new();
+    for d in parse(tool, log) {
+        let key = (d.tool.clone(), d.file.clone(), d.line, d.message.clone());
+        if seen.insert(key) {
+            let mut c = sanitizer_check(&d, case);
+            c.message = format!("{} (compute-sanitizer on the GPU)", c.message);
+            c.details = (!d.instruction.is_empty()).then(|| format!("at {}", d.instruction));
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// No finding: a passing check naming the cases, or a skipped one when no case could run.
+fn summary(ran: &[String], problems: &[String]) -> Vec<Check> {
     if ran.is_empty() {
         return vec![Check::skipped(
             CheckKind::Sanitizer,
-            name,
+            NAME,
             format!(
                 "compute-sanitizer could not check the kernel ({}); the PTX emulator's pass still ran",
                 problems.join("; ")
@@ -298,7 +303,7 @@ pub fn on_gpu(
     }
     let mut c = Check::pass(
         CheckKind::Sanitizer,
-        name,
+        NAME,
         format!(
             "{TOOL} found nothing on case{} {}",
             if ran.len() > 1 { "s" } else { "" },

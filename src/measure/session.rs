@@ -50,13 +50,40 @@ pub fn elem_code(e: crate::rubric::schema::ScalarType) -> u32 {
 /// How a buffer's contents are drawn on the device (see `cugrade_generate`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GenPlan {
-    /// 0 uniform, 1 normal, 2 integer, 3 constant, 4 values cycled.
-    pub kind: u32,
+    pub kind: DrawKind,
     pub a: f64,
     pub b: f64,
     pub values: Vec<f64>,
     pub specials: Vec<f64>,
     pub special_fraction: f64,
+}
+
+/// How a buffer's values are drawn on the device (the rubric's `gen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DrawKind {
+    /// Uniform in `[a, b)`.
+    Uniform,
+    /// Normal with mean `a`, standard deviation `b`.
+    Normal,
+    /// Integers in `[a, b)`.
+    Int,
+    /// `a` everywhere.
+    Constant,
+    /// `values`, cycled.
+    Values,
+}
+
+impl DrawKind {
+    /// The `kind` argument of `cugrade_generate` (harness.cu).
+    pub fn code(self) -> i32 {
+        match self {
+            DrawKind::Uniform => 0,
+            DrawKind::Normal => 1,
+            DrawKind::Int => 2,
+            DrawKind::Constant => 3,
+            DrawKind::Values => 4,
+        }
+    }
 }
 
 /// How an output is compared with the reference's (see `check::Resolved`).
@@ -305,7 +332,7 @@ impl Device<'_> {
                     ParamValue::U64((s.bytes / elem_size(pb.elem)) as u64),
                     ParamValue::I32(pb.elem as i32),
                     ParamValue::U64(seed),
-                    ParamValue::I32(g.kind as i32),
+                    ParamValue::I32(g.kind.code()),
                     ParamValue::F64(g.a),
                     ParamValue::F64(g.b),
                     ParamValue::Ptr(values),

@@ -10,7 +10,7 @@
 use super::convention::{self, Signature};
 use super::expr::Vars;
 use super::schema::{
-    Contract, Launch, MetricSpec, Milestone, PerfSpec, Rubric, Timeouts, Tolerance,
+    Contract, Language, Launch, MetricSpec, Milestone, PerfSpec, Rubric, Timeouts, Tolerance,
 };
 use super::{LoadedRubric, case_vars, eval_launch, eval_len, milestone_max, perf_bar, perf_max};
 use crate::backend::LaunchDims;
@@ -24,6 +24,10 @@ pub struct Plan {
     pub timeouts: Timeouts,
     pub trials: u32,
     pub max_score: f64,
+    /// The languages the rubric accepts (`None`: every one).
+    pub languages: Option<Vec<Language>>,
+    /// The rubric file (pinned CPU baselines are looked up beside it).
+    pub path: std::path::PathBuf,
 }
 
 /// One milestone, resolved.
@@ -46,8 +50,8 @@ pub struct MilestonePlan {
     pub max_points: f64,
     /// The signatures a Numba kernel is compiled with, in the order they are tried.
     pub numba_signatures: Vec<Signature>,
-    /// How many milestones the rubric has (a student's worker serves them all).
-    pub milestone_count: usize,
+    /// The rubric's deadlines.
+    pub timeouts: Timeouts,
 }
 
 /// One case of a milestone: its variables evaluated against the contract.
@@ -101,6 +105,8 @@ impl LoadedRubric {
             timeouts: rb.timeouts.clone(),
             trials: rb.trials,
             max_score: self.max_score(),
+            languages: rb.languages.clone(),
+            path: self.path.clone(),
         }
     }
 
@@ -148,7 +154,7 @@ impl LoadedRubric {
             metrics,
             max_points: milestone_max(m),
             numba_signatures: convention::signatures(&contract, self.rubric.numba_arrays),
-            milestone_count: self.rubric.milestones.len(),
+            timeouts: self.rubric.timeouts.clone(),
             contract,
         }
     }

@@ -310,7 +310,7 @@ mod tests {
         }
         assert_eq!(spec.deadline_ms, u64::MAX);
         let plan = GenPlan {
-            kind: 4,
+            kind: crate::measure::session::DrawKind::Values,
             a: f64::NEG_INFINITY,
             b: f64::NAN,
             values: odd64.to_vec(),
