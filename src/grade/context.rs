@@ -4,7 +4,7 @@
 use crate::backend::{BackendKind, KernelInfo};
 use crate::result::Check;
 use crate::rubric::convention::Signature;
-use crate::rubric::plan::{MilestonePlan, Plan};
+use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
 use crate::submission::Submission;
 use crate::worker::{Role, Worker, WorkerOptions};
 
@@ -122,4 +122,13 @@ impl Ctx<'_> {
     pub(super) fn on_gpu(&self) -> bool {
         self.opts.backend == BackendKind::Cuda
     }
+}
+
+/// The reference kernel always runs with the contract's own launch.
+pub(super) fn reference_launch(
+    case: &CasePlan,
+) -> Result<crate::backend::LaunchDims, Infrastructure> {
+    case.reference_launch
+        .clone()
+        .map_err(|e| Infrastructure(format!("reference launch for case {}: {e}", case.name)))
 }

@@ -1,11 +1,11 @@
 //! Correctness: every trial of every case, compared byte for byte with the reference, and the
 //! sanitizer and metric findings that come with the runs.
 
-use super::context::{Ctx, Infrastructure, Kernel, Student};
+use super::context::{Ctx, Infrastructure, Kernel, Student, reference_launch};
 use super::performance::preload_timing_modules;
 use super::reference::Reference;
 use super::run::{AppendDetails, RunError, run_on, runtime_check, student_invocation};
-use super::sanitizer;
+use super::sanitizer::{self, sanitizer_check};
 use crate::backend::Metrics;
 use crate::check::{self, Resolved};
 use crate::hints;
@@ -263,23 +263,7 @@ fn run_trial(
     let r = match ran {
         Ok(r) => r,
         Err(e) => {
-            let (mut check, fatal) = runtime_check(&e, &case.name, &printed);
-            if check.hint.as_deref() == Some(hints::DEADLOCK)
-                && check.message.starts_with("timeout")
-            {
-                check
-                    .message
-                    .push_str(&format!("; its deadline was {deadline_s:.1} s ({why})"));
-            }
-            let mut checks = vec![check];
-            if let RunError::Backend(_, report) = &e {
-                checks.extend(
-                    report
-                        .diagnostics
-                        .iter()
-                        .map(|d| sanitizer_check(d, &case.name)),
-                );
-            }
+            let (checks, fatal) = failed_run(&e, case, &printed, deadline_s, &why);
             if fatal {
                 student.worker = None;
             }
@@ -293,18 +277,7 @@ fn run_trial(
             }));
         }
     };
-    let mut checks: Vec<Check> = Vec::new();
-    for d in &r.report.diagnostics {
-        let key = (
-            d.tool.clone(),
-            d.file.clone(),
-            d.line,
-            d.instruction.clone(),
-        );
-        if seen.insert(key) {
-            checks.push(sanitizer_check(d, &case.name));
-        }
-    }
+    let mut checks = new_findings(&r.report.diagnostics, &case.name, seen);
     let found = compare_trial(
         ctx,
         &inv,
@@ -330,6 +303,53 @@ fn run_trial(
         metrics: r.report.metrics.clone(),
         allocations: Some(r.allocations),
     }))
+}
+
+/// Checks for the backend's sanitizer findings not seen on an earlier trial.
+fn new_findings(
+    found: &[crate::backend::Diagnostic],
+    case: &str,
+    seen: &mut BTreeSet<(String, Option<String>, Option<u32>, String)>,
+) -> Vec<Check> {
+    found
+        .iter()
+        .filter(|d| {
+            seen.insert((
+                d.tool.clone(),
+                d.file.clone(),
+                d.line,
+                d.instruction.clone(),
+            ))
+        })
+        .map(|d| sanitizer_check(d, case))
+        .collect()
+}
+
+/// A run that did not complete: its runtime check (a timeout names the deadline and why) and
+/// the sanitizer findings the backend made before it ended; and whether the worker is gone.
+fn failed_run(
+    e: &RunError,
+    case: &CasePlan,
+    printed: &crate::worker::Captured,
+    deadline_s: f64,
+    why: &str,
+) -> (Vec<Check>, bool) {
+    let (mut check, fatal) = runtime_check(e, &case.name, printed);
+    if check.hint.as_deref() == Some(hints::DEADLOCK) && check.message.starts_with("timeout") {
+        check
+            .message
+            .push_str(&format!("; its deadline was {deadline_s:.1} s ({why})"));
+    }
+    let mut checks = vec![check];
+    if let RunError::Backend(_, report) = e {
+        checks.extend(
+            report
+                .diagnostics
+                .iter()
+                .map(|d| sanitizer_check(d, &case.name)),
+        );
+    }
+    (checks, fatal)
 }
 
 /// The reference's outputs of a trial, and each element's sum of absolute terms where a
@@ -362,14 +382,9 @@ pub(super) fn expected_outputs(
     Ok((expected, magnitude))
 }
 
-/// The reference kernel always runs with the contract's own launch.
-pub(super) fn reference_launch(
-    case: &CasePlan,
-) -> Result<crate::backend::LaunchDims, Infrastructure> {
-    case.reference_launch
-        .clone()
-        .map_err(|e| Infrastructure(format!("reference launch for case {}: {e}", case.name)))
-}
+/// Per wrong output: the sentence naming the kind of wrong, its cause key, its hint, and the
+/// mismatch listing.
+type Problem = (String, &'static str, &'static str, String);
 
 /// Compare one trial: a failed correctness check (if values differ) and one memory check per
 /// stray write or changed input. Empty when everything is right.
@@ -382,77 +397,28 @@ pub(super) fn compare_trial(
     case: &CasePlan,
     trial: u32,
 ) -> Vec<Check> {
-    let name = format!("correctness {}", case.name);
     let tol_vars = inv.tolerance_vars(&case.vars);
-    let precision = ctx.plan.precision;
-    // Per wrong output: the sentence naming the kind of wrong, its cause key, its hint, and
-    // the mismatch listing.
-    let mut problems: Vec<(String, &'static str, &'static str, String)> = Vec::new();
+    let mut problems: Vec<Problem> = Vec::new();
     let mut memory: Vec<Check> = Vec::new();
     for (i, b) in inv.buffers.iter().enumerate() {
         let spec = b.spec();
-        if let Some(stray) = check::guards(&got[i], spec.bytes, spec.guard) {
-            let where_ = if stray.offset < 0 {
-                format!("{} bytes before the start of `{}`", -stray.offset, b.name)
-            } else {
-                format!(
-                    "past the end of `{}` (at byte {} of a {}-byte buffer)",
-                    b.name, stray.offset, spec.bytes
-                )
-            };
-            memory.push(
-                Check::fail(
-                    CheckKind::Memory,
-                    format!("bounds {}", b.name),
-                    format!("stray write {where_}; {} guard bytes changed", stray.bytes),
-                )
-                .with_hint(hints::OUT_OF_BOUNDS)
-                .with_cause("stray-write"),
-            );
-        }
         let payload = &got[i][spec.guard..spec.guard + spec.bytes];
+        memory.extend(memory_checks(b, &got[i], payload));
         if b.dir == Direction::In {
-            if let Some(idx) = check::changed_input(b, payload) {
-                memory.push(
-                    Check::fail(
-                        CheckKind::Memory,
-                        format!("read-only {}", b.name),
-                        format!(
-                            "the kernel wrote to input `{}` (first change at element {idx})",
-                            b.name
-                        ),
-                    )
-                    .with_hint(hints::CONST_WRITTEN)
-                    .with_cause("input-written"),
-                );
-            }
             continue;
         }
-        let t = b
-            .tolerance
-            .as_ref()
-            .or(ctx.plan.tolerance.as_ref())
-            .or(Some(&ctx.plan.contract.tolerance));
-        let tol = match Resolved::with_precision(t, b.elem, &tol_vars, precision) {
-            Ok(t) => t,
+        let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
+        let mag = magnitude.and_then(|m| m.get(i)).map(Vec::as_slice);
+        match wrong_output(ctx, b, &tol_vars, exp_payload, payload, mag) {
+            Ok(None) => {}
+            Ok(Some(p)) => problems.push(p),
             Err(e) => {
+                let name = format!("correctness {}", case.name);
                 return vec![
                     Check::error(CheckKind::Correctness, name, format!("tolerance: {e}"))
                         .with_case(case.name.clone()),
                 ];
             }
-        };
-        let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
-        let mag = magnitude.and_then(|m| m.get(i)).map(Vec::as_slice);
-        let c = check::compare_at(b, exp_payload, payload, mag, tol);
-        if !c.ok() {
-            let wrong = check::classify::classify_at(b, &b.data, exp_payload, payload, mag, tol);
-            problems.push((
-                wrong.describe(&b.name, c.total),
-                wrong.cause(),
-                hints::for_wrong(&wrong),
-                c.describe(),
-            ));
         }
     }
     let mut found: Vec<Check> = memory
@@ -463,44 +429,117 @@ pub(super) fn compare_trial(
             c
         })
         .collect();
-    if let Some((sentence, cause, class_hint, _)) = problems.first() {
-        // The rubric's own hint for the milestone knows the lab best; the kind of wrong is
-        // in the message either way.
-        let hint = ctx
-            .plan
-            .milestone
-            .hint
-            .clone()
-            .unwrap_or_else(|| class_hint.to_string());
-        let details = std::iter::once(format!("case {}, trial {}:", case.name, trial + 1))
-            .chain(problems.iter().map(|p| p.3.clone()))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let also = if problems.len() > 1 {
-            format!(" (and {} more wrong outputs)", problems.len() - 1)
-        } else {
-            String::new()
-        };
-        // "results less precise than float accumulation allows" says what it is.
-        let lead = if *cause == "imprecise" {
-            ""
-        } else {
-            "wrong results: "
-        };
-        found.insert(
-            0,
-            Check::fail(
-                CheckKind::Correctness,
-                name,
-                format!("{lead}{sentence}{also}"),
-            )
-            .with_case(case.name.clone())
-            .with_hint(hint)
-            .with_cause(*cause)
-            .with_details(details),
-        );
+    if !problems.is_empty() {
+        found.insert(0, wrong_values(ctx, &problems, case, trial));
     }
     found
+}
+
+/// A stray write into a buffer's guards, and an input the kernel changed.
+fn memory_checks(b: &inputs::Buffer, allocation: &[u8], payload: &[u8]) -> Vec<Check> {
+    let spec = b.spec();
+    let mut out = Vec::new();
+    if let Some(stray) = check::guards(allocation, spec.bytes, spec.guard) {
+        let where_ = if stray.offset < 0 {
+            format!("{} bytes before the start of `{}`", -stray.offset, b.name)
+        } else {
+            format!(
+                "past the end of `{}` (at byte {} of a {}-byte buffer)",
+                b.name, stray.offset, spec.bytes
+            )
+        };
+        out.push(
+            Check::fail(
+                CheckKind::Memory,
+                format!("bounds {}", b.name),
+                format!("stray write {where_}; {} guard bytes changed", stray.bytes),
+            )
+            .with_hint(hints::OUT_OF_BOUNDS)
+            .with_cause("stray-write"),
+        );
+    }
+    if b.dir == Direction::In
+        && let Some(idx) = check::changed_input(b, payload)
+    {
+        out.push(
+            Check::fail(
+                CheckKind::Memory,
+                format!("read-only {}", b.name),
+                format!(
+                    "the kernel wrote to input `{}` (first change at element {idx})",
+                    b.name
+                ),
+            )
+            .with_hint(hints::CONST_WRITTEN)
+            .with_cause("input-written"),
+        );
+    }
+    out
+}
+
+/// An output compared with the reference's under its tolerance: what is wrong, if anything.
+fn wrong_output(
+    ctx: &Ctx,
+    b: &inputs::Buffer,
+    tol_vars: &crate::rubric::expr::Vars,
+    expected: &[u8],
+    got: &[u8],
+    mag: Option<&[f64]>,
+) -> Result<Option<Problem>, String> {
+    let t = b
+        .tolerance
+        .as_ref()
+        .or(ctx.plan.tolerance.as_ref())
+        .or(Some(&ctx.plan.contract.tolerance));
+    let tol = Resolved::with_precision(t, b.elem, tol_vars, ctx.plan.precision)?;
+    let c = check::compare_at(b, expected, got, mag, tol);
+    if c.ok() {
+        return Ok(None);
+    }
+    let wrong = check::classify::classify_at(b, &b.data, expected, got, mag, tol);
+    Ok(Some((
+        wrong.describe(&b.name, c.total),
+        wrong.cause(),
+        hints::for_wrong(&wrong),
+        c.describe(),
+    )))
+}
+
+/// The failed correctness check of a trial with wrong outputs.
+fn wrong_values(ctx: &Ctx, problems: &[Problem], case: &CasePlan, trial: u32) -> Check {
+    let (sentence, cause, class_hint, _) = &problems[0];
+    // The rubric's own hint for the milestone knows the lab best; the kind of wrong is in the
+    // message either way.
+    let hint = ctx
+        .plan
+        .milestone
+        .hint
+        .clone()
+        .unwrap_or_else(|| class_hint.to_string());
+    let details = std::iter::once(format!("case {}, trial {}:", case.name, trial + 1))
+        .chain(problems.iter().map(|p| p.3.clone()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let also = if problems.len() > 1 {
+        format!(" (and {} more wrong outputs)", problems.len() - 1)
+    } else {
+        String::new()
+    };
+    // "results less precise than float accumulation allows" says what it is.
+    let lead = if *cause == "imprecise" {
+        ""
+    } else {
+        "wrong results: "
+    };
+    Check::fail(
+        CheckKind::Correctness,
+        format!("correctness {}", case.name),
+        format!("{lead}{sentence}{also}"),
+    )
+    .with_case(case.name.clone())
+    .with_hint(hint)
+    .with_cause(*cause)
+    .with_details(details)
 }
 
 /// Does some output's tolerance scale with its elements' sums of absolute terms?
@@ -589,49 +628,6 @@ pub(super) fn keep_emulator_counters(ctx: &Ctx, metrics: &HashMap<String, Metric
     {
         k.emulator = Some((case.name.clone(), metrics[&case.name].clone()));
     }
-}
-
-pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Check {
-    let location = match (&d.file, d.line) {
-        (Some(f), Some(l)) => Some(format!("{f}:{l}")),
-        _ => None,
-    };
-    let hint = match d.tool.as_str() {
-        "racecheck" => hints::RACE,
-        "synccheck" => hints::BARRIER_DIVERGENCE,
-        "memcheck" => hints::OUT_OF_BOUNDS,
-        "initcheck" => {
-            "Shared memory is read before any thread wrote it: initialise it, and put a __syncthreads() between the writes and the reads."
-        }
-        _ => hints::WRONG_RESULTS,
-    };
-    let more = if d.repeats > 0 {
-        format!(" (and {} more times)", d.repeats)
-    } else {
-        String::new()
-    };
-    Check::fail(
-        CheckKind::Sanitizer,
-        format!("{} {}", d.tool, location.clone().unwrap_or_default())
-            .trim()
-            .to_string(),
-        format!(
-            "{}: {} at thread ({},{},{}) of block ({},{},{}){more}",
-            d.tool,
-            d.message,
-            d.thread[0],
-            d.thread[1],
-            d.thread[2],
-            d.block[0],
-            d.block[1],
-            d.block[2]
-        ),
-    )
-    .with_location(location)
-    .with_case(case.to_string())
-    .with_hint(hint)
-    .with_cause(d.tool.clone())
-    .with_details(format!("PTX: {}", d.instruction))
 }
 
 /// Quote the student's source line under every check that names a `file:line` of the

@@ -8,8 +8,7 @@
 //! each finding says which one saw it. docs/sanitizers.md has the table.
 
 use super::context::{Ctx, Kernel};
-use super::correctness::sanitizer_check;
-use super::sanitizer;
+use super::sanitizer::{self, sanitizer_check};
 use crate::backend::Diagnostic;
 use crate::result::{Check, CheckKind};
 use crate::worker::nsight::{kernel_job, tool_root};
@@ -44,21 +43,34 @@ fn is_meta(text: &str) -> bool {
     META.iter().any(|m| text.starts_with(m))
 }
 
+/// The patterns of a compute-sanitizer report.
+struct Patterns {
+    place: regex::Regex,
+    who: regex::Regex,
+    at: regex::Regex,
+    hazards: regex::Regex,
+    /// `at kernel(float const*, int)+0x1a0 in /tmp/x/reduce.cu:20` -> `at reduce.cu:20`.
+    tidy: regex::Regex,
+    summary: regex::Regex,
+}
+
+static PATTERNS: std::sync::LazyLock<Patterns> = std::sync::LazyLock::new(|| {
+    let re = |p: &str| regex::Regex::new(p).expect("static regex");
+    Patterns {
+        place: re(r"in ([^\s:]+):(\d+)"),
+        who: re(r"thread \((\d+),\s*(\d+),\s*(\d+)\)\s+in block \((\d+),\s*(\d+),\s*(\d+)\)"),
+        at: re(r"\bat (.+?) in "),
+        hazards: re(r"\[(\d+) hazards?\]"),
+        tidy: re(r"at \S.*? in (?:\S*/)?([^/\s:]+:\d+)(?::\S+)?"),
+        summary: re(r"ERROR SUMMARY: (\d+) errors?"),
+    }
+});
+
 /// The findings of one tool's log (`compute-sanitizer --log-file`). A finding is a line of
 /// its own after `=========`; the indented lines after it say where (`at ... in file:line`),
 /// who (`by thread (x,y,z) in block (x,y,z)`) and, for races, how often (`[N hazards]`).
 /// Source paths keep their file name only, as the emulator's findings do.
 pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
-    let place = regex::Regex::new(r"in ([^\s:]+):(\d+)").expect("static regex");
-    let who = regex::Regex::new(
-        r"thread \((\d+),\s*(\d+),\s*(\d+)\)\s+in block \((\d+),\s*(\d+),\s*(\d+)\)",
-    )
-    .expect("static regex");
-    let at = regex::Regex::new(r"\bat (.+?) in ").expect("static regex");
-    let hazards = regex::Regex::new(r"\[(\d+) hazards?\]").expect("static regex");
-    // `at kernel(float const*, int)+0x1a0 in /tmp/x/reduce.cu:20` -> `at reduce.cu:20`.
-    let tidy =
-        regex::Regex::new(r"at \S.*? in (?:\S*/)?([^/\s:]+:\d+)(?::\S+)?").expect("static regex");
     let mut out: Vec<Diagnostic> = Vec::new();
     let mut cur: Option<Diagnostic> = None;
     // initcheck's "Host API memory access error" is a host-side copy (cugrade's own download
@@ -67,33 +79,6 @@ pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
     // the correctness and unwritten-output checks; a kernel's own uninitialized read is an
     // "Uninitialized __global__ memory read", which stays a finding.
     let mut harness = 0usize;
-    let absorb = |d: &mut Diagnostic, text: &str| {
-        if d.file.is_none()
-            && let Some(c) = place.captures(text)
-        {
-            let path = &c[1];
-            d.file = Some(path.rsplit(['/', '\\']).next().unwrap_or(path).to_string());
-            d.line = c[2].parse().ok();
-        }
-        if d.instruction.is_empty()
-            && let Some(c) = at.captures(text)
-        {
-            d.instruction = c[1].trim().to_string();
-        }
-        if let Some(c) = who.captures(text) {
-            let n = |k: usize| c[k].parse().unwrap_or(0);
-            d.thread = [n(1), n(2), n(3)];
-            d.block = [n(4), n(5), n(6)];
-        }
-        if let Some(c) = hazards.captures(text) {
-            d.repeats = c[1].parse::<u64>().unwrap_or(1).saturating_sub(1);
-        }
-        if text.starts_with("and ") && d.tool == "racecheck" {
-            let more = tidy.replace_all(text, "at $1");
-            let more = hazards.replace_all(&more, "");
-            d.message = format!("{} {}", d.message, more.trim());
-        }
-    };
     for line in log.lines() {
         let Some(rest) = line.strip_prefix("=========") else {
             continue;
@@ -114,46 +99,83 @@ pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
             harness += 1;
             continue;
         }
-        let message = tidy.replace_all(text, "at $1").trim().to_string();
-        let message = message
-            .trim_start_matches("Error: ")
-            .trim_start_matches("Warning: ")
-            .to_string();
-        let mut d = Diagnostic {
-            tool: tool.to_string(),
-            message,
-            thread: [0; 3],
-            block: [0; 3],
-            instruction: String::new(),
-            file: None,
-            line: None,
-            repeats: 0,
-        };
-        absorb(&mut d, text);
-        cur = Some(d);
+        cur = Some(finding(tool, text));
     }
     out.extend(cur.take());
-    // The tool's own summary says errors without saying which: one finding then.
-    let summary = regex::Regex::new(r"ERROR SUMMARY: (\d+) errors?").expect("static regex");
-    if out.is_empty()
-        && harness == 0
-        && let Some(n) = summary
-            .captures(log)
-            .and_then(|c| c[1].parse::<u64>().ok())
-            .filter(|&n| n > 0)
-    {
-        out.push(Diagnostic {
-            tool: tool.to_string(),
-            message: format!("{tool} reported {n} error(s) without a location"),
-            thread: [0; 3],
-            block: [0; 3],
-            instruction: String::new(),
-            file: None,
-            line: None,
-            repeats: n.saturating_sub(1),
-        });
+    if out.is_empty() && harness == 0 {
+        out.extend(unlocated(tool, log));
     }
     out
+}
+
+/// A finding's first line.
+fn finding(tool: &str, text: &str) -> Diagnostic {
+    let message = PATTERNS.tidy.replace_all(text, "at $1").trim().to_string();
+    let message = message
+        .trim_start_matches("Error: ")
+        .trim_start_matches("Warning: ")
+        .to_string();
+    let mut d = Diagnostic {
+        tool: tool.to_string(),
+        message,
+        thread: [0; 3],
+        block: [0; 3],
+        instruction: String::new(),
+        file: None,
+        line: None,
+        repeats: 0,
+    };
+    absorb(&mut d, text);
+    d
+}
+
+/// What one line of a finding says: where, who, how often.
+fn absorb(d: &mut Diagnostic, text: &str) {
+    let p = &*PATTERNS;
+    if d.file.is_none()
+        && let Some(c) = p.place.captures(text)
+    {
+        let path = &c[1];
+        d.file = Some(path.rsplit(['/', '\\']).next().unwrap_or(path).to_string());
+        d.line = c[2].parse().ok();
+    }
+    if d.instruction.is_empty()
+        && let Some(c) = p.at.captures(text)
+    {
+        d.instruction = c[1].trim().to_string();
+    }
+    if let Some(c) = p.who.captures(text) {
+        let n = |k: usize| c[k].parse().unwrap_or(0);
+        d.thread = [n(1), n(2), n(3)];
+        d.block = [n(4), n(5), n(6)];
+    }
+    if let Some(c) = p.hazards.captures(text) {
+        d.repeats = c[1].parse::<u64>().unwrap_or(1).saturating_sub(1);
+    }
+    if text.starts_with("and ") && d.tool == "racecheck" {
+        let more = p.tidy.replace_all(text, "at $1");
+        let more = p.hazards.replace_all(&more, "");
+        d.message = format!("{} {}", d.message, more.trim());
+    }
+}
+
+/// The tool's own summary says errors without saying which: one finding then.
+fn unlocated(tool: &str, log: &str) -> Option<Diagnostic> {
+    let n = PATTERNS
+        .summary
+        .captures(log)
+        .and_then(|c| c[1].parse::<u64>().ok())
+        .filter(|&n| n > 0)?;
+    Some(Diagnostic {
+        tool: tool.to_string(),
+        message: format!("{tool} reported {n} error(s) without a location"),
+        thread: [0; 3],
+        block: [0; 3],
+        instruction: String::new(),
+        file: None,
+        line: None,
+        repeats: n.saturating_sub(1),
+    })
 }
 
 /// Run `tool` of compute-sanitizer `cs` on the job in `dir`; the log's text.

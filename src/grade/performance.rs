@@ -4,8 +4,7 @@
 //! `measure::decide`. Without a GPU, the speed estimate instead (`estimated`).
 
 use super::baselines::{BaselineChoice, baseline};
-use super::context::{Ctx, Infrastructure, Kernel, Student};
-use super::correctness::reference_launch;
+use super::context::{Ctx, Infrastructure, Kernel, Student, reference_launch};
 use super::estimated;
 use super::reference::Reference;
 use super::run::{RunError, runtime_check, student_invocation, variant};

@@ -5,11 +5,11 @@
 //! The check says which tool was used. docs/sanitizers.md has the table of what runs where.
 
 use super::context::{Ctx, Kernel, worker_options};
-use super::correctness::sanitizer_check;
 use super::reference::Reference;
 use super::run::{RunError, describe_run_error, run_on, variant};
 use super::{cross, gpu_sanitizer};
 use crate::backend::BackendKind;
+use crate::hints;
 use crate::inputs;
 use crate::result::{Check, CheckKind, Flag};
 use crate::rubric::convention::Signature;
@@ -247,4 +247,48 @@ fn summary(mut out: Vec<Check>, ran: &[&str], skipped: &[String]) -> Vec<Check> 
         out.push(c);
     }
     out
+}
+
+/// A sanitizer finding of the backend (or the emulator after the GPU) as a check.
+pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Check {
+    let location = match (&d.file, d.line) {
+        (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+        _ => None,
+    };
+    let hint = match d.tool.as_str() {
+        "racecheck" => hints::RACE,
+        "synccheck" => hints::BARRIER_DIVERGENCE,
+        "memcheck" => hints::OUT_OF_BOUNDS,
+        "initcheck" => {
+            "Shared memory is read before any thread wrote it: initialise it, and put a __syncthreads() between the writes and the reads."
+        }
+        _ => hints::WRONG_RESULTS,
+    };
+    let more = if d.repeats > 0 {
+        format!(" (and {} more times)", d.repeats)
+    } else {
+        String::new()
+    };
+    Check::fail(
+        CheckKind::Sanitizer,
+        format!("{} {}", d.tool, location.clone().unwrap_or_default())
+            .trim()
+            .to_string(),
+        format!(
+            "{}: {} at thread ({},{},{}) of block ({},{},{}){more}",
+            d.tool,
+            d.message,
+            d.thread[0],
+            d.thread[1],
+            d.thread[2],
+            d.block[0],
+            d.block[1],
+            d.block[2]
+        ),
+    )
+    .with_location(location)
+    .with_case(case.to_string())
+    .with_hint(hint)
+    .with_cause(d.tool.clone())
+    .with_details(format!("PTX: {}", d.instruction))
 }

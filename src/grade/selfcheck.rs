@@ -90,15 +90,9 @@ fn case_against_cpu(
         );
         return Ok((0.0, false));
     }
-    let sums = contract.tolerance.sum.is_some()
-        || contract
-            .params
-            .iter()
-            .any(|p| p.tolerance.as_ref().is_some_and(|t| t.sum.is_some()))
-        || m.tolerance.as_ref().is_some_and(|t| t.sum.is_some());
-    let magnitude = if sums {
+    let magnitude = if sums_tolerance(m) {
         let gpu = reference.gpu.clone();
-        Some(reference.magnitude(
+        let r = reference.magnitude(
             kernel,
             &case.name,
             0,
@@ -107,7 +101,8 @@ fn case_against_cpu(
             dims,
             limit,
             gpu.as_deref(),
-        )?)
+        );
+        Some(r?)
     } else {
         None
     };
@@ -115,10 +110,7 @@ fn case_against_cpu(
     let mut used = 0.0f64;
     let mut ok = true;
     for (i, b) in inv.buffers.iter().enumerate() {
-        if !b.is_output() {
-            continue;
-        }
-        let Some(host) = args.buffers.get(&b.name) else {
+        let Some(host) = args.buffers.get(&b.name).filter(|_| b.is_output()) else {
             continue;
         };
         let t = b
@@ -143,6 +135,17 @@ fn case_against_cpu(
         }
     }
     Ok((used, ok))
+}
+
+/// Some output's tolerance scales with its elements' sums of absolute terms.
+fn sums_tolerance(m: &MilestonePlan) -> bool {
+    let contract = &m.contract;
+    contract.tolerance.sum.is_some()
+        || contract
+            .params
+            .iter()
+            .any(|p| p.tolerance.as_ref().is_some_and(|t| t.sum.is_some()))
+        || m.tolerance.as_ref().is_some_and(|t| t.sum.is_some())
 }
 
 /// `validate`'s check of a tolerance's error model on one output: the float reference's own

@@ -8,7 +8,7 @@ use crate::backend::BackendError;
 use crate::hints;
 use crate::inputs::Invocation;
 use crate::measure::decide::{self, Interval};
-use crate::measure::session::{MeasureSpec, Problem, TimingReport};
+use crate::measure::session::{MeasureSpec, Problem, TimingReport, WrongLaunch};
 use crate::measure::{GpuHold, Measurement, clocks, stats};
 use crate::result::{Check, CheckKind, Status};
 use crate::rubric::plan::{CasePlan, PerfPlan};
@@ -47,7 +47,7 @@ pub(super) fn verdict(
         c
     };
     let mut c = match &report.problem {
-        Some(Problem::Wrong { .. }) => wrong(ctx, case, &report, inv, &fail),
+        Some(Problem::Wrong(w)) => wrong(ctx, case, &report, w, inv, &fail),
         Some(Problem::StrayWrite {
             launch,
             buffer,
@@ -73,10 +73,11 @@ fn wrong(
     ctx: &Ctx,
     case: &CasePlan,
     report: &TimingReport,
+    w: &WrongLaunch,
     inv: &Invocation,
     fail: &dyn Fn(String, &str) -> Check,
 ) -> Check {
-    let Some(Problem::Wrong {
+    let WrongLaunch {
         launch,
         buffer,
         mismatches,
@@ -87,39 +88,11 @@ fn wrong(
         unwritten,
         gross,
         bound,
-    }) = &report.problem
-    else {
-        unreachable!("called for a wrong launch only")
-    };
+    } = w;
     let at = element_name(buffer, *index, inv);
     let (got_s, exp_s) = (fmt_value(*got), fmt_value(*expected));
     if *unwritten > 0 && *unwritten == *mismatches {
-        let (what, hint) = if *launch == 0 {
-            (
-                format!(
-                    "left its output unwritten on the performance case {}: {unwritten} element(s) of `{buffer}` still hold what cugrade filled them with before the launch (NaN for floats), the first at {at}; a kernel right only on the small correctness cases earns no speed points",
-                    case.name
-                ),
-                hints::UNWRITTEN,
-            )
-        } else {
-            (
-                format!(
-                    "left its output unwritten on a repeated launch: timed launch {} (on fresh inputs, after {} right ones) left {unwritten} element(s) of `{buffer}` as cugrade filled them before the launch (NaN for floats), the first at {at}{}; a kernel must compute every output on every launch: no speed points",
-                    launch + 1,
-                    report.verified,
-                    if *chained {
-                        ", without a reset of its __device__ variables since the first launch"
-                    } else {
-                        ""
-                    }
-                ),
-                hints::TIMED_UNWRITTEN,
-            )
-        };
-        let mut c = fail(what, hint);
-        c.cause = Some("unwritten".into());
-        return c;
+        return unwritten_check(case, report, w, &at, fail);
     }
     if *gross == 0 && *bound > 0.0 && got.is_finite() {
         let p = ctx.plan.precision;
@@ -202,6 +175,49 @@ fn failed(
     return c;
 }
 
+/// A timed launch left outputs unwritten.
+fn unwritten_check(
+    case: &CasePlan,
+    report: &TimingReport,
+    w: &WrongLaunch,
+    at: &str,
+    fail: &dyn Fn(String, &str) -> Check,
+) -> Check {
+    let WrongLaunch {
+        launch,
+        buffer,
+        chained,
+        unwritten,
+        ..
+    } = w;
+    let (what, hint) = if *launch == 0 {
+        (
+            format!(
+                "left its output unwritten on the performance case {}: {unwritten} element(s) of `{buffer}` still hold what cugrade filled them with before the launch (NaN for floats), the first at {at}; a kernel right only on the small correctness cases earns no speed points",
+                case.name
+            ),
+            hints::UNWRITTEN,
+        )
+    } else {
+        (
+            format!(
+                "left its output unwritten on a repeated launch: timed launch {} (on fresh inputs, after {} right ones) left {unwritten} element(s) of `{buffer}` as cugrade filled them before the launch (NaN for floats), the first at {at}{}; a kernel must compute every output on every launch: no speed points",
+                launch + 1,
+                report.verified,
+                if *chained {
+                    ", without a reset of its __device__ variables since the first launch"
+                } else {
+                    ""
+                }
+            ),
+            hints::TIMED_UNWRITTEN,
+        )
+    };
+    let mut c = fail(what, hint);
+    c.cause = Some("unwritten".into());
+    c
+}
+
 /// Every timed launch right: the ratio, its interval, and the points.
 #[allow(clippy::too_many_arguments)]
 fn timed(
@@ -232,16 +248,54 @@ fn timed(
         .with_case(case.name.clone());
     }
     let iv = Interval::of_median(&report.estimates);
-    let median_ms = stats::median(&report.student_ms);
+    let lower = lower_bound_ms(kernel, case, inv, spec.cache, &report);
+    let mut timing = measurement(spec, choice, &report, clocks, iv, lower);
+    let median_ms = timing.median_ms;
+    let unit = choice.unit;
+    let suffix = unit_suffix(unit);
+    if let Some(bound) = lower.filter(|b| median_ms < 0.95 * b) {
+        let mut c = fail(
+                format!(
+                    "impossible time: median {median_ms:.4} ms, but this GPU needs at least {bound:.4} ms to move this case's data or do its arithmetic at peak; not scored"
+                ),
+                hints::IMPOSSIBLE,
+            )
+            .with_measure(iv.estimate, Some(bar), unit);
+        c.timing = Some(Box::new(timing));
+        return c;
+    }
+    let d = decide::decide(&iv, bar, &p.spec.tiers, p.spec.points);
+    timing.near_edge = d.near_edge;
+    let msg = ratio_message(&iv, bar, suffix, choice, &timing, &d);
+    let status = if d.passed { Status::Pass } else { Status::Fail };
+    let mut c = Check::new(CheckKind::Performance, name, status, msg)
+        .with_case(case.name.clone())
+        .with_measure(iv.estimate, Some(bar), unit);
+    c.points = Some(d.points);
+    if status == Status::Fail {
+        c.hint = Some(hints::SLOW.to_string());
+    }
+    c.timing = Some(Box::new(timing));
+    c
+}
+
+/// The measurement's record (result.json `timing`).
+fn measurement(
+    spec: &MeasureSpec,
+    choice: &BaselineChoice,
+    report: &TimingReport,
+    clocks: Option<clocks::ClockRecord>,
+    iv: Interval,
+    lower: Option<f64>,
+) -> Measurement {
     let mut record = choice.record.clone();
     if let Some(r) = record.as_mut().filter(|r| r.paired) {
         r.median_ms = stats::median(&report.baseline_ms);
     }
-    let lower = lower_bound_ms(kernel, case, inv, spec.cache, &report);
     let noise = stats::noise(&report.estimates);
-    let mut timing = Measurement {
+    Measurement {
         samples: report.student_ms.len(),
-        median_ms,
+        median_ms: stats::median(&report.student_ms),
         min_ms: stats::min(&report.student_ms),
         noise,
         noise_target: spec.max_noise,
@@ -259,31 +313,28 @@ fn timed(
         gpu: None,
         lower_bound_ms: lower,
         device: None,
-    };
-    let unit = choice.unit;
-    let suffix = unit_suffix(unit);
-    if let Some(bound) = lower.filter(|b| median_ms < 0.95 * b) {
-        let mut c = fail(
-                format!(
-                    "impossible time: median {median_ms:.4} ms, but this GPU needs at least {bound:.4} ms to move this case's data or do its arithmetic at peak; not scored"
-                ),
-                hints::IMPOSSIBLE,
-            )
-            .with_measure(iv.estimate, Some(bar), unit);
-        c.timing = Some(Box::new(timing));
-        return c;
     }
-    let d = decide::decide(&iv, bar, &p.spec.tiers, p.spec.points);
-    timing.near_edge = d.near_edge;
+}
+
+/// The check's message: the ratio, its interval and the measurement behind it.
+fn ratio_message(
+    iv: &Interval,
+    bar: f64,
+    suffix: &str,
+    choice: &BaselineChoice,
+    timing: &Measurement,
+    d: &decide::Decision,
+) -> String {
     let mut msg = format!(
-        "{:.2}{suffix} {} (needs {bar}{suffix}; 95 % interval {:.2}–{:.2}{suffix}); kernel median {median_ms:.4} ms over {} timed launches on fresh inputs, each checked ({}, noise ±{:.2} %)",
+        "{:.2}{suffix} {} (needs {bar}{suffix}; 95 % interval {:.2}–{:.2}{suffix}); kernel median {:.4} ms over {} timed launches on fresh inputs, each checked ({}, noise ±{:.2} %)",
         iv.estimate,
         choice.what,
         iv.lo,
         iv.hi,
+        timing.median_ms,
         timing.samples,
         timing.stop.describe(),
-        100.0 * noise.min(9.99),
+        100.0 * timing.noise.min(9.99),
     );
     if let Some(edge) = d.near_edge {
         msg.push_str(&if d.favoured {
@@ -300,16 +351,7 @@ fn timed(
             c.describe()
         ));
     }
-    let status = if d.passed { Status::Pass } else { Status::Fail };
-    let mut c = Check::new(CheckKind::Performance, name, status, msg)
-        .with_case(case.name.clone())
-        .with_measure(iv.estimate, Some(bar), unit);
-    c.points = Some(d.points);
-    if status == Status::Fail {
-        c.hint = Some(hints::SLOW.to_string());
-    }
-    c.timing = Some(Box::new(timing));
-    c
+    msg
 }
 
 /// `C[17] (row 0, column 17)`-style name of element `index` of `buffer`: with the

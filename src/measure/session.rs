@@ -198,32 +198,36 @@ pub struct MeasureSpec {
     pub seed: u64,
 }
 
+/// A timed launch whose outputs differ from the reference's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WrongLaunch {
+    pub launch: u32,
+    pub buffer: String,
+    pub mismatches: u64,
+    pub index: u64,
+    pub got: f64,
+    pub expected: f64,
+    /// The launch ran without a reset of `__device__` variables since the probe: the
+    /// results depend on state the kernel kept from an earlier launch.
+    pub chained: bool,
+    /// Of the mismatches, elements still holding what the output held before the launch
+    /// (NaN poison): the kernel left them unwritten.
+    #[serde(default)]
+    pub unwritten: u64,
+    /// Of the mismatches, those outside the coarse band too: 0 means every wrong element
+    /// is merely less precise than the lab's precision allows.
+    #[serde(default)]
+    pub gross: u64,
+    /// What the first mismatching element allowed (`abs + rel*|expected| + sum*S`).
+    #[serde(default)]
+    pub bound: f64,
+}
+
 /// Why the check could not be completed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Problem {
     /// Launch `launch` (0 = the probe) produced wrong values.
-    Wrong {
-        launch: u32,
-        buffer: String,
-        mismatches: u64,
-        index: u64,
-        got: f64,
-        expected: f64,
-        /// The launch ran without a reset of `__device__` variables since the probe: the
-        /// results depend on state the kernel kept from an earlier launch.
-        chained: bool,
-        /// Of the mismatches, elements still holding what the output held before the launch
-        /// (NaN poison): the kernel left them unwritten.
-        #[serde(default)]
-        unwritten: u64,
-        /// Of the mismatches, those outside the coarse band too: 0 means every wrong element
-        /// is merely less precise than the lab's precision allows.
-        #[serde(default)]
-        gross: u64,
-        /// What the first mismatching element allowed (`abs + rel*|expected| + sum*S`).
-        #[serde(default)]
-        bound: f64,
-    },
+    Wrong(WrongLaunch),
     /// Launch `launch` wrote outside its output.
     StrayWrite {
         launch: u32,
@@ -882,7 +886,7 @@ fn check_results(
                 None => 0.0,
             };
             let bound = pb.compare.map_or(0.0, |c| c.allowance(expected, mag));
-            return Ok(Some(Problem::Wrong {
+            return Ok(Some(Problem::Wrong(WrongLaunch {
                 launch,
                 buffer: pb.name,
                 mismatches,
@@ -893,7 +897,7 @@ fn check_results(
                 unwritten,
                 gross,
                 bound,
-            }));
+            })));
         }
     }
     Ok(None)
