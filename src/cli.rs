@@ -195,7 +195,7 @@ enum Command {
         /// The language of the starter's kernels: CUDA C++ (LAB.cu), Numba @cuda.jit
         /// functions in Python (LAB.py), or CUDA C++ in a CuPy RawModule (LAB.py).
         #[arg(long, value_enum, default_value = "cuda")]
-        lang: crate::student::starter::StarterLang,
+        lang: crate::commands::init::starter::StarterLang,
     },
     /// Print a shell completion script, e.g. `cugrade completions bash > ~/.local/share/bash-completion/completions/cugrade`.
     Completions {
@@ -258,18 +258,18 @@ fn run_command(cmd: Command) -> i32 {
             submission,
             backend,
             install,
-        } => crate::doctor::run(&crate::doctor::DoctorOptions {
+        } => crate::commands::doctor::run(&crate::commands::doctor::DoctorOptions {
             rubric,
             submission,
             backend,
             install,
         }),
-        Command::Calibrate { rubrics } => crate::calibrate::run(&rubrics),
+        Command::Calibrate { rubrics } => crate::commands::calibrate::run(&rubrics),
         Command::Validate {
             rubrics,
             backend,
             schema_only,
-        } => crate::validate::run(&rubrics, backend, schema_only),
+        } => crate::commands::validate::run(&rubrics, backend, schema_only),
         Command::Check { args, common } => {
             let verbosity = if args.quiet {
                 Verbosity::Quiet
@@ -278,7 +278,7 @@ fn run_command(cmd: Command) -> i32 {
             } else {
                 Verbosity::Normal
             };
-            let opts = crate::student::CheckOptions {
+            let opts = crate::commands::check::CheckOptions {
                 rubric: args.rubric,
                 submission: args.submission,
                 json: args.json,
@@ -291,9 +291,9 @@ fn run_command(cmd: Command) -> i32 {
                 profile: args.profile,
             };
             if args.watch {
-                crate::student::watch(&opts)
+                crate::commands::check::watch(&opts)
             } else {
-                crate::student::check(&opts)
+                crate::commands::check::check(&opts)
             }
         }
         Command::Init {
@@ -301,14 +301,14 @@ fn run_command(cmd: Command) -> i32 {
             dir,
             list,
             lang,
-        } => crate::student::init(lab.as_deref(), dir, list, lang),
+        } => crate::commands::init::run(lab.as_deref(), dir, list, lang),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut command(), "cugrade", &mut script);
             write_stdout(&script).map(|()| exit::OK)
         }
         Command::Man { out } => man(out),
-        Command::Merge { out, shards } => crate::cohort::merge::run(&out, &shards),
+        Command::Merge { out, shards } => crate::commands::merge::run(&out, &shards),
         Command::Grade {
             rubric,
             cohort,
@@ -322,16 +322,16 @@ fn run_command(cmd: Command) -> i32 {
         } => match shard.as_deref().map(parse_shard).transpose() {
             Err(e) => Err(CliError::Usage(e)),
             Ok(shard) => {
-                let opts = crate::cohort::CohortOptions {
+                let opts = crate::commands::grade::CohortOptions {
                     jobs: jobs
-                        .unwrap_or_else(|| crate::cohort::gpus::default_jobs(&common.gpus))
+                        .unwrap_or_else(|| crate::commands::grade::gpus::default_jobs(&common.gpus))
                         .max(1),
                     shard,
                     resume: resume && !regrade,
                     format: common.format,
                     starter,
                 };
-                crate::cohort::run(&rubric, &cohort, &out, &common_options(&common), &opts)
+                crate::commands::grade::run(&rubric, &cohort, &out, &common_options(&common), &opts)
             }
         },
     };

@@ -39,8 +39,8 @@ pub const PERMUTED: &str = "The right values land in the wrong places: check the
 pub const EDGES: &str = "Right inside but wrong at the border: check the bounds conditions of the threads at the edges, and what the kernel reads outside the matrix (padding, or the last partial tile).";
 
 /// The hint for a kind of wrong output.
-pub fn for_wrong(w: &crate::check::Wrong) -> &'static str {
-    use crate::check::Wrong;
+pub fn for_wrong(w: &crate::compare::Wrong) -> &'static str {
+    use crate::compare::Wrong;
     match w {
         Wrong::Untouched { .. } | Wrong::PartlyUnwritten { .. } => UNWRITTEN,
         Wrong::NonFinite { .. } => NON_FINITE,

@@ -85,7 +85,7 @@ impl Invocation {
 
     /// The same launch on the squares of the float inputs (as [`Invocation::absolute`]): a
     /// reference that computes sums of products of its inputs computes each element's sum of
-    /// squared terms from these (the `R²` of `check::sum_scale`).
+    /// squared terms from these (the `R²` of `compare::sum_scale`).
     pub fn squared(&self) -> Invocation {
         let mut inv = self.clone();
         for b in &mut inv.buffers {
@@ -101,7 +101,7 @@ impl Invocation {
     /// The same launch on the absolute values of the float inputs (integer buffers, indices
     /// and lengths, unchanged; outputs as they were): a reference kernel that computes sums of
     /// products of its inputs computes each element's sum of absolute terms from these (the
-    /// `S` of `check::sum_scale`).
+    /// `S` of `compare::sum_scale`).
     pub fn absolute(&self) -> Invocation {
         let mut inv = self.clone();
         for b in &mut inv.buffers {

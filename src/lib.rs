@@ -1,43 +1,52 @@
 //! cugrade: an auto-grader for GPU programming courses.
 //!
-//! A submission flows through the modules in this order: `rubric` (what to check) and
-//! `submission` (what was handed in) are loaded; the `worker` runs `compile` and the
-//! `backend` in sandboxed child processes (`sandbox`); `inputs` makes seeded data; `check`
-//! compares outputs, `measure` times, `score` turns checks into points; `report` writes
-//! JSON, JUnit, Markdown and the terminal summary. `grade` drives one submission, `cohort`
-//! many; `doctor` and `validate` are the other commands; `setup` turns what the user asked
-//! for into grading options; `student` is `check` (one submission, as a student runs it) and
-//! `init` (a lab's starter, from the `labs` built into the binary); `cli` only parses and
-//! dispatches.
+//! The modules in the order a submission flows through them (docs/architecture.md):
+//!
+//! - the command line: `cli` parses and dispatches to `commands` (`check`, `init`, `grade`,
+//!   `merge`, `doctor`, `validate`, `calibrate`); `setup` turns what the user asked for into
+//!   grading options;
+//! - what comes in: `rubric` (loaded, checked, then resolved into a `rubric::plan::Plan`),
+//!   `submission` (files, archives, the manifest), `labs` (the labs built into the binary);
+//! - the parent side: `pipeline` grades one submission stage by stage; `inputs` makes seeded
+//!   data, `compare` compares outputs, `measure` decides speed, `estimate` speed without a GPU,
+//!   `score` turns checks into points, `integrity` flags, `baseline` the CPU implementations,
+//!   `hints` the course's advice;
+//! - the boundary: `worker` (a typed protocol, one client, the child's side) and `sandbox`;
+//! - inside a worker: `compile` (NVRTC, Numba, CuPy) and `backend` (the CUDA driver and the
+//!   PTX emulator);
+//! - the data model, imported by all and importing no stage: `result`, `errors`, `exit`, and
+//!   `rubric::schema`;
+//! - what goes out: `report` (JSON, JUnit, Markdown, Gradescope, the terminal).
 
-pub mod backend;
-pub mod baseline;
-pub mod calibrate;
-pub mod check;
 pub mod cli;
-pub mod cohort;
-pub mod compile;
-pub mod doctor;
-pub mod errors;
+pub mod commands;
+pub mod setup;
+
+pub mod labs;
+pub mod rubric;
+pub mod submission;
+
+pub mod baseline;
+pub mod compare;
 pub mod estimate;
-pub mod exit;
-pub mod grade;
 pub mod hints;
 pub mod inputs;
 pub mod integrity;
-pub mod labs;
 pub mod measure;
-pub mod profile;
-pub mod report;
-pub mod result;
-pub mod rubric;
-pub mod sandbox;
+pub mod pipeline;
 pub mod score;
-pub mod setup;
-pub mod student;
-pub mod submission;
-pub mod validate;
+
+pub mod sandbox;
 pub mod worker;
+
+pub mod backend;
+pub mod compile;
+
+pub mod errors;
+pub mod exit;
+pub mod result;
+
+pub mod report;
 
 /// Run the command line and return the process exit code.
 pub fn run() -> i32 {

@@ -44,7 +44,7 @@ pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneRes
     let status = Status::aggregate(checks.iter().map(|c| c.status));
     // Correct, but a speed check that could award points was not measured: the score so far
     // is not the milestone's final word. A wrong kernel's 0 is final whatever its speed.
-    // So is one whose metric check could not read the GPU's counters (`grade::metrics`).
+    // So is one whose metric check could not read the GPU's counters (`pipeline::metrics`).
     let provisional = correct
         && checks.iter().any(|c| {
             c.status == Status::Skipped

@@ -4,7 +4,7 @@
 
 use crate::backend::BackendKind;
 use crate::errors::Fatal;
-use crate::grade::Options;
+use crate::pipeline::Options;
 use clap::ValueEnum;
 use std::path::{Path, PathBuf};
 

@@ -541,7 +541,7 @@ mod tests {
         );
         let single = load(&d.path().join("lab/reduce.py")).unwrap();
         assert_eq!(single.python[0].name, "reduce.py");
-        let cohort = crate::cohort::entries::list(&d.path().join("lab")).unwrap();
+        let cohort = crate::commands::grade::entries::list(&d.path().join("lab")).unwrap();
         assert_eq!(cohort.len(), 1);
     }
 

@@ -5,7 +5,7 @@
 
 use cugrade::backend::emu::EmuBackend;
 use cugrade::backend::{Backend, LaunchDims, ParamValue};
-use cugrade::check::Resolved;
+use cugrade::compare::Resolved;
 use cugrade::rubric::schema::ScalarType;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -310,7 +310,7 @@ fn the_device_applies_the_error_model_as_the_host_does() {
         Some(&t),
         ScalarType::F32,
         &vars,
-        cugrade::check::Precision::Fp32,
+        cugrade::compare::Precision::Fp32,
     )
     .unwrap();
     assert!(tol.coarse.is_some());
@@ -319,7 +319,7 @@ fn the_device_applies_the_error_model_as_the_host_does() {
     // (S large, R small), so its scale is |e| + 4R, not S.
     let s = vec![20.0, 300.0, 0.5, 100.0, 7.0, 1.0, 1e30, 3.0];
     let q = vec![50.0, 4.0, 0.25, 1e4, 49.0, 1.0, f64::INFINITY, 0.0];
-    let scale = cugrade::check::sum_scale(&exp, &s, Some(&q));
+    let scale = cugrade::compare::sum_scale(&exp, &s, Some(&q));
     let allowed: Vec<f64> = (0..exp.len())
         .map(|i| tol.allowance(exp[i], scale[i]))
         .collect();

@@ -18,8 +18,8 @@
 //! matmul, 1024 keys for attention, 4096 columns for softmax) on fewer rows.
 
 use cugrade::baseline::activations::{erfc, mish};
-use cugrade::check::classify::classify_at;
-use cugrade::check::{Precision, Resolved, Wrong};
+use cugrade::compare::classify::classify_at;
+use cugrade::compare::{Precision, Resolved, Wrong};
 use cugrade::inputs::{self, Buffer, Invocation};
 use cugrade::rubric::expr::Vars;
 use cugrade::rubric::schema::{Contract, ScalarType};
@@ -422,7 +422,7 @@ fn judge_contract(
     // computation on the inputs' absolute values and squares (grading runs the reference).
     let abs_terms = imp(&REFERENCE, &decoded(&inv.absolute()), &scalars);
     let squares = imp(&REFERENCE, &decoded(&inv.squared()), &scalars);
-    let mag = cugrade::check::sum_scale(&reference, &abs_terms, Some(&squares));
+    let mag = cugrade::compare::sum_scale(&reference, &abs_terms, Some(&squares));
     let ratio = |got: &[f64], want: &[f64], t: &Resolved, share: f64| {
         got.iter()
             .zip(want)

@@ -5,7 +5,7 @@
 //! check says which tool ran. ci/gpu-sanitizer.sh checks the same through the binary on a GPU.
 
 use cugrade::compile::{self, SourceFile};
-use cugrade::grade::sanitizer;
+use cugrade::pipeline::sanitizer;
 use cugrade::result::{CheckKind, Status};
 use std::path::Path;
 
@@ -28,7 +28,7 @@ fn sanitize(example: &str, milestone: &str) -> Option<Vec<cugrade::result::Check
     let src: &SourceFile = &sub.sources[0];
     let compiled = compile::compile(src, &sub.headers, &compile::options("sm_90", &[]));
     assert!(compiled.ok, "{}", compiled.log);
-    let plan = cugrade::grade::plan_for(&rubric, &sub);
+    let plan = cugrade::pipeline::plan_for(&rubric, &sub);
     let m = plan
         .milestones
         .iter()
@@ -52,7 +52,7 @@ fn sanitize_numba(example: &str, milestone: &str) -> Option<Vec<cugrade::result:
     let rubric = cugrade::rubric::load(&root().join("rubrics/reduction.yaml")).unwrap();
     let dir = root().join("submissions-example/reduction").join(example);
     let sub = cugrade::submission::load(&dir).unwrap();
-    let plan = cugrade::grade::plan_for(&rubric, &sub);
+    let plan = cugrade::pipeline::plan_for(&rubric, &sub);
     let m = plan
         .milestones
         .iter()

@@ -86,7 +86,7 @@ impl DrawKind {
     }
 }
 
-/// How an output is compared with the reference's (see `check::Resolved`).
+/// How an output is compared with the reference's (see `compare::Resolved`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ComparePlan {
     pub abs: f64,
@@ -98,7 +98,7 @@ pub struct ComparePlan {
     /// reference computes from the inputs' absolute values after every timed launch.
     #[serde(default)]
     pub sum: f64,
-    /// The coarse band (`check::Band`): mismatches outside it too are wrong, not imprecise.
+    /// The coarse band (`compare::Band`): mismatches outside it too are wrong, not imprecise.
     /// Equal to the fine criteria when the tolerance does not depend on the precision.
     #[serde(default)]
     pub coarse_abs: f64,
@@ -110,8 +110,8 @@ pub struct ComparePlan {
 
 impl ComparePlan {
     /// The device's form of a resolved tolerance.
-    pub fn of(r: &crate::check::Resolved) -> ComparePlan {
-        let coarse = r.coarse.unwrap_or(crate::check::Band {
+    pub fn of(r: &crate::compare::Resolved) -> ComparePlan {
+        let coarse = r.coarse.unwrap_or(crate::compare::Band {
             abs: r.abs,
             rel: r.rel,
             sum: r.sum,
@@ -314,7 +314,7 @@ struct Device<'a> {
     /// mismatches outside the coarse band, unwritten mismatches.
     results: u64,
     /// Per buffer, where the runs that compute each output's sums of absolute and of squared
-    /// terms (`check::sum_scale`) read and write: float inputs' absolute values (then squares),
+    /// terms (`compare::sum_scale`) read and write: float inputs' absolute values (then squares),
     /// outputs' sums of absolute terms. `None`: no tolerance needs them, or an integer input
     /// (read where it is).
     mags: Vec<Option<u64>>,
@@ -881,7 +881,7 @@ fn check_results(
                         Some(q) => read_f64(&d.t.download(q + at, w, deadline)?, pb.elem),
                         None => f64::NAN,
                     };
-                    crate::check::sum_scale(&[expected], &[s], Some(&[q]))[0]
+                    crate::compare::sum_scale(&[expected], &[s], Some(&[q]))[0]
                 }
                 None => 0.0,
             };

@@ -14,7 +14,7 @@ use super::schema::{
 };
 use super::{LoadedRubric, case_vars, eval_launch, eval_len, milestone_max, perf_bar, perf_max};
 use crate::backend::LaunchDims;
-use crate::check::precision::Precision;
+use crate::compare::precision::Precision;
 
 /// What grading a submission against a rubric runs.
 #[derive(Debug, Clone)]

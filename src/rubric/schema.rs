@@ -305,7 +305,7 @@ pub struct Contract {
     /// `fp16`, `bf16` or `tf32` on purpose; everywhere else a kernel that computes in less
     /// than float fails as "less precise than float accumulation allows".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precision: Option<crate::check::precision::Precision>,
+    pub precision: Option<crate::compare::precision::Precision>,
 }
 
 /// Element types a parameter may have. Pointers are written with a trailing `*`.
@@ -554,7 +554,7 @@ pub struct Milestone {
     /// Overrides the contract's `precision` for this milestone (e.g. a tensor-core milestone
     /// of a float lab declares `tf32`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precision: Option<crate::check::precision::Precision>,
+    pub precision: Option<crate::compare::precision::Precision>,
 }
 
 impl Milestone {

@@ -11,7 +11,7 @@ use super::context::{Ctx, Infrastructure};
 use super::correctness::expected_outputs;
 use super::reference::Reference;
 use super::sanitizer::CaseOutputs;
-use crate::check::{self, Resolved};
+use crate::compare::{self, Resolved};
 use crate::inputs::{self, Invocation};
 use crate::result::Flag;
 use crate::rubric::plan::CasePlan;
@@ -105,8 +105,8 @@ fn buffer_disagreement(
         .or(Some(&ctx.plan.contract.tolerance));
     let tol_vars = inv.tolerance_vars(&case.vars);
     let tol = Resolved::with_precision(t, b.elem, &tol_vars, ctx.plan.precision).ok()?;
-    let on_gpu = check::compare_at(b, &e, &g, mag, tol);
-    let on_emu = check::compare_at(b, &e, &x, mag, tol);
+    let on_gpu = compare::compare_at(b, &e, &g, mag, tol);
+    let on_emu = compare::compare_at(b, &e, &x, mag, tol);
     if on_gpu.ok() == on_emu.ok() {
         return None;
     }

@@ -7,7 +7,7 @@ use super::reference::Reference;
 use super::run::{AppendDetails, RunError, run_on, runtime_check, student_invocation};
 use super::sanitizer::{self, sanitizer_check};
 use crate::backend::Metrics;
-use crate::check::{self, Resolved};
+use crate::compare::{self, Resolved};
 use crate::hints;
 use crate::inputs::{self, Invocation};
 use crate::result::{Check, CheckKind, Status};
@@ -141,7 +141,7 @@ fn run_case(
     let dims = match launch(case, kernel.info.max_threads_per_block) {
         Ok(d) => d,
         Err(c) => {
-            run.checks.push(c);
+            run.checks.push(*c);
             return Ok(run);
         }
     };
@@ -188,18 +188,20 @@ fn run_case(
 pub(super) fn launch(
     case: &CasePlan,
     max_threads: u32,
-) -> Result<crate::backend::LaunchDims, Check> {
+) -> Result<crate::backend::LaunchDims, Box<Check>> {
     case.launch
         .clone()
         .and_then(|d| inputs::check_limits(&d, max_threads).map(|()| d))
         .map_err(|e| {
-            Check::fail(
-                CheckKind::Launch,
-                format!("launch {}", case.name),
-                format!("invalid launch configuration: {e}"),
+            Box::new(
+                Check::fail(
+                    CheckKind::Launch,
+                    format!("launch {}", case.name),
+                    format!("invalid launch configuration: {e}"),
+                )
+                .with_case(case.name.clone())
+                .with_hint(hints::RESOURCES),
             )
-            .with_case(case.name.clone())
-            .with_hint(hints::RESOURCES)
         })
 }
 
@@ -352,6 +354,9 @@ fn failed_run(
     (checks, fatal)
 }
 
+/// The reference's outputs of a trial, and the elements' sums of absolute terms.
+type ExpectedOutputs = (super::reference::Expected, Option<Vec<Vec<f64>>>);
+
 /// The reference's outputs of a trial, and each element's sum of absolute terms where a
 /// tolerance scales with it. The caller holds the GPU for the whole correctness phase.
 pub(super) fn expected_outputs(
@@ -360,7 +365,7 @@ pub(super) fn expected_outputs(
     trial: u32,
     inv: &Invocation,
     reference: &mut Reference,
-) -> Result<(super::reference::Expected, Option<Vec<Vec<f64>>>), Infrastructure> {
+) -> Result<ExpectedOutputs, Infrastructure> {
     let k = &ctx.plan.reference_kernel;
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s);
     let ref_dims = reference_launch(case)?;
@@ -439,7 +444,7 @@ pub(super) fn compare_trial(
 fn memory_checks(b: &inputs::Buffer, allocation: &[u8], payload: &[u8]) -> Vec<Check> {
     let spec = b.spec();
     let mut out = Vec::new();
-    if let Some(stray) = check::guards(allocation, spec.bytes, spec.guard) {
+    if let Some(stray) = compare::guards(allocation, spec.bytes, spec.guard) {
         let where_ = if stray.offset < 0 {
             format!("{} bytes before the start of `{}`", -stray.offset, b.name)
         } else {
@@ -459,7 +464,7 @@ fn memory_checks(b: &inputs::Buffer, allocation: &[u8], payload: &[u8]) -> Vec<C
         );
     }
     if b.dir == Direction::In
-        && let Some(idx) = check::changed_input(b, payload)
+        && let Some(idx) = compare::changed_input(b, payload)
     {
         out.push(
             Check::fail(
@@ -492,11 +497,11 @@ fn wrong_output(
         .or(ctx.plan.tolerance.as_ref())
         .or(Some(&ctx.plan.contract.tolerance));
     let tol = Resolved::with_precision(t, b.elem, tol_vars, ctx.plan.precision)?;
-    let c = check::compare_at(b, expected, got, mag, tol);
+    let c = compare::compare_at(b, expected, got, mag, tol);
     if c.ok() {
         return Ok(None);
     }
-    let wrong = check::classify::classify_at(b, &b.data, expected, got, mag, tol);
+    let wrong = compare::classify::classify_at(b, &b.data, expected, got, mag, tol);
     Ok(Some((
         wrong.describe(&b.name, c.total),
         wrong.cause(),

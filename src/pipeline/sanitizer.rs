@@ -69,7 +69,7 @@ pub type CaseOutputs = (String, Vec<Vec<u8>>);
 /// distinct problem (tool and source line), or one passing check naming the tool and cases.
 /// The emulator's own limits (an instruction it lacks, a case too slow to interpret) give a
 /// skipped check, never a verdict against the student. Also returns each case's output
-/// allocations from the emulator (for the cross-check with the GPU's, `grade::cross`).
+/// allocations from the emulator (for the cross-check with the GPU's, `pipeline::cross`).
 pub fn on_emulator(
     plan: &MilestonePlan,
     ptx: &str,
@@ -122,7 +122,7 @@ fn emulate(
     }
     let mut w = match emulator(ptx, protected) {
         Ok(w) => w,
-        Err(c) => return vec![c],
+        Err(c) => return vec![*c],
     };
     // The emulator interprets: give it ten times a GPU launch's deadline.
     let limit = Duration::from_secs_f64(plan.timeouts.launch_s * 10.0);
@@ -199,8 +199,8 @@ fn case_inputs(
 }
 
 /// An emulator worker with the module loaded, or the skipped check saying why not.
-fn emulator(ptx: &str, protected: &[PathBuf]) -> Result<Worker, Check> {
-    let skipped = |why: String| Check::skipped(CheckKind::Sanitizer, NAME, why);
+fn emulator(ptx: &str, protected: &[PathBuf]) -> Result<Worker, Box<Check>> {
+    let skipped = |why: String| Box::new(Check::skipped(CheckKind::Sanitizer, NAME, why));
     let mut w = Worker::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0))
         .map_err(|e| skipped(format!("the PTX emulator could not start: {e}")))?;
     match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {

@@ -129,14 +129,14 @@ fn wrong(
             hints::WRONG_RESULTS,
         );
     }
-    return fail(
+    fail(
         format!(
             "timing cheat or flaky kernel: timed launch {} gave wrong results on fresh inputs after {} right ones: {mismatches} element(s) of `{buffer}` differ from the reference, the first at {at} (got {got_s}, expected {exp_s}){why}; no speed points",
             launch + 1,
             report.verified
         ),
         hints::TIMED_WRONG,
-    );
+    )
 }
 
 /// A timed launch failed: a fault or a timeout ends the worker.
@@ -172,7 +172,7 @@ fn failed(
         .with_case(case.name.clone())
         .with_hint(hint);
     c.points = Some(0.0);
-    return c;
+    c
 }
 
 /// A timed launch left outputs unwritten.
@@ -365,7 +365,7 @@ fn element_name(buffer: &str, index: u64, inv: &Invocation) -> String {
     match (shape, usize::try_from(index)) {
         (Some(s), Ok(i)) if s.len() > 1 => format!(
             "{buffer}[{i}] ({})",
-            crate::check::coords(i, &s)
+            crate::compare::coords(i, &s)
                 .iter()
                 .map(usize::to_string)
                 .collect::<Vec<_>>()

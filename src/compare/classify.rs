@@ -34,7 +34,7 @@ pub enum Wrong {
         first: usize,
         /// The largest error over what its element allows.
         worst: f64,
-        precision: crate::check::Precision,
+        precision: crate::compare::Precision,
     },
     /// Every element is zero, where the reference is not all zeros.
     Zeros,
@@ -158,7 +158,7 @@ pub fn classify(buf: &Buffer, initial: &[u8], expected: &[u8], got: &[u8], tol: 
     classify_at(buf, initial, expected, got, None, tol)
 }
 
-/// [`classify`] with each element's partial-sum scale (`check::sum_scale`).
+/// [`classify`] with each element's partial-sum scale (`compare::sum_scale`).
 pub fn classify_at(
     buf: &Buffer,
     initial: &[u8],

@@ -80,7 +80,7 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
         return Ok(n);
     }
     if let Some(s) = sub.as_ref().filter(|s| s.manifest.rubric.is_some()) {
-        let r = crate::student::find_rubric(None, s)?;
+        let r = crate::commands::check::find_rubric(None, s)?;
         let mut n = needs_of(&r.loaded, python, false, gpu);
         n.cupy = cupy
             && r.loaded
@@ -159,9 +159,9 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
             format!("toolchain cache: {note}"),
         );
     }
-    let (ok, line) = crate::grade::probe::headers();
+    let (ok, line) = crate::pipeline::probe::headers();
     add(&mut lines, ok, needs.headers, "CUDA's headers", line);
-    let (ok, line) = crate::grade::probe::numba();
+    let (ok, line) = crate::pipeline::probe::numba();
     add(&mut lines, ok, needs.numba, "Numba", line);
     let (ok, line) = describe_cupy();
     add(

@@ -22,7 +22,7 @@ struct Found {
 /// Every student folder (one holding result.json) of one shard's output: in its `students/`,
 /// or, for a shard of the older layout, in the shard itself.
 fn students_in(shard: &Path) -> Result<Vec<Found>, CliError> {
-    let nested = shard.join(crate::cohort::STUDENTS);
+    let nested = shard.join(crate::commands::grade::STUDENTS);
     let dir = if nested.is_dir() {
         nested
     } else {
@@ -159,8 +159,8 @@ pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
                 .join(", ")
         );
     }
-    let _lock = crate::cohort::lock::lock(out, "merge")?;
-    let students = out.join(crate::cohort::STUDENTS);
+    let _lock = crate::commands::grade::lock::lock(out, "merge")?;
+    let students = out.join(crate::commands::grade::STUDENTS);
     std::fs::create_dir_all(&students)
         .map_err(|e| Fatal::new(format!("cannot create {}: {e}", students.display())))?;
     let mut results = Vec::new();

@@ -75,14 +75,14 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
 /// implementation where the contract names one. Prints what it finds; `Ok(true)` if clean.
 fn validate_reference(
     rubric: &crate::rubric::LoadedRubric,
-    opts: &crate::grade::Options,
-) -> Result<bool, crate::grade::Infrastructure> {
-    use crate::grade::{Infrastructure, Reference};
+    opts: &crate::pipeline::Options,
+) -> Result<bool, crate::pipeline::Infrastructure> {
+    use crate::pipeline::{Infrastructure, Reference};
     use crate::result::Status;
     let sub = crate::submission::load(&rubric.reference_path)
         .map_err(|e| Infrastructure(e.to_string()))?;
     let mut reference = Reference::compile(rubric, opts)?;
-    let result = crate::grade::grade(rubric, &sub, opts, &mut reference)?;
+    let result = crate::pipeline::grade(rubric, &sub, opts, &mut reference)?;
     let mut ok = result.all_passed();
     for m in &result.milestones {
         println!(
@@ -100,7 +100,7 @@ fn validate_reference(
             println!("      {} {}: {}", c.status.as_str(), c.name, c.message);
         }
     }
-    let plan = crate::grade::plan_for(rubric, &sub);
-    ok &= crate::grade::reference_against_cpu(&plan, opts, &mut reference)?;
+    let plan = crate::pipeline::plan_for(rubric, &sub);
+    ok &= crate::pipeline::reference_against_cpu(&plan, opts, &mut reference)?;
     Ok(ok)
 }

@@ -1,16 +1,14 @@
-//! What a student runs: `cugrade check` on one submission (the rubric from `--rubric` or
-//! from the submission's `cugrade.yaml`, empty kernels reported as "not implemented yet",
-//! `--watch` to grade again on every save) and `cugrade init` for a lab's starter.
+//! `cugrade check`: one submission as a student runs it (the rubric from `--rubric` or from
+//! the submission's `cugrade.yaml`, empty kernels reported as "not implemented yet",
+//! `--watch` to grade again on every save).
 
-mod cupy_starter;
-mod numba_starter;
-pub mod starter;
 mod watch;
 
+use crate::commands::init::starter;
 use crate::errors::{CliError, ConfigError, Fatal};
 use crate::exit;
-use crate::grade::{self, Reference};
 use crate::labs::{self, RubricSource};
+use crate::pipeline::{self, Reference};
 use crate::report::output::{Format, Verbosity, print_result_at, write_outputs};
 use crate::rubric::{self, LoadedRubric};
 use crate::setup::{Requested, protected_dirs, resolve};
@@ -142,7 +140,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
             opts.seed
         );
     }
-    let kept: crate::grade::Kept = Default::default();
+    let kept: crate::pipeline::Kept = Default::default();
     if o.profile {
         opts.keep_kernels = Some(kept.clone());
     }
@@ -152,7 +150,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         opts.protected = protected_dirs(&[rubric.path.as_path(), o.submission.as_path()]);
         let mut reference =
             Reference::compile(r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
-        let mut result = grade::grade(r, &sub, &opts, &mut reference)
+        let mut result = pipeline::grade(r, &sub, &opts, &mut reference)
             .map_err(|e| Fatal::new(e.0.to_string()))?;
         starter::mark(&mut result, &stubs);
         result
@@ -179,7 +177,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let text = crate::profile::section(&result, r, &sub, &kept, &opts);
+        let text = crate::commands::profile::section(&result, r, &sub, &kept, &opts);
         let text = crate::report::output::fit(&text);
         // stdout holds exactly result.json under --format json.
         if o.format == Format::Json {
@@ -215,72 +213,4 @@ pub fn watch(o: &CheckOptions) -> Result<i32, CliError> {
             e.exit_code()
         }
     })
-}
-
-/// `cugrade init LAB [DIR] [--lang numba]` and `cugrade init --list`.
-pub fn init(
-    lab: Option<&str>,
-    dir: Option<PathBuf>,
-    list: bool,
-    lang: starter::StarterLang,
-) -> Result<i32, CliError> {
-    if list {
-        println!("{:<12} {:<18} about", "lab", "--lang");
-        for l in labs::LABS {
-            let langs: Vec<&str> = starter::languages(l).iter().map(|x| x.as_str()).collect();
-            let about = l.heading().replace('`', "");
-            let about = about.strip_prefix("Lab: ").unwrap_or(&about);
-            let mut line = format!("{:<12} {:<18} {about}", l.name, langs.join(", "));
-            // 80 columns: the rubric's file name goes first.
-            if line.chars().count() > 80
-                && let Some((short, _)) = line.rsplit_once(" (")
-            {
-                line = short.to_string();
-            }
-            println!("{line}");
-        }
-        return Ok(exit::OK);
-    }
-    let name = lab.unwrap_or_default();
-    let lab = labs::find(name).ok_or_else(|| {
-        CliError::Usage(format!(
-            "unknown lab `{name}`; the labs are: {}",
-            labs::names()
-        ))
-    })?;
-    let dir = dir.unwrap_or_else(|| PathBuf::from(lab.name));
-    let files = starter::init(lab, &dir, lang).map_err(CliError::Usage)?;
-    println!(
-        "wrote a {} starter for the {} lab in {}:",
-        match lang {
-            starter::StarterLang::Cuda => "CUDA C++",
-            starter::StarterLang::Numba => "Numba",
-            starter::StarterLang::Cupy => "CuPy",
-        },
-        lab.name,
-        dir.display()
-    );
-    for f in &files {
-        println!("  {f}");
-    }
-    if dir == Path::new(".") {
-        println!("next: cugrade check");
-    } else {
-        println!(
-            "next: cd {} && cugrade check",
-            shell_word(&dir.to_string_lossy())
-        );
-    }
-    Ok(exit::OK)
-}
-
-/// Quote a path for the `next:` line when it needs it.
-fn shell_word(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }

@@ -30,7 +30,7 @@ pub(super) fn stage<'b>(
     }
     let info = match kernel_info(ctx, &mut worker) {
         Ok(info) => info,
-        Err(c) => return Ok(Stage::stop(vec![c])),
+        Err(c) => return Ok(Stage::stop(vec![*c])),
     };
     let signature = signature_check(ctx, &info, found.numba.as_ref());
     if signature.status != crate::result::Status::Pass {
@@ -123,24 +123,22 @@ fn load_module(ctx: &Ctx, worker: &mut Worker, found: &Located) -> Option<Check>
 }
 
 /// What the backend says of the kernel; a check when it has no such kernel.
-fn kernel_info(ctx: &Ctx, worker: &mut Worker) -> Result<KernelInfo, Check> {
+fn kernel_info(ctx: &Ctx, worker: &mut Worker) -> Result<KernelInfo, Box<Check>> {
     let kernel = &ctx.plan.kernel;
     let request = Request::KernelInfo {
         kernel: kernel.clone(),
     };
     match worker.call(&request, &[], Duration::from_secs(30)) {
         Ok((Response::KernelInfo(Ok(info)), _)) => Ok(info),
-        Ok((Response::KernelInfo(Err(e)), _)) => {
-            Err(
-                Check::fail(CheckKind::Kernel, format!("kernel {kernel}"), e.to_string())
-                    .with_hint(hints::MISSING_KERNEL.replace("NAME", kernel)),
-            )
-        }
-        other => Err(Check::error(
+        Ok((Response::KernelInfo(Err(e)), _)) => Err(Box::new(
+            Check::fail(CheckKind::Kernel, format!("kernel {kernel}"), e.to_string())
+                .with_hint(hints::MISSING_KERNEL.replace("NAME", kernel)),
+        )),
+        other => Err(Box::new(Check::error(
             CheckKind::Runtime,
             "kernel info",
             format!("{:?}", other.err()),
-        )),
+        ))),
     }
 }
 

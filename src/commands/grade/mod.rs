@@ -9,13 +9,12 @@
 pub mod entries;
 pub mod gpus;
 pub mod lock;
-pub mod merge;
 pub mod progress;
 
 use crate::errors::{CliError, Fatal};
 use crate::exit;
-use crate::grade::{self, Reference};
 use crate::integrity::{self, Fingerprints};
+use crate::pipeline::{self, Reference};
 use crate::report::output::{Format, print_result};
 use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
 use crate::rubric::{self, LoadedRubric};
@@ -396,7 +395,7 @@ fn check_ordinals(req: &Requested) -> Result<(), CliError> {
 /// emulator, which uses no GPU (a `--gpus` given then is noted and ignored).
 fn plan_gpus(
     req: &Requested,
-    base: &grade::Options,
+    base: &pipeline::Options,
     rubric: &LoadedRubric,
     devices: &[usize],
     jobs: usize,
@@ -511,7 +510,7 @@ fn read_entry(entry: &Entry, unpack: &Path, protected: &[PathBuf]) -> Result<Sub
 fn grade_entry(
     entry: &Entry,
     ctx: &EntryContext<'_>,
-    o: &grade::Options,
+    o: &pipeline::Options,
     reference: &mut Reference,
 ) -> Result<(GradeResult, Fingerprints, Outcome), String> {
     let rubric = ctx.rubric;
@@ -570,7 +569,7 @@ fn grade_entry(
                     outcome = Outcome::Reused;
                     r
                 }
-                None => grade::grade(rubric, &sub, o, reference).map_err(|e| e.0)?,
+                None => pipeline::grade(rubric, &sub, o, reference).map_err(|e| e.0)?,
             }
         }
     };

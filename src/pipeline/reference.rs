@@ -5,7 +5,7 @@ use super::compiling::compile_all;
 use super::context::{Infrastructure, Options, worker_options};
 use super::run::{describe_run_error, run_on};
 use crate::backend::{BackendKind, LaunchDims};
-use crate::check;
+use crate::compare;
 use crate::compile::SourceFile;
 use crate::inputs::{self, Invocation};
 use crate::result::CompileSummary;
@@ -193,7 +193,7 @@ impl Reference {
         )
     }
 
-    /// Each output element's partial-sum scale for one trial (`check::sum_scale`), per
+    /// Each output element's partial-sum scale for one trial (`compare::sum_scale`), per
     /// buffer (empty for inputs), from the reference kernel run on the absolute values and on
     /// the squares of the trial's inputs (each once per run), and its `expected` outputs.
     #[allow(clippy::too_many_arguments)]
@@ -244,7 +244,7 @@ impl Reference {
                         .unwrap_or_default()
                 };
                 let q = payload(&sq.allocations);
-                check::sum_scale(&payload(expected), &payload(&abs.allocations), Some(&q))
+                compare::sum_scale(&payload(expected), &payload(&abs.allocations), Some(&q))
             })
             .collect())
     }

@@ -51,8 +51,9 @@ pub fn run(paths: &[PathBuf]) -> Result<i32, CliError> {
                 })?;
                 let inv = crate::inputs::generate(contract, &case_vars(case), 1)
                     .map_err(|e| Fatal::new(format!("inputs for case {}: {e}", case.name)))?;
-                let b = calibration::measure(|| crate::grade::cpu_run(&name, &inv, case, threads))
-                    .map_err(|e| Fatal::new(format!("CPU `{name}` on {}: {e}", case.name)))?;
+                let b =
+                    calibration::measure(|| crate::pipeline::cpu_run(&name, &inv, case, threads))
+                        .map_err(|e| Fatal::new(format!("CPU `{name}` on {}: {e}", case.name)))?;
                 println!(
                     "{}: {key}: {:.3} ms (minimum of {} runs, {:.3}..{:.3} ms)",
                     p.display(),

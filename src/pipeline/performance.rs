@@ -9,7 +9,7 @@ use super::estimated;
 use super::reference::Reference;
 use super::run::{RunError, runtime_check, student_invocation, variant};
 use super::verdict::{Measured, verdict};
-use crate::check::Resolved;
+use crate::compare::Resolved;
 use crate::inputs::{self, Invocation};
 use crate::measure::decide;
 use crate::measure::session::{
@@ -117,7 +117,7 @@ fn timed(
             return Ok(Check {
                 kind: CheckKind::Performance,
                 name: p.spec.name.clone(),
-                ..c
+                ..*c
             });
         }
     };
@@ -185,7 +185,7 @@ fn measure(
     spec: &MeasureSpec,
     inv: &Invocation,
     case: &CasePlan,
-) -> Result<Measured, Check> {
+) -> Result<Measured, Box<Check>> {
     // Buffers drawn on the device travel empty: only outputs' initial contents (and inputs
     // without a generator) cross the pipe.
     let allocs: Vec<Vec<u8>> = inv
@@ -211,11 +211,11 @@ fn measure(
         Check::error(CheckKind::Performance, String::new(), msg).with_case(case.name.clone())
     };
     let Some(worker) = student.worker.as_mut() else {
-        return Err(Check::skipped(
+        return Err(Box::new(Check::skipped(
             CheckKind::Performance,
             String::new(),
             "not timed: the worker stopped earlier",
-        ));
+        )));
     };
     let staged = {
         let _shared = gpu.as_deref().and_then(|k| lock::shared(k).ok());
@@ -228,9 +228,8 @@ fn measure(
             let held = match gpu.as_deref().map(lock::timing) {
                 Some(Err(e)) => {
                     student.worker = None;
-                    return Err(perf_error(format!(
-                        "cannot take the GPU's timing lock: {e}"
-                    )));
+                    let why = format!("cannot take the GPU's timing lock: {e}");
+                    return Err(Box::new(perf_error(why)));
                 }
                 Some(Ok(l)) => Some(l),
                 None => None,
@@ -250,17 +249,17 @@ fn measure(
     let report = match answer {
         Ok((Response::Timed(r), _)) => *r,
         Ok((other, _)) => {
-            return Err(perf_error(format!(
+            return Err(Box::new(perf_error(format!(
                 "unexpected answer from the worker: {}",
                 variant(&other)
-            )));
+            ))));
         }
         Err(f) => {
             let (c, fatal) = runtime_check(&RunError::Worker(f), &case.name, &printed);
             if fatal {
                 student.worker = None;
             }
-            return Err(c);
+            return Err(Box::new(c));
         }
     };
     let clocks = match (before, after) {

@@ -43,12 +43,12 @@ pub fn languages(lab: &Lab) -> Vec<StarterLang> {
         .materialize()
         .ok()
         .and_then(|m| rubric::load(&m.rubric_path).ok())
-        .is_some_and(|r| super::numba_starter::can_grade(&r));
+        .is_some_and(|r| super::numba::can_grade(&r));
     let cupy = lab
         .materialize()
         .ok()
         .and_then(|m| rubric::load(&m.rubric_path).ok())
-        .is_some_and(|r| super::cupy_starter::can_grade(&r));
+        .is_some_and(|r| super::cupy::can_grade(&r));
     let mut v = vec![StarterLang::Cuda];
     if numba {
         v.push(StarterLang::Numba);
@@ -70,7 +70,7 @@ pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, Str
     let (source_name, source) = match lang {
         StarterLang::Cuda => (format!("{}.cu", lab.name), kernel_source(lab, &r)),
         StarterLang::Numba => {
-            if !super::numba_starter::can_grade(&r) {
+            if !super::numba::can_grade(&r) {
                 return Err(format!(
                     "the {} lab has no Numba starter: its rubric does not accept Numba kernels \
                      (`cugrade init --list` says which languages each lab has)",
@@ -78,12 +78,12 @@ pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, Str
                 ));
             }
             (
-                super::numba_starter::file_name(lab),
-                super::numba_starter::kernel_source(lab, &r),
+                super::numba::file_name(lab),
+                super::numba::kernel_source(lab, &r),
             )
         }
         StarterLang::Cupy => {
-            if !super::cupy_starter::can_grade(&r) {
+            if !super::cupy::can_grade(&r) {
                 return Err(format!(
                     "the {} lab has no CuPy starter: its rubric does not accept CuPy kernels \
                      (`cugrade init --list` says which languages each lab has)",
@@ -91,8 +91,8 @@ pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, Str
                 ));
             }
             (
-                super::cupy_starter::file_name(lab),
-                super::cupy_starter::kernel_source(lab, &r),
+                super::cupy::file_name(lab),
+                super::cupy::kernel_source(lab, &r),
             )
         }
     };
@@ -452,7 +452,7 @@ pub fn stubs(sub: &Submission, r: &LoadedRubric) -> BTreeMap<String, String> {
             }
         }
         for f in python {
-            for (line, empty) in super::numba_starter::definitions(&f.text, &m.kernel) {
+            for (line, empty) in super::numba::definitions(&f.text, &m.kernel) {
                 defs.push((format!("{}:{line}", f.name), empty));
             }
         }
@@ -498,7 +498,7 @@ pub fn untouched(
     rubric: &LoadedRubric,
     sub: &Submission,
     stubs: &BTreeMap<String, String>,
-    opts: &crate::grade::Options,
+    opts: &crate::pipeline::Options,
 ) -> GradeResult {
     let milestones = rubric
         .rubric

@@ -8,7 +8,7 @@
 //! the same insight from the emulator's metric checks. docs/profile.md describes the set.
 
 use crate::backend::Metrics;
-use crate::grade::{KeptKernel, Options};
+use crate::pipeline::{KeptKernel, Options};
 use crate::result::{CheckKind, Status};
 use crate::rubric::LoadedRubric;
 use crate::rubric::plan::{CasePlan, MilestonePlan};
@@ -240,7 +240,7 @@ pub const NO_NCU: &str = "Nsight Compute (ncu) is not on PATH, so no hardware pr
      same things.";
 
 /// The profile section `check --profile` prints after the summary of result `r`. On a GPU,
-/// each milestone kernel in `kept` (what grading kept: see `grade::Options::keep_kernels`)
+/// each milestone kernel in `kept` (what grading kept: see `pipeline::Options::keep_kernels`)
 /// that is correct runs once more, alone, under Nsight Compute.
 pub fn section(
     r: &crate::result::GradeResult,
@@ -351,7 +351,7 @@ fn profile_kernel(
     k: &KeptKernel,
     opts: &Options,
 ) -> Result<(String, Vec<NcuRow>), String> {
-    let plan = crate::grade::plan_for(rubric, sub);
+    let plan = crate::pipeline::plan_for(rubric, sub);
     let m = plan
         .milestones
         .iter()

@@ -5,7 +5,7 @@
 use super::baselines::host_args;
 use super::context::{Infrastructure, Options};
 use super::reference::Reference;
-use crate::check::{self, Resolved};
+use crate::compare::{self, Resolved};
 use crate::inputs;
 use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
 use std::time::Duration;
@@ -163,9 +163,9 @@ pub(super) fn model_check(
     reference: &[u8],
     mag: Option<&[f64]>,
 ) -> Result<f64, String> {
-    let full = Resolved::with_precision(t, b.elem, vars, check::Precision::Fp32)?;
+    let full = Resolved::with_precision(t, b.elem, vars, compare::Precision::Fp32)?;
     if full.exact || !b.elem.is_float() {
-        let c = check::compare(b, cpu, reference, full);
+        let c = compare::compare(b, cpu, reference, full);
         return if c.ok() { Ok(0.0) } else { Err(c.describe()) };
     }
     let share = Resolved {
@@ -192,7 +192,7 @@ pub(super) fn model_check(
             e[i]
         ));
     }
-    let c = check::compare_at(b, cpu, reference, mag, share);
+    let c = compare::compare_at(b, cpu, reference, mag, share);
     if !c.ok() {
         return Err(format!(
             "the reference's own error (against the CPU's f64 result) exceeds its half of the tolerance, so the tolerance leaves an honest float kernel no room: {}",

@@ -1,0 +1,79 @@
+//! `cugrade init LAB`: a lab's starter (`starter`: CUDA C++; `numba` and `cupy` for
+//! `--lang numba|cupy`), and `cugrade init --list`.
+
+mod cupy;
+mod numba;
+pub mod starter;
+
+use crate::errors::CliError;
+use crate::exit;
+use crate::labs;
+use std::path::{Path, PathBuf};
+
+/// `cugrade init LAB [DIR] [--lang numba]` and `cugrade init --list`.
+pub fn run(
+    lab: Option<&str>,
+    dir: Option<PathBuf>,
+    list: bool,
+    lang: starter::StarterLang,
+) -> Result<i32, CliError> {
+    if list {
+        println!("{:<12} {:<18} about", "lab", "--lang");
+        for l in labs::LABS {
+            let langs: Vec<&str> = starter::languages(l).iter().map(|x| x.as_str()).collect();
+            let about = l.heading().replace('`', "");
+            let about = about.strip_prefix("Lab: ").unwrap_or(&about);
+            let mut line = format!("{:<12} {:<18} {about}", l.name, langs.join(", "));
+            // 80 columns: the rubric's file name goes first.
+            if line.chars().count() > 80
+                && let Some((short, _)) = line.rsplit_once(" (")
+            {
+                line = short.to_string();
+            }
+            println!("{line}");
+        }
+        return Ok(exit::OK);
+    }
+    let name = lab.unwrap_or_default();
+    let lab = labs::find(name).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown lab `{name}`; the labs are: {}",
+            labs::names()
+        ))
+    })?;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(lab.name));
+    let files = starter::init(lab, &dir, lang).map_err(CliError::Usage)?;
+    println!(
+        "wrote a {} starter for the {} lab in {}:",
+        match lang {
+            starter::StarterLang::Cuda => "CUDA C++",
+            starter::StarterLang::Numba => "Numba",
+            starter::StarterLang::Cupy => "CuPy",
+        },
+        lab.name,
+        dir.display()
+    );
+    for f in &files {
+        println!("  {f}");
+    }
+    if dir == Path::new(".") {
+        println!("next: cugrade check");
+    } else {
+        println!(
+            "next: cd {} && cugrade check",
+            shell_word(&dir.to_string_lossy())
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// Quote a path for the `next:` line when it needs it.
+fn shell_word(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
