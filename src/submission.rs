@@ -4,6 +4,7 @@
 //! into a temp dir with size limits first, so a zip bomb is a message, not a full disk.
 
 pub mod archive;
+mod unpack;
 
 use crate::compile::SourceFile;
 use crate::errors::ConfigError;
@@ -468,7 +469,7 @@ impl Submission {
 /// Unpack an archive into `into` in a sandboxed worker ([`archive`]); returns the submission's
 /// folder.
 pub fn unpack(archive: &Path, into: &Path, protected: &[PathBuf]) -> Result<PathBuf, String> {
-    archive::unpack(archive, into, protected)
+    unpack::unpack(archive, into, protected)
 }
 
 #[cfg(test)]

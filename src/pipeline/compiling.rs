@@ -1,12 +1,11 @@
 //! Compilation of a submission's sources in a sandboxed compile worker.
 
 use super::context::{Infrastructure, Options, worker_options};
-use super::run::variant;
 use crate::compile::{self, SourceFile};
 use crate::hints;
 use crate::result::{Check, CheckKind, CompileSummary};
-use crate::worker::protocol::{Request, Response};
-use crate::worker::{Role, Worker, WorkerFailure};
+use crate::worker::client::CompileAnswer;
+use crate::worker::{Client, Role, WorkerFailure};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -36,14 +35,14 @@ pub(super) fn compile_all(
     if sources.is_empty() {
         return Ok((modules, checks, summary));
     }
-    let mut worker: Option<Worker> = None;
+    let mut worker: Option<Client> = None;
     // CUDA's own headers, read-only in the worker's sandbox.
     let include_dirs = crate::compile::toolchain::cuda_include_dirs();
     for src in sources {
         if worker.is_none() {
             let mut wo = worker_options(&opts.protected, Role::Compile, opts.backend, opts.device);
             wo.extra_read = include_dirs.clone();
-            match Worker::spawn(&wo) {
+            match Client::spawn(&wo) {
                 Ok(w) => worker = Some(w),
                 Err(e) => {
                     summary.ok = false;
@@ -58,25 +57,16 @@ pub(super) fn compile_all(
         }
         let Some(w) = worker.as_mut() else { continue };
         let started = Instant::now();
-        let req = Request::Compile {
-            main: src.clone(),
-            headers: headers.to_vec(),
-            arch: opts.arch.clone(),
-            include_dirs: include_dirs.clone(),
-        };
         let mut more = Vec::new();
-        let mut check = match w.call(&req, &[], timeout) {
-            Ok((Response::Compiled { ok, log }, blobs)) => {
+        let mut check = match w.compile(src, headers, &opts.arch, &include_dirs, timeout) {
+            Ok(CompileAnswer::Compiled { ok, log, ptx }) => {
                 let log = sanitize_log(&log);
                 if !summary.log.is_empty() {
                     summary.log.push('\n');
                 }
                 summary.log.push_str(&log);
                 summary.kernels.extend(compile::resources(&log));
-                let ptx_text = blobs
-                    .first()
-                    .map(|b| String::from_utf8_lossy(b).into_owned());
-                match (ok, ptx_text) {
+                match (ok, ptx) {
                     (true, Some(p)) if !p.is_empty() => {
                         modules.push((src.name.clone(), p));
                         Check::pass(
@@ -103,7 +93,7 @@ pub(super) fn compile_all(
                     }
                 }
             }
-            Ok((Response::Unreadable { paths }, _)) => {
+            Ok(CompileAnswer::Unreadable(paths)) => {
                 let mut roots = include_dirs.clone();
                 if let Some(ld) = std::env::var_os("LD_LIBRARY_PATH") {
                     roots.extend(std::env::split_paths(&ld).filter(|p| p.is_absolute()));
@@ -118,17 +108,6 @@ pub(super) fn compile_all(
                     "the compiler could not read its own files",
                 )
                 .with_details(unconfirmed(&paths))
-            }
-            Ok((other, _)) => {
-                summary.ok = false;
-                Check::error(
-                    CheckKind::Compile,
-                    format!("compile {}", src.name),
-                    format!(
-                        "unexpected answer from the compile worker: {}",
-                        variant(&other)
-                    ),
-                )
             }
             Err(WorkerFailure::Timeout(d)) => {
                 summary.ok = false;
@@ -302,7 +281,7 @@ pub(super) fn assemble_all(
     if modules.is_empty() || !opts.arch.starts_with("sm_") {
         return (kernels, logs);
     }
-    let mut worker: Option<Worker> = None;
+    let mut worker: Option<Client> = None;
     for (name, ptx) in modules {
         if worker.is_none() {
             let mut wo = worker_options(&opts.protected, Role::Compile, opts.backend, opts.device);
@@ -311,18 +290,14 @@ pub(super) fn assemble_all(
                 .map(Path::to_path_buf)
                 .into_iter()
                 .collect();
-            match Worker::spawn(&wo) {
+            match Client::spawn(&wo) {
                 Ok(w) => worker = Some(w),
                 Err(_) => return (kernels, logs),
             }
         }
         let Some(w) = worker.as_mut() else { break };
-        let req = Request::Assemble {
-            arch: opts.arch.clone(),
-            library: library.clone(),
-        };
-        match w.call(&req, &[ptx.as_bytes()], timeout) {
-            Ok((Response::Compiled { ok: true, log }, _)) => {
+        match w.assemble(ptx, &opts.arch, &library, timeout) {
+            Ok(Ok(log)) => {
                 let log = sanitize_log(&log);
                 kernels.extend(compile::resources(&log));
                 logs.push_str(&format!(
@@ -330,14 +305,14 @@ pub(super) fn assemble_all(
                     opts.arch
                 ));
             }
-            Ok((Response::Compiled { ok: false, log }, _)) => {
+            Ok(Err(log)) => {
                 logs.push_str(&format!(
                     "{name}: no ptxas facts: {}\n",
                     sanitize_log(&log).trim()
                 ));
             }
             // A crash or a timeout of ptxas on this module: the next one gets a fresh worker.
-            _ => worker = None,
+            Err(_) => worker = None,
         }
     }
     (kernels, logs)

@@ -6,7 +6,7 @@ use crate::result::Check;
 use crate::rubric::convention::Signature;
 use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
 use crate::submission::Submission;
-use crate::worker::{Role, Worker, WorkerOptions};
+use crate::worker::{Client, Role, WorkerOptions};
 
 /// How to grade.
 #[derive(Debug, Clone)]
@@ -92,9 +92,8 @@ pub(super) struct Kernel<'a> {
 /// The student's worker, kept across the student's milestones while it stays healthy.
 #[derive(Default)]
 pub(super) struct Student {
-    pub(super) worker: Option<Worker>,
-    /// The worker holds the reference and harness modules for timed sections already.
-    pub(super) timing_modules_loaded: bool,
+    /// It remembers whether it holds the reference and harness modules of timed sections.
+    pub(super) worker: Option<Client>,
 }
 
 /// What one stage of a milestone found, and whether the milestone goes on (`next`: what the

@@ -80,7 +80,8 @@ pub(super) fn stage(
     // The reference and harness modules for the timed sections, JIT-compiled by the driver
     // now (still in the correctness phase: no timed section runs meanwhile) rather than in a
     // timed section's setup. A failure is the performance check's to report (it tries again).
-    if timed && !student.timing_modules_loaded && score::nothing_wrong(&out.checks) {
+    let loaded = student.worker.as_ref().is_some_and(|w| w.timing_loaded());
+    if timed && !loaded && score::nothing_wrong(&out.checks) {
         let _ = preload_timing_modules(ctx, reference, student);
     }
     drop(phase);

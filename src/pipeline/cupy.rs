@@ -10,8 +10,7 @@ use crate::compile::cupy::{self, PyLang};
 use crate::result::{Check, CheckKind};
 use crate::rubric::plan::Plan;
 use crate::submission::Submission;
-use crate::worker::protocol::{Request, Response};
-use crate::worker::{Role, Worker, WorkerFailure, WorkerOptions};
+use crate::worker::{Client, Role, WorkerFailure, WorkerOptions};
 use std::time::Duration;
 
 const CUPY_HINT: &str = "CuPy kernels are graded with the assignment's kernel signature: a RawKernel's CUDA source takes the contract's parameters in order; an ElementwiseKernel's or ReductionKernel's parameters are matched to the contract's by name, else in order (docs/submissions.md#cupy-submissions).";
@@ -56,25 +55,19 @@ pub fn sources(plan: &Plan, sub: &Submission, opts: &Options) -> (Vec<SourceFile
     let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
     wo.protected = opts.protected.clone();
     wo.extra_read = interpreter.read_dirs.clone();
-    let mut worker = match Worker::spawn(&wo) {
+    let mut worker = match Client::spawn(&wo) {
         Ok(w) => w,
         Err(e) => return error(format!("could not start the compile worker: {e}")),
     };
-    let req = Request::ExtractCupy {
-        files: sub.python.clone(),
+    let found = match worker.extract_cupy(
+        &sub.python,
         entries,
         interpreter,
-    };
-    let found = match worker.call(&req, &[], Duration::from_secs(30)) {
-        Ok((Response::CupyExtracted(Ok(x)), _)) => x,
-        Ok((Response::CupyExtracted(Err(e)), _)) => {
+        Duration::from_secs(30),
+    ) {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
             return error(format!("reading the CuPy kernels failed: {e}"));
-        }
-        Ok((other, _)) => {
-            return error(format!(
-                "unexpected answer from the compile worker: {}",
-                super::run::variant(&other)
-            ));
         }
         Err(WorkerFailure::Timeout(d)) => {
             return (

@@ -8,7 +8,7 @@
 use super::baselines::{BaselineChoice, baseline};
 use super::context::{Ctx, Kernel, Student};
 use super::reference::Reference;
-use super::run::{student_invocation, variant};
+use super::run::student_invocation;
 use crate::backend::LaunchDims;
 use crate::backend::emu::cost::CostConfig;
 use crate::estimate::gpu::Gpu;
@@ -21,7 +21,6 @@ use crate::measure::session::BaselinePlan;
 use crate::result::{Check, CheckKind};
 use crate::rubric::plan::{CasePlan, PerfPlan};
 use crate::rubric::schema::Against;
-use crate::worker::protocol::{Request, Response};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -354,14 +353,8 @@ fn reference_profile(
     let r = match reference.worker() {
         Ok(w) => {
             // The reference's static shared memory, as its own module says.
-            let shared = match w.call(
-                &Request::KernelInfo {
-                    kernel: kernel.to_string(),
-                },
-                &[],
-                Duration::from_secs(30),
-            ) {
-                Ok((Response::KernelInfo(Ok(i)), _)) => i.static_shared_bytes,
+            let shared = match w.kernel_info(kernel, Duration::from_secs(30)) {
+                Ok(Ok(i)) => i.static_shared_bytes,
                 _ => 0,
             } + dims.shared_bytes;
             profile_on(w, g, kernel, dims, inv, &zeroed, &ptx, registers, shared).map(|mut p| {
@@ -416,7 +409,7 @@ fn zeroed_outputs(inv: &Invocation, contract: &crate::rubric::schema::Contract) 
 /// Profile `kernel` of `ptx` on `inv` in `worker` (the emulator there, sampled).
 #[allow(clippy::too_many_arguments)]
 fn profile_on(
-    worker: &mut crate::worker::Worker,
+    worker: &mut crate::worker::Client,
     g: &Gpu,
     kernel: &str,
     dims: LaunchDims,
@@ -467,13 +460,8 @@ fn profile_on(
     let bytes: usize = blobs.iter().map(|b| b.len()).sum();
     let timeout =
         PROFILE_LIMIT + Duration::from_secs(10) + Duration::from_millis((bytes / 100_000) as u64);
-    match worker.call(&Request::Estimate(Box::new(spec)), &blobs, timeout) {
-        Ok((Response::Estimated(Ok(p)), _)) => Ok(*p),
-        Ok((Response::Estimated(Err(e)), _)) => Err(e),
-        Ok((other, _)) => Err(format!(
-            "unexpected answer from the worker: {}",
-            variant(&other)
-        )),
+    match worker.estimate(spec, &blobs, timeout) {
+        Ok(p) => p,
         Err(f) => Err(format!("the worker failed: {f}")),
     }
 }

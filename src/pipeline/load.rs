@@ -5,13 +5,11 @@
 use super::context::{Ctx, Infrastructure, Kernel, Stage, Student, worker_options};
 use super::locate::Located;
 use super::resources;
-use super::run::variant;
 use crate::backend::{BackendKind, KernelInfo};
 use crate::hints;
 use crate::result::{Check, CheckKind};
 use crate::rubric::ParamType;
-use crate::worker::protocol::{Request, Response};
-use crate::worker::{Role, Worker};
+use crate::worker::{Client, Role};
 use std::time::Duration;
 
 pub(super) fn stage<'b>(
@@ -23,7 +21,7 @@ pub(super) fn stage<'b>(
     // A worker that fails this stage ends here: the next milestone gets a fresh one.
     let mut worker = worker_for(ctx, student)?;
     if sandbox.is_empty() {
-        *sandbox = worker.ready.sandbox.clone();
+        *sandbox = worker.ready().sandbox.clone();
     }
     if let Some(c) = load_module(ctx, &mut worker, &found) {
         return Ok(Stage::stop(vec![c]));
@@ -64,7 +62,7 @@ pub(super) fn stage<'b>(
 
 /// The student's worker from an earlier milestone, else a fresh, confined one, whose CPU-time
 /// limit covers every milestone's budget.
-fn worker_for(ctx: &Ctx, student: &mut Student) -> Result<Worker, Infrastructure> {
+fn worker_for(ctx: &Ctx, student: &mut Student) -> Result<Client, Infrastructure> {
     if let Some(w) = student
         .worker
         .take()
@@ -72,7 +70,6 @@ fn worker_for(ctx: &Ctx, student: &mut Student) -> Result<Worker, Infrastructure
     {
         return Ok(w);
     }
-    student.timing_modules_loaded = false;
     let mut o = worker_options(
         &ctx.opts.protected,
         Role::Run,
@@ -81,23 +78,19 @@ fn worker_for(ctx: &Ctx, student: &mut Student) -> Result<Worker, Infrastructure
     );
     let all = ctx.rubric.timeouts.milestone_s * ctx.rubric.milestones.len() as f64;
     o.cpu_seconds = o.cpu_seconds.max((all + 600.0) as u64);
-    Worker::spawn(&o).map_err(|e| Infrastructure(format!("cannot start a worker: {e}")))
+    Client::spawn(&o).map_err(|e| Infrastructure(format!("cannot start a worker: {e}")))
 }
 
 /// Load the module; a check when it does not load.
-fn load_module(ctx: &Ctx, worker: &mut Worker, found: &Located) -> Option<Check> {
+fn load_module(ctx: &Ctx, worker: &mut Client, found: &Located) -> Option<Check> {
     let file = found.file;
-    match worker.call(
-        &Request::Load,
-        &[found.ptx.as_bytes()],
-        Duration::from_secs(120),
-    ) {
-        Ok((Response::Loaded { error: None }, _)) => None,
-        Ok((Response::Loaded { error: Some(e) }, _)) if ctx.opts.backend == BackendKind::Emu => {
+    match worker.load(found.ptx, Duration::from_secs(120)) {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) if ctx.opts.backend == BackendKind::Emu => {
             // Our emulator's limit, not the student's mistake.
             Some(Check::error(CheckKind::Compile, format!("load {file}"), format!("the PTX emulator cannot run this module: {e}")).with_hint("Grade this submission on a GPU (--backend cuda), and report the unsupported instruction to the course staff."))
         }
-        Ok((Response::Loaded { error: Some(e) }, _)) => Some(
+        Ok(Err(e)) => Some(
             Check::fail(
                 CheckKind::Compile,
                 format!("load {file}"),
@@ -105,39 +98,30 @@ fn load_module(ctx: &Ctx, worker: &mut Worker, found: &Located) -> Option<Check>
             )
             .with_hint(hints::COMPILE),
         ),
-        other => {
-            let msg = match other {
-                Err(f) => f.to_string(),
-                Ok((r, _)) => format!("unexpected answer {}", variant(&r)),
-            };
-            Some(
-                Check::error(
-                    CheckKind::Runtime,
-                    "load",
-                    format!("loading the module failed: {msg}"),
-                )
-                .with_details(worker.output().text()),
+        Err(f) => Some(
+            Check::error(
+                CheckKind::Runtime,
+                "load",
+                format!("loading the module failed: {f}"),
             )
-        }
+            .with_details(worker.output().text()),
+        ),
     }
 }
 
 /// What the backend says of the kernel; a check when it has no such kernel.
-fn kernel_info(ctx: &Ctx, worker: &mut Worker) -> Result<KernelInfo, Box<Check>> {
+fn kernel_info(ctx: &Ctx, worker: &mut Client) -> Result<KernelInfo, Box<Check>> {
     let kernel = &ctx.plan.kernel;
-    let request = Request::KernelInfo {
-        kernel: kernel.clone(),
-    };
-    match worker.call(&request, &[], Duration::from_secs(30)) {
-        Ok((Response::KernelInfo(Ok(info)), _)) => Ok(info),
-        Ok((Response::KernelInfo(Err(e)), _)) => Err(Box::new(
+    match worker.kernel_info(kernel, Duration::from_secs(30)) {
+        Ok(Ok(info)) => Ok(info),
+        Ok(Err(e)) => Err(Box::new(
             Check::fail(CheckKind::Kernel, format!("kernel {kernel}"), e.to_string())
                 .with_hint(hints::MISSING_KERNEL.replace("NAME", kernel)),
         )),
-        other => Err(Box::new(Check::error(
+        Err(f) => Err(Box::new(Check::error(
             CheckKind::Runtime,
             "kernel info",
-            format!("{:?}", other.err()),
+            format!("{:?}", Some(f)),
         ))),
     }
 }

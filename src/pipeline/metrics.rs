@@ -8,7 +8,7 @@
 //! two is flagged to the instructor (`cross::metrics_disagree`).
 
 use super::context::{Ctx, Kernel, worker_options};
-use super::run::{describe_run_error, run_on, student_invocation, variant};
+use super::run::{describe_run_error, run_on, student_invocation};
 use crate::backend::{BackendKind, Metrics};
 use crate::hints;
 use crate::inputs;
@@ -16,8 +16,7 @@ use crate::result::{Check, CheckKind, Flag, Status};
 use crate::rubric::plan::CasePlan;
 use crate::rubric::schema::MetricSpec;
 use crate::worker::nsight::{NcuRow, kernel_job, run_ncu, tool_root};
-use crate::worker::protocol::{Request, Response};
-use crate::worker::{Role, Worker};
+use crate::worker::{Client, Role};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -263,22 +262,25 @@ fn emulator_metrics(ctx: &Ctx, kernel: &Kernel, case: &str) -> Result<Metrics, S
     let Some(case) = metric_case(ctx, case) else {
         return Err(format!("unknown case {case}"));
     };
-    let mut w = Worker::spawn(&worker_options(
+    let mut w = Client::spawn(&worker_options(
         &ctx.opts.protected,
         Role::Run,
         BackendKind::Emu,
         0,
     ))?;
-    match w.call(
-        &Request::Load,
-        &[kernel.ptx.as_bytes()],
-        Duration::from_secs(60),
-    ) {
-        Ok((Response::Loaded { error: None }, _)) => {}
-        other => {
+    match w.load(kernel.ptx, Duration::from_secs(60)) {
+        Ok(Ok(())) => {}
+        // The debug forms of what the worker answered, as reports have always shown them.
+        Ok(Err(_)) => {
             return Err(format!(
                 "the emulator could not load the module: {:?}",
-                other.map(|r| variant(&r.0))
+                Ok::<&str, ()>("Loaded")
+            ));
+        }
+        Err(f) => {
+            return Err(format!(
+                "the emulator could not load the module: {:?}",
+                Err::<&str, _>(f)
             ));
         }
     }

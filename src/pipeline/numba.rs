@@ -11,8 +11,8 @@ use crate::rubric::convention::Signature;
 use crate::rubric::plan::Plan;
 use crate::rubric::schema::Language;
 use crate::submission::Submission;
-use crate::worker::protocol::{Request, Response};
-use crate::worker::{Role, Worker, WorkerFailure, WorkerOptions};
+use crate::worker::client::NumbaAnswer;
+use crate::worker::{Client, Role, WorkerFailure, WorkerOptions};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -70,49 +70,23 @@ pub fn compile_in_worker(
     let mut wo = wo.clone();
     wo.role = Role::Compile;
     wo.extra_read = tool.read_dirs.clone();
-    let mut worker = Worker::spawn(&wo).map_err(NumbaFailure::Spawn)?;
+    let mut worker = Client::spawn(&wo).map_err(NumbaFailure::Spawn)?;
     let roots: Vec<std::path::PathBuf> = tool
         .read_dirs
         .iter()
         .chain(std::iter::once(&tool.site))
         .cloned()
         .collect();
-    let req = Request::CompileNumba {
-        files: files.to_vec(),
-        kernels: kernels.to_vec(),
-        arch: arch.to_string(),
-        toolchain: tool,
-        import_s: import.as_secs_f64(),
-    };
-    match worker.call(&req, &[], timeout) {
-        Ok((Response::NumbaCompiled(Ok(o)), blobs)) => {
-            let ok = o.iter().filter(|x| x.ok).count();
-            if o.len() != kernels.len() || blobs.len() != ok {
-                return Err(NumbaFailure::Answer(
-                    "the compile worker's answer does not match the request".into(),
-                ));
-            }
-            let mut blobs = blobs.into_iter();
-            Ok(o.into_iter()
-                .map(|mut x| {
-                    if x.ok {
-                        x.ptx = blobs
-                            .next()
-                            .map(|b| String::from_utf8_lossy(&b).into_owned());
-                    }
-                    x
-                })
-                .collect())
-        }
-        Ok((Response::NumbaCompiled(Err(e)), _)) => Err(NumbaFailure::Toolchain(e)),
-        Ok((Response::Unreadable { paths }, _)) => Err(match worker.unreadable(&paths, &roots) {
+    match worker.compile_numba(files, kernels, arch, tool, import, timeout) {
+        Ok(NumbaAnswer::Compiled(Ok(o))) => Ok(o),
+        Ok(NumbaAnswer::Compiled(Err(e))) => Err(NumbaFailure::Toolchain(e)),
+        Ok(NumbaAnswer::Mismatch) => Err(NumbaFailure::Answer(
+            "the compile worker's answer does not match the request".into(),
+        )),
+        Ok(NumbaAnswer::Unreadable(paths)) => Err(match worker.unreadable(&paths, &roots) {
             Some(why) => NumbaFailure::Machine(why),
             None => NumbaFailure::Toolchain(super::compiling::unconfirmed(&paths)),
         }),
-        Ok((other, _)) => Err(NumbaFailure::Answer(format!(
-            "unexpected answer from the compile worker: {}",
-            super::run::variant(&other)
-        ))),
         Err(WorkerFailure::Timeout(d)) => Err(NumbaFailure::Timeout(d)),
         Err(f) => Err(NumbaFailure::Crashed(f.to_string(), worker.output().text())),
     }

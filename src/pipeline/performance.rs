@@ -7,19 +7,20 @@ use super::baselines::{BaselineChoice, baseline};
 use super::context::{Ctx, Infrastructure, Kernel, Student, reference_launch};
 use super::estimated;
 use super::reference::Reference;
-use super::run::{RunError, runtime_check, student_invocation, variant};
-use super::verdict::{Measured, verdict};
+use super::run::{RunError, runtime_check, student_invocation};
+use super::verdict::verdict;
 use crate::compare::Resolved;
 use crate::inputs::{self, Invocation};
 use crate::measure::decide;
+use crate::measure::lock;
 use crate::measure::session::{
     ComparePlan, DrawKind, GenPlan, MeasureSpec, PlanBuffer, RefCall, elem_code,
 };
-use crate::measure::{clocks, lock};
 use crate::result::{Check, CheckKind};
 use crate::rubric::plan::{CasePlan, MilestonePlan, PerfPlan};
 use crate::rubric::schema::{DEFAULT_BUDGET_S, Direction, Gen};
-use crate::worker::protocol::{Request, Response};
+use crate::worker::client::MeasureError;
+use crate::worker::client::Measured;
 use std::time::{Duration, Instant};
 
 /// Every performance check of the milestone: timed on a GPU when the kernel is correct, an
@@ -104,7 +105,8 @@ fn timed(
         Err(e) => return Ok(perf_error(format!("cannot plan the timed inputs: {e}"))),
     };
     let spec = measure_spec(ctx, kernel, p, case, &inv, &choice, buffers, dims, ref_dims)?;
-    if !student.timing_modules_loaded && student.worker.is_some() {
+    let loaded = student.worker.as_ref().is_some_and(|w| w.timing_loaded());
+    if !loaded && student.worker.is_some() {
         // Normally done in the correctness phase; the same texts again are free.
         let _shared = ctx.opts.gpu.as_deref().and_then(|k| lock::shared(k).ok());
         if let Err(e) = preload_timing_modules(ctx, reference, student) {
@@ -206,7 +208,6 @@ fn measure(
     let budget = case.case.budget_s.unwrap_or(DEFAULT_BUDGET_S);
     let timeout = Duration::from_secs_f64(2.0 * budget + ctx.rubric.timeouts.launch_s + 30.0)
         + Duration::from_millis((bytes / 100_000) as u64);
-    let gpu = ctx.opts.gpu.clone();
     let perf_error = |msg: String| {
         Check::error(CheckKind::Performance, String::new(), msg).with_case(case.name.clone())
     };
@@ -217,65 +218,22 @@ fn measure(
             "not timed: the worker stopped earlier",
         )));
     };
-    let staged = {
-        let _shared = gpu.as_deref().and_then(|k| lock::shared(k).ok());
-        worker.call(&Request::Measure(Box::new(spec.clone())), &blobs, timeout)
-    };
-    let asked = Instant::now();
-    let (answer, before, after, got) = match staged {
-        Ok((Response::Staged, _)) => {
-            // One GPU, one timer: nothing else runs on this GPU while the kernel is timed.
-            let held = match gpu.as_deref().map(lock::timing) {
-                Some(Err(e)) => {
-                    student.worker = None;
-                    let why = format!("cannot take the GPU's timing lock: {e}");
-                    return Err(Box::new(perf_error(why)));
-                }
-                Some(Ok(l)) => Some(l),
-                None => None,
-            };
-            let got = Instant::now();
-            let before = gpu.as_deref().and_then(clocks::read);
-            let answer = worker.call(&Request::Go, &[], timeout);
-            let after = gpu.as_deref().and_then(clocks::read);
-            drop(held);
-            (answer, before, after, got)
+    match worker.measure(spec, &blobs, timeout, ctx.opts.gpu.as_deref()) {
+        Ok(m) => Ok(m),
+        Err(MeasureError::Lock(e)) => {
+            student.worker = None;
+            let why = format!("cannot take the GPU's timing lock: {e}");
+            Err(Box::new(perf_error(why)))
         }
-        // The setup failed: the report says how.
-        other => (other, None, None, asked),
-    };
-    let held_s = got.elapsed().as_secs_f64();
-    let printed = worker.output();
-    let report = match answer {
-        Ok((Response::Timed(r), _)) => *r,
-        Ok((other, _)) => {
-            return Err(Box::new(perf_error(format!(
-                "unexpected answer from the worker: {}",
-                variant(&other)
-            ))));
-        }
-        Err(f) => {
+        Err(MeasureError::Worker(f)) => {
+            let printed = worker.output();
             let (c, fatal) = runtime_check(&RunError::Worker(f), &case.name, &printed);
             if fatal {
                 student.worker = None;
             }
-            return Err(Box::new(c));
+            Err(Box::new(c))
         }
-    };
-    let clocks = match (before, after) {
-        (Some(b), Some(a)) => Some(clocks::ClockRecord::new(b, a)),
-        _ => None,
-    };
-    let hold = crate::measure::GpuHold {
-        waited_s: (got - asked).as_secs_f64(),
-        held_s,
-        setup_s: report.setup_s,
-    };
-    Ok(Measured {
-        report,
-        clocks,
-        hold,
-    })
+    }
 }
 
 /// Load the reference and harness modules into the student's worker ahead of its timed
@@ -290,22 +248,9 @@ pub(super) fn preload_timing_modules(
     let Some(worker) = student.worker.as_mut() else {
         return Err("not timed: the worker stopped earlier".into());
     };
-    match worker.call(
-        &Request::LoadSlots,
-        &[reference.ptx.as_bytes(), harness.as_bytes()],
-        Duration::from_secs(120),
-    ) {
-        Ok((Response::Loaded { error: None }, _)) => {
-            student.timing_modules_loaded = true;
-            Ok(())
-        }
-        Ok((Response::Loaded { error: Some(e) }, _)) => {
-            Err(format!("cannot load the reference and timing kernels: {e}"))
-        }
-        Ok((other, _)) => Err(format!(
-            "unexpected answer from the worker: {}",
-            variant(&other)
-        )),
+    match worker.load_slots(&reference.ptx, &harness, Duration::from_secs(120)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("cannot load the reference and timing kernels: {e}")),
         Err(f) => {
             student.worker = None;
             Err(format!("the worker failed loading the timing kernels: {f}"))

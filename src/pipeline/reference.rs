@@ -10,8 +10,7 @@ use crate::compile::SourceFile;
 use crate::inputs::{self, Invocation};
 use crate::result::CompileSummary;
 use crate::rubric::LoadedRubric;
-use crate::worker::protocol::{Request, Response};
-use crate::worker::{Role, Worker};
+use crate::worker::{Client, Role};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,7 +32,7 @@ pub(super) struct Expected {
 /// The trusted side: the reference module in its own worker, with caches.
 pub struct Reference {
     pub(super) ptx: String,
-    pub(super) worker: Option<Worker>,
+    pub(super) worker: Option<Client>,
     /// Expected allocations by (kernel, case, trial), shared by every [`Reference::share`]d
     /// handle: a cohort computes each once, whatever its `--jobs`.
     pub(super) outputs: Arc<Mutex<ExpectedOutputs>>,
@@ -134,30 +133,26 @@ impl Reference {
         }
     }
 
-    pub(super) fn worker(&mut self) -> Result<&mut Worker, Infrastructure> {
+    pub(super) fn worker(&mut self) -> Result<&mut Client, Infrastructure> {
         if self.worker.is_none() {
-            let mut w = Worker::spawn(&worker_options(
+            let mut w = Client::spawn(&worker_options(
                 &self.protected,
                 Role::Run,
                 self.backend,
                 self.device,
             ))
             .map_err(|e| Infrastructure(format!("cannot start the reference worker: {e}")))?;
-            match w.call(
-                &Request::Load,
-                &[self.ptx.as_bytes()],
-                Duration::from_secs(120),
-            ) {
-                Ok((Response::Loaded { error: None }, _)) => {}
-                Ok((Response::Loaded { error: Some(e) }, _)) => {
+            match w.load(&self.ptx, Duration::from_secs(120)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
                     return Err(Infrastructure(format!(
                         "the reference module does not load: {e}"
                     )));
                 }
-                other => {
+                Err(f) => {
                     return Err(Infrastructure(format!(
                         "the reference worker failed to load: {:?}",
-                        other.err()
+                        Some(f)
                     )));
                 }
             }

@@ -1,104 +1,33 @@
 //! One request to a worker, and what its failures mean for grading.
 
-use crate::backend::{BackendError, LaunchDims, LaunchReport};
+use crate::backend::{BackendError, LaunchDims};
 use crate::hints;
 use crate::inputs::Invocation;
 use crate::result::{Check, CheckKind};
-use crate::worker::protocol::{Request, Response, RunSpec};
-use crate::worker::{Worker, WorkerFailure};
+use crate::worker::protocol::RunSpec;
+use crate::worker::{Client, WorkerFailure};
 use std::time::Duration;
 
-/// A kernel run's outcome, as the parent validated it.
-pub(super) struct Ran {
-    /// Whole allocations (guards included), in buffer order.
-    pub(super) allocations: Vec<Vec<u8>>,
-    pub(super) report: LaunchReport,
-    /// The launch itself, start to the kernel's end, as the worker timed it (seconds).
-    pub(super) seconds: f64,
-}
+pub(super) use crate::worker::client::{Ran, RunError};
 
-pub(super) enum RunError {
-    Backend(BackendError, Box<LaunchReport>),
-    Worker(WorkerFailure),
-}
-
+/// Run `kernel` on `inv` in `worker`: the kernel may take `limit` (see `Client::run`).
 pub(super) fn run_on(
-    worker: &mut Worker,
+    worker: &mut Client,
     kernel: &str,
     inv: &Invocation,
     dims: LaunchDims,
     limit: Duration,
     gpu_lock: Option<&str>,
 ) -> Result<Ran, RunError> {
-    let specs = inv.specs();
     let spec = RunSpec {
         kernel: kernel.to_string(),
         dims,
         args: inv.args.clone(),
-        buffers: specs.clone(),
+        buffers: inv.specs(),
         symbols: inv.symbols.clone(),
         deadline_ms: limit.as_millis() as u64,
     };
-    let allocs = inv.allocations();
-    let refs: Vec<&[u8]> = allocs.iter().map(Vec::as_slice).collect();
-    let bytes: usize = allocs.iter().map(Vec::len).sum();
-    // Transfers take time too: allow ~1 s per 200 MB each way on top of the kernel's limit.
-    let slack = Duration::from_secs(5) + Duration::from_millis((bytes / 100_000) as u64);
-    // A correctness run shares the GPU with other correctness runs, never with a timed section.
-    let _shared = gpu_lock.and_then(|k| crate::measure::lock::shared(k).ok());
-    match worker.call(&Request::Run(spec), &refs, limit + slack) {
-        Ok((
-            Response::Ran {
-                error: None,
-                report,
-            },
-            blobs,
-        )) => {
-            if blobs.len() != specs.len()
-                || blobs.iter().zip(&specs).any(|(b, s)| b.len() != s.total())
-            {
-                return Err(RunError::Worker(WorkerFailure::Protocol(
-                    "returned buffers do not match what was sent".into(),
-                )));
-            }
-            Ok(Ran {
-                seconds: report.seconds,
-                allocations: blobs,
-                report,
-            })
-        }
-        Ok((
-            Response::Ran {
-                error: Some(e),
-                report,
-                ..
-            },
-            _,
-        )) => Err(RunError::Backend(e, Box::new(report))),
-        Ok((other, _)) => Err(RunError::Worker(WorkerFailure::Protocol(format!(
-            "unexpected answer {}",
-            variant(&other)
-        )))),
-        Err(f) => Err(RunError::Worker(f)),
-    }
-}
-
-pub(super) fn variant(r: &Response) -> &'static str {
-    match r {
-        Response::Ready { .. } => "Ready",
-        Response::Compiled { .. } => "Compiled",
-        Response::Loaded { .. } => "Loaded",
-        Response::NumbaCompiled(_) => "NumbaCompiled",
-        Response::CupyExtracted(_) => "CupyExtracted",
-        Response::KernelInfo(_) => "KernelInfo",
-        Response::Ran { .. } => "Ran",
-        Response::Staged => "Staged",
-        Response::Timed(_) => "Timed",
-        Response::Estimated(_) => "Estimated",
-        Response::Unreadable { .. } => "Unreadable",
-        Response::Failed { .. } => "Failed",
-        Response::Unpacked(_) => "Unpacked",
-    }
+    worker.run(spec, &inv.allocations(), limit, gpu_lock)
 }
 
 /// The student's view of an invocation: as is for CUDA C++ and PTX, Numba's array

@@ -6,7 +6,7 @@
 
 use super::context::{Ctx, Kernel, worker_options};
 use super::reference::Reference;
-use super::run::{RunError, describe_run_error, run_on, variant};
+use super::run::{RunError, describe_run_error, run_on};
 use super::{cross, gpu_sanitizer};
 use crate::backend::BackendKind;
 use crate::hints;
@@ -14,8 +14,7 @@ use crate::inputs;
 use crate::result::{Check, CheckKind, Flag};
 use crate::rubric::convention::Signature;
 use crate::rubric::plan::{CasePlan, MilestonePlan};
-use crate::worker::protocol::{Request, Response};
-use crate::worker::{Role, Worker};
+use crate::worker::{Client, Role};
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -199,21 +198,17 @@ fn case_inputs(
 }
 
 /// An emulator worker with the module loaded, or the skipped check saying why not.
-fn emulator(ptx: &str, protected: &[PathBuf]) -> Result<Worker, Box<Check>> {
+fn emulator(ptx: &str, protected: &[PathBuf]) -> Result<Client, Box<Check>> {
     let skipped = |why: String| Box::new(Check::skipped(CheckKind::Sanitizer, NAME, why));
-    let mut w = Worker::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0))
+    let mut w = Client::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0))
         .map_err(|e| skipped(format!("the PTX emulator could not start: {e}")))?;
-    match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
-        Ok((Response::Loaded { error: None }, _)) => Ok(w),
-        Ok((Response::Loaded { error: Some(e) }, _)) => Err(skipped(format!(
+    match w.load(ptx, Duration::from_secs(60)) {
+        Ok(Ok(())) => Ok(w),
+        Ok(Err(e)) => Err(skipped(format!(
             "not run: the PTX emulator cannot run this module ({e})"
         ))),
-        other => Err(skipped(format!(
-            "not run: the PTX emulator did not load the module ({})",
-            match other {
-                Ok((r, _)) => variant(&r).to_string(),
-                Err(e) => e.to_string(),
-            }
+        Err(e) => Err(skipped(format!(
+            "not run: the PTX emulator did not load the module ({e})"
         ))),
     }
 }

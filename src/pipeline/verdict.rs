@@ -9,17 +9,11 @@ use crate::hints;
 use crate::inputs::Invocation;
 use crate::measure::decide::{self, Interval};
 use crate::measure::session::{MeasureSpec, Problem, TimingReport, WrongLaunch};
-use crate::measure::{GpuHold, Measurement, clocks, stats};
+use crate::measure::{Measurement, clocks, stats};
 use crate::result::{Check, CheckKind, Status};
 use crate::rubric::plan::{CasePlan, PerfPlan};
 use crate::rubric::schema::{CacheMode, Direction};
-
-/// What the timed section gave back, with the GPU's clocks and the lock's hold around it.
-pub(super) struct Measured {
-    pub(super) report: TimingReport,
-    pub(super) clocks: Option<clocks::ClockRecord>,
-    pub(super) hold: GpuHold,
-}
+use crate::worker::client::Measured;
 
 /// Turn a timing report into the check.
 #[allow(clippy::too_many_arguments)]

@@ -1,9 +1,11 @@
 //! Worker processes: every compile and every run of student code happens in a child process
 //! (the same binary in a hidden mode), talking to the grading parent over pipes with a typed
 //! protocol. See `protocol` for the wire format, `child` for the worker, `parent` for the
-//! parent's side (deadlines, kills, output capture).
+//! parent's side (deadlines, kills, output capture), `client` for the typed requests the
+//! grader makes through it.
 
 pub mod child;
+pub mod client;
 pub mod interrupt;
 pub mod nsight;
 pub mod parent;
@@ -11,4 +13,5 @@ pub mod profiled;
 pub mod protocol;
 
 pub use child::Role;
+pub use client::Client;
 pub use parent::{Captured, Worker, WorkerFailure, WorkerOptions, end_all};
