@@ -22,19 +22,18 @@ pub(super) fn compile_all(
     opts: &Options,
     timeout: Duration,
 ) -> Result<Compiled, Infrastructure> {
-    let mut modules: Vec<(String, String)> = ptx
-        .iter()
-        .map(|p| (p.name.clone(), p.text.clone()))
-        .collect();
-    let mut checks = vec![];
-    let mut summary = CompileSummary {
-        ok: true,
-        log: String::new(),
-        kernels: vec![],
+    let mut out = Output {
+        modules: ptx
+            .iter()
+            .map(|p| (p.name.clone(), p.text.clone()))
+            .collect(),
+        checks: vec![],
+        summary: CompileSummary {
+            ok: true,
+            log: String::new(),
+            kernels: vec![],
+        },
     };
-    if sources.is_empty() {
-        return Ok((modules, checks, summary));
-    }
     let mut worker: Option<Client> = None;
     // CUDA's own headers, read-only in the worker's sandbox.
     let include_dirs = crate::compile::toolchain::cuda_include_dirs();
@@ -45,8 +44,8 @@ pub(super) fn compile_all(
             match Client::spawn(&wo) {
                 Ok(w) => worker = Some(w),
                 Err(e) => {
-                    summary.ok = false;
-                    checks.push(Check::error(
+                    out.summary.ok = false;
+                    out.checks.push(Check::error(
                         CheckKind::Compile,
                         format!("compile {}", src.name),
                         format!("could not start the compile worker: {e}"),
@@ -57,41 +56,10 @@ pub(super) fn compile_all(
         }
         let Some(w) = worker.as_mut() else { continue };
         let started = Instant::now();
-        let mut more = Vec::new();
-        let mut check = match w.compile(src, headers, &opts.arch, &include_dirs, timeout) {
+        let answer = w.compile(src, headers, &opts.arch, &include_dirs, timeout);
+        let (mut check, more) = match answer {
             Ok(CompileAnswer::Compiled { ok, log, ptx }) => {
-                let log = sanitize_log(&log);
-                if !summary.log.is_empty() {
-                    summary.log.push('\n');
-                }
-                summary.log.push_str(&log);
-                summary.kernels.extend(compile::resources(&log));
-                match (ok, ptx) {
-                    (true, Some(p)) if !p.is_empty() => {
-                        modules.push((src.name.clone(), p));
-                        Check::pass(
-                            CheckKind::Compile,
-                            format!("compile {}", src.name),
-                            format!("{} compiled for {}", src.name, opts.arch),
-                        )
-                    }
-                    _ => {
-                        summary.ok = false;
-                        let mut errors = error_checks(&src.name, &log);
-                        more = errors.split_off(1.min(errors.len()));
-                        errors.pop().unwrap_or_else(|| {
-                            let first = compile::diagnostics_only(&log)
-                                .lines()
-                                .find(|l| l.contains("error"))
-                                .unwrap_or("compilation failed")
-                                .to_string();
-                            Check::fail(CheckKind::Compile, format!("compile {}", src.name), first)
-                                .with_location(compile::first_location(&log))
-                                .with_hint(hints::COMPILE)
-                                .with_details(compile::diagnostics_only(&log))
-                        })
-                    }
-                }
+                compiled(src, ok, &log, ptx, opts, &mut out)
             }
             Ok(CompileAnswer::Unreadable(paths)) => {
                 let mut roots = include_dirs.clone();
@@ -101,46 +69,97 @@ pub(super) fn compile_all(
                 if let Some(why) = w.unreadable(&paths, &roots) {
                     return Err(Infrastructure(why));
                 }
-                summary.ok = false;
-                Check::error(
+                out.summary.ok = false;
+                let c = Check::error(
                     CheckKind::Compile,
                     format!("compile {}", src.name),
                     "the compiler could not read its own files",
                 )
-                .with_details(unconfirmed(&paths))
-            }
-            Err(WorkerFailure::Timeout(d)) => {
-                summary.ok = false;
-                worker = None;
-                Check::fail(
-                    CheckKind::Compile,
-                    format!("compile {}", src.name),
-                    format!(
-                        "compilation did not finish within {:.0} s (a template or unroll bomb?)",
-                        d.as_secs_f64()
-                    ),
-                )
-                .with_hint(
-                    "Keep templates and #pragma unroll bounded: compilation has a time limit.",
-                )
+                .with_details(unconfirmed(&paths));
+                (c, vec![])
             }
             Err(f) => {
-                summary.ok = false;
-                let out = w.output().text();
+                out.summary.ok = false;
+                let printed = w.output().text();
                 worker = None;
-                Check::error(
-                    CheckKind::Compile,
-                    format!("compile {}", src.name),
-                    format!("the compiler crashed: {f}"),
-                )
-                .with_details(sanitize_log(&out))
+                (worker_failed(src, &f, &printed), vec![])
             }
         };
         check.seconds = Some(started.elapsed().as_secs_f64());
-        checks.push(check);
-        checks.extend(more);
+        out.checks.push(check);
+        out.checks.extend(more);
     }
-    Ok((modules, checks, summary))
+    Ok((out.modules, out.checks, out.summary))
+}
+
+/// What `compile_all` gathers.
+struct Output {
+    modules: Vec<(String, String)>,
+    checks: Vec<Check>,
+    summary: CompileSummary,
+}
+
+/// NVRTC ran on `src`: its log joins the summary, its PTX the modules; the file's compile
+/// check, and one more per further error NVRTC reported.
+fn compiled(
+    src: &SourceFile,
+    ok: bool,
+    log: &str,
+    ptx: Option<String>,
+    opts: &Options,
+    out: &mut Output,
+) -> (Check, Vec<Check>) {
+    let log = sanitize_log(log);
+    if !out.summary.log.is_empty() {
+        out.summary.log.push('\n');
+    }
+    out.summary.log.push_str(&log);
+    out.summary.kernels.extend(compile::resources(&log));
+    if let (true, Some(p)) = (ok, ptx.filter(|p| !p.is_empty())) {
+        out.modules.push((src.name.clone(), p));
+        let c = Check::pass(
+            CheckKind::Compile,
+            format!("compile {}", src.name),
+            format!("{} compiled for {}", src.name, opts.arch),
+        );
+        return (c, vec![]);
+    }
+    out.summary.ok = false;
+    let mut errors = error_checks(&src.name, &log);
+    let more = errors.split_off(1.min(errors.len()));
+    let first = errors.pop().unwrap_or_else(|| {
+        let first = compile::diagnostics_only(&log)
+            .lines()
+            .find(|l| l.contains("error"))
+            .unwrap_or("compilation failed")
+            .to_string();
+        Check::fail(CheckKind::Compile, format!("compile {}", src.name), first)
+            .with_location(compile::first_location(&log))
+            .with_hint(hints::COMPILE)
+            .with_details(compile::diagnostics_only(&log))
+    });
+    (first, more)
+}
+
+/// The compile worker timed out or crashed on `src` (it is ended).
+fn worker_failed(src: &SourceFile, f: &WorkerFailure, printed: &str) -> Check {
+    match f {
+        WorkerFailure::Timeout(d) => Check::fail(
+            CheckKind::Compile,
+            format!("compile {}", src.name),
+            format!(
+                "compilation did not finish within {:.0} s (a template or unroll bomb?)",
+                d.as_secs_f64()
+            ),
+        )
+        .with_hint("Keep templates and #pragma unroll bounded: compilation has a time limit."),
+        f => Check::error(
+            CheckKind::Compile,
+            format!("compile {}", src.name),
+            format!("the compiler crashed: {f}"),
+        )
+        .with_details(sanitize_log(printed)),
+    }
 }
 
 /// A worker's list of refused toolchain files that the host's mode bits do not explain (a

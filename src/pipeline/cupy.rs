@@ -36,68 +36,60 @@ pub fn sources(plan: &Plan, sub: &Submission, opts: &Options) -> (Vec<SourceFile
     if !has_cupy(sub) {
         return (vec![], vec![]);
     }
+    let found = match extract(sub, opts) {
+        Ok(found) => found,
+        Err(check) => return (vec![], vec![*check]),
+    };
+    let (out, mut checks, missing) = kernel_sources(plan, &found);
+    checks.extend(import_errors(found.errors, missing));
+    (out, checks)
+}
+
+/// The submission's CuPy kernel definitions, read in a sandboxed compile worker; or the
+/// check saying why they could not be.
+fn extract(sub: &Submission, opts: &Options) -> Result<cupy::Extracted, Box<Check>> {
     let entries: Vec<String> = sub
         .python
         .iter()
         .filter(|f| matches!(sub.python_language(f), PyLang::Cupy | PyLang::Both))
         .map(|f| f.name.clone())
         .collect();
-    let error = |msg: String| {
-        (
-            vec![],
-            vec![Check::error(CheckKind::Compile, "compile cupy", msg)],
-        )
-    };
-    let interpreter = match cupy::interpreter() {
-        Ok(i) => i,
-        Err(e) => return error(e),
-    };
+    let error = |msg: String| Box::new(Check::error(CheckKind::Compile, "compile cupy", msg));
+    let interpreter = cupy::interpreter().map_err(error)?;
     let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
     wo.protected = opts.protected.clone();
     wo.extra_read = interpreter.read_dirs.clone();
-    let mut worker = match Client::spawn(&wo) {
-        Ok(w) => w,
-        Err(e) => return error(format!("could not start the compile worker: {e}")),
-    };
-    let found = match worker.extract_cupy(
-        &sub.python,
-        entries,
-        interpreter,
-        Duration::from_secs(30),
-    ) {
-        Ok(Ok(x)) => x,
-        Ok(Err(e)) => {
-            return error(format!("reading the CuPy kernels failed: {e}"));
-        }
-        Err(WorkerFailure::Timeout(d)) => {
-            return (
-                vec![],
-                vec![Check::fail(
-                    CheckKind::Compile,
-                    "compile cupy",
-                    format!(
-                        "importing the Python files did not finish within {:.0} s",
-                        d.as_secs_f64()
-                    ),
-                )
-                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches).")],
-            );
-        }
+    let mut worker = Client::spawn(&wo)
+        .map_err(|e| error(format!("could not start the compile worker: {e}")))?;
+    match worker.extract_cupy(&sub.python, entries, interpreter, Duration::from_secs(30)) {
+        Ok(Ok(x)) => Ok(x),
+        Ok(Err(e)) => Err(error(format!("reading the CuPy kernels failed: {e}"))),
+        Err(WorkerFailure::Timeout(d)) => Err(Box::new(Check::fail(
+            CheckKind::Compile,
+            "compile cupy",
+            format!(
+                "importing the Python files did not finish within {:.0} s",
+                d.as_secs_f64()
+            ),
+        )
+        .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches)."))),
         Err(f) => {
             let printed = worker.output().text();
-            return (
-                vec![],
-                vec![
-                    Check::fail(
-                        CheckKind::Compile,
-                        "compile cupy",
-                        format!("Python crashed while importing the submission: {f}"),
-                    )
-                    .with_details(printed),
-                ],
-            );
+            Err(Box::new(
+                Check::fail(
+                    CheckKind::Compile,
+                    "compile cupy",
+                    format!("Python crashed while importing the submission: {f}"),
+                )
+                .with_details(printed),
+            ))
         }
-    };
+    }
+}
+
+/// The CUDA C++ of every kernel the rubric asks for that the module defines, the checks of
+/// the ones that cannot be translated, and whether some kernel is missing.
+fn kernel_sources(plan: &Plan, found: &cupy::Extracted) -> (Vec<SourceFile>, Vec<Check>, bool) {
     let mut out: Vec<SourceFile> = vec![];
     let mut checks = vec![];
     let mut missing = false;
@@ -137,7 +129,14 @@ pub fn sources(plan: &Plan, sub: &Submission, opts: &Options) -> (Vec<SourceFile
             }
         }
     }
-    for e in found.errors {
+    (out, checks, missing)
+}
+
+/// The errors importing the modules raised: a check each (a launch without a GPU only where
+/// a kernel is missing).
+fn import_errors(errors: Vec<cupy::ImportError>, missing: bool) -> Vec<Check> {
+    let mut checks = vec![];
+    for e in errors {
         // Top-level code that launches a kernel fails without a GPU: only worth saying when
         // a kernel is missing (it may be defined after that code).
         if e.no_gpu && !missing {
@@ -160,5 +159,5 @@ pub fn sources(plan: &Plan, sub: &Submission, opts: &Options) -> (Vec<SourceFile
         }
         checks.push(c);
     }
-    (out, checks)
+    checks
 }

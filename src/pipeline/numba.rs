@@ -104,22 +104,7 @@ pub fn compile(
     if sub.python.is_empty() {
         return Ok(out);
     }
-    let mut kernels: Vec<NumbaKernel> = vec![];
-    for m in &plan.milestones {
-        if kernels.iter().any(|k| k.name == m.kernel) {
-            continue;
-        }
-        kernels.push(NumbaKernel {
-            name: m.kernel.clone(),
-            signatures: m.numba_signatures.clone(),
-            params: m.contract.params.iter().map(|p| p.name.clone()).collect(),
-        });
-    }
-    let all_fail = |out: &mut NumbaKernels, check: Check| {
-        for k in &kernels {
-            out.insert(k.name.clone(), NumbaKernelState::Failed(check.clone()));
-        }
-    };
+    let kernels = kernels_to_compile(plan);
     let started = Instant::now();
     let tool = toolchain::ensure_numba().map_err(|e| {
         Infrastructure(format!(
@@ -151,12 +136,57 @@ pub fn compile(
     let seconds = started.elapsed().as_secs_f64();
     let outcomes = match answer {
         Ok(o) => o,
-        Err(NumbaFailure::Machine(why)) => return Err(Infrastructure(why)),
-        Err(NumbaFailure::Toolchain(e)) => {
+        Err(f) => {
+            // Every kernel fails the same way.
+            let check = failure_check(f, &wo, &tool, opts)?;
+            for k in &kernels {
+                out.insert(k.name.clone(), NumbaKernelState::Failed(check.clone()));
+            }
+            return Ok(out);
+        }
+    };
+    for (o, k) in outcomes.into_iter().zip(&kernels) {
+        out.insert(k.name.clone(), kernel_state(o, k, opts));
+    }
+    for s in out.values_mut() {
+        if let NumbaKernelState::Compiled { check, .. } | NumbaKernelState::Failed(check) = s {
+            check.seconds = Some(seconds);
+        }
+    }
+    Ok(out)
+}
+
+/// Every kernel of the rubric, once, with the signatures to try.
+fn kernels_to_compile(plan: &Plan) -> Vec<NumbaKernel> {
+    let mut kernels: Vec<NumbaKernel> = vec![];
+    for m in &plan.milestones {
+        if kernels.iter().any(|k| k.name == m.kernel) {
+            continue;
+        }
+        kernels.push(NumbaKernel {
+            name: m.kernel.clone(),
+            signatures: m.numba_signatures.clone(),
+            params: m.contract.params.iter().map(|p| p.name.clone()).collect(),
+        });
+    }
+    kernels
+}
+
+/// The check every kernel gets when the compile worker gave no outcomes; `Err` when the
+/// machine is at fault.
+fn failure_check(
+    f: NumbaFailure,
+    wo: &WorkerOptions,
+    tool: &toolchain::NumbaToolchain,
+    opts: &Options,
+) -> Result<Check, Infrastructure> {
+    Ok(match f {
+        NumbaFailure::Machine(why) => return Err(Infrastructure(why)),
+        NumbaFailure::Toolchain(e) => {
             // The driver says the toolchain failed. Student code ran in that worker (it may
             // have exited early or written the answer itself): a fresh worker compiling only
             // cugrade's own kernel decides whose fault it is.
-            if let Err(probe) = probe(&wo, &tool, opts) {
+            if let Err(probe) = probe(wo, tool, opts) {
                 return Err(Infrastructure(format!(
                     "Numba does not work on this machine (the toolchain, not the submission): \
                      {}\n{e}\nfix: run `cugrade doctor`; remove {} and let cugrade install it \
@@ -165,40 +195,26 @@ pub fn compile(
                     tool.site.display()
                 )));
             }
-            all_fail(
-                &mut out,
-                Check::fail(
+            Check::fail(
                     CheckKind::Compile,
                     "compile numba",
                     "importing the submission's Python files stopped the compiler before it answered",
                 )
                 .with_details(e)
-                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no sys.exit, no os._exit, no writing files)."),
-            );
-            return Ok(out);
+                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no sys.exit, no os._exit, no writing files).")
         }
-        Err(NumbaFailure::Spawn(e)) => {
-            all_fail(
-                &mut out,
-                Check::error(
+        NumbaFailure::Spawn(e) => {
+            Check::error(
                     CheckKind::Compile,
                     "compile numba",
                     format!("could not start the compile worker: {e}"),
-                ),
-            );
-            return Ok(out);
+                )
         }
-        Err(NumbaFailure::Answer(e)) => {
-            all_fail(
-                &mut out,
-                Check::error(CheckKind::Compile, "compile numba", e),
-            );
-            return Ok(out);
+        NumbaFailure::Answer(e) => {
+            Check::error(CheckKind::Compile, "compile numba", e)
         }
-        Err(NumbaFailure::Timeout(d)) => {
-            all_fail(
-                &mut out,
-                Check::fail(
+        NumbaFailure::Timeout(d) => {
+            Check::fail(
                     CheckKind::Compile,
                     "compile numba",
                     format!(
@@ -206,58 +222,55 @@ pub fn compile(
                         d.as_secs_f64()
                     ),
                 )
-                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches)."),
-            );
-            return Ok(out);
+                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions (no loops, no input(), no kernel launches).")
         }
-        Err(NumbaFailure::Crashed(f, printed)) => {
-            all_fail(
-                &mut out,
-                Check::fail(
+        NumbaFailure::Crashed(f, printed) => {
+            Check::fail(
                     CheckKind::Compile,
                     "compile numba",
                     format!("Python crashed while importing the submission: {f}"),
                 )
                 .with_details(printed)
-                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions."),
-            );
-            return Ok(out);
+                .with_hint("Code at the top level of a module runs when it is imported: keep it to definitions.")
         }
+    })
+}
+
+/// What one kernel's outcome means.
+fn kernel_state(o: numba::Outcome, k: &NumbaKernel, opts: &Options) -> NumbaKernelState {
+    let location = match (&o.file, o.line) {
+        (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+        (Some(f), None) => Some(f.clone()),
+        _ => None,
     };
-    for (o, k) in outcomes.into_iter().zip(&kernels) {
-        let location = match (&o.file, o.line) {
-            (Some(f), Some(l)) => Some(format!("{f}:{l}")),
-            (Some(f), None) => Some(f.clone()),
-            _ => None,
-        };
-        let name = format!(
-            "compile {} ({})",
-            o.file.clone().unwrap_or_else(|| "numba".into()),
-            k.name
-        );
-        let state = if o.ok {
-            let file = o.file.clone().unwrap_or_default();
-            let signature = k.signatures.get(o.signature).cloned();
-            match (o.ptx, signature) {
-                (Some(ptx), Some(signature)) => NumbaKernelState::Compiled {
-                    ptx: numba::rename_entry(&ptx, &k.name, &file),
-                    check: Check::pass(
-                        CheckKind::Compile,
-                        name,
-                        format!("`{}` {} for {}", k.name, o.message, opts.arch),
-                    )
-                    .with_location(location),
-                    file,
-                    signature,
-                },
-                _ => NumbaKernelState::Failed(Check::error(
+    let name = format!(
+        "compile {} ({})",
+        o.file.clone().unwrap_or_else(|| "numba".into()),
+        k.name
+    );
+    if o.ok {
+        let file = o.file.clone().unwrap_or_default();
+        let signature = k.signatures.get(o.signature).cloned();
+        match (o.ptx, signature) {
+            (Some(ptx), Some(signature)) => NumbaKernelState::Compiled {
+                ptx: numba::rename_entry(&ptx, &k.name, &file),
+                check: Check::pass(
                     CheckKind::Compile,
                     name,
-                    "the compile worker's answer is incomplete",
-                )),
-            }
-        } else if o.missing {
-            NumbaKernelState::Missing(
+                    format!("`{}` {} for {}", k.name, o.message, opts.arch),
+                )
+                .with_location(location),
+                file,
+                signature,
+            },
+            _ => NumbaKernelState::Failed(Check::error(
+                CheckKind::Compile,
+                name,
+                "the compile worker's answer is incomplete",
+            )),
+        }
+    } else if o.missing {
+        NumbaKernelState::Missing(
                 Check::fail(CheckKind::Kernel, format!("kernel {}", k.name), o.message)
                     .with_location(location)
                     .with_hint(format!(
@@ -265,23 +278,15 @@ pub fn compile(
                         k.name
                     )),
             )
-        } else {
-            let mut c = Check::fail(CheckKind::Compile, name, o.message)
-                .with_location(location)
-                .with_hint(NUMBA_COMPILE_HINT);
-            if !o.details.is_empty() {
-                c = c.with_details(o.details);
-            }
-            NumbaKernelState::Failed(c)
-        };
-        out.insert(k.name.clone(), state);
-    }
-    for s in out.values_mut() {
-        if let NumbaKernelState::Compiled { check, .. } | NumbaKernelState::Failed(check) = s {
-            check.seconds = Some(seconds);
+    } else {
+        let mut c = Check::fail(CheckKind::Compile, name, o.message)
+            .with_location(location)
+            .with_hint(NUMBA_COMPILE_HINT);
+        if !o.details.is_empty() {
+            c = c.with_details(o.details);
         }
+        NumbaKernelState::Failed(c)
     }
-    Ok(out)
 }
 
 /// cugrade's own trivial kernel through a fresh compile worker like the student's: `Err` with
