@@ -7,7 +7,6 @@
 use crate::support::{cugrade, nvrtc, root};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 #[derive(serde::Deserialize)]
 struct Expected {

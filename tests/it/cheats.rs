@@ -6,10 +6,9 @@
 //! emulator cannot judge a cheat (no timed launches, no memory latency), `emu.why` says so and
 //! the expectations are what it does say.
 
-use crate::support::{root, nvrtc, cugrade};
+use crate::support::{cugrade, nvrtc, root};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `rubrics/NAME.yaml` copied under `dir` with its reference kernel beside it (a rubric's files
 /// must lie in its course tree) and `extra` correctness cases.

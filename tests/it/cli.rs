@@ -2,16 +2,16 @@
 //! These need no GPU; they need NVRTC (`ci/with-nvrtc cargo test` provides it) and skip with
 //! a message where a test cannot run without it.
 
-use crate::support::{root, nvrtc, cugrade};
+use crate::support::{self, nvrtc, root};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn fixtures() -> PathBuf {
     root().join("tests/fixtures/mini")
 }
 
 fn cugrade(args: &[&str]) -> Output {
-    cugrade()
+    support::cugrade()
         .args(args)
         .output()
         .expect("cugrade runs")
@@ -117,7 +117,7 @@ fn missing_driver_is_exit_3_with_the_fix() {
 fn missing_nvrtc_is_exit_3_with_the_fix() {
     let cache = tempfile::tempdir().unwrap();
     let run = |extra: &[(&str, &str)]| {
-        let mut c = cugrade();
+        let mut c = support::cugrade();
         c.args([
             "check",
             "--backend",
@@ -371,7 +371,7 @@ fn cugrade_within(args: &[&str], secs: u64) -> (Option<i32>, String, String) {
     use wait_timeout::ChildExt;
     let d = tempfile::tempdir().unwrap();
     let (out, err) = (d.path().join("out"), d.path().join("err"));
-    let mut child = cugrade()
+    let mut child = support::cugrade()
         .args(args)
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())

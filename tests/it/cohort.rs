@@ -4,10 +4,9 @@
 //! change, then read the diff); every results.json is validated against Gradescope's format;
 //! `cugrade merge` of the run split in two equals the run.
 
-use crate::support::{root, nvrtc, cugrade, BIN};
 use crate::cohort_fixture;
+use crate::support::{BIN, cugrade, nvrtc, root, tree};
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -18,24 +17,6 @@ fn expected_dir() -> PathBuf {
 /// Compare `got` with the pinned file (`UPDATE_SNAPSHOTS=1` writes it).
 fn pinned(name: &str, got: &str) {
     crate::support::assert_snapshot(&expected_dir().join(name), got);
-}
-
-/// Every file below `dir`, by relative path.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(base, &p, out);
-            } else {
-                let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
 }
 
 /// results.json with its one timing zeroed and its submission-level output (which must be

@@ -4,12 +4,11 @@
 //! emulator with the mini rubric (tests/fixtures/mini), under a generous wall-clock bound (a
 //! stall fails the test with what the run printed).
 
-use crate::support::{root, nvrtc, cugrade};
+use crate::support::{cugrade, nvrtc, root, tree};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 fn mini() -> PathBuf {
@@ -75,24 +74,6 @@ fn grade_with(
 
 fn grade(rubric: &Path, cohort: &Path, out: &Path, extra: &[&str]) -> Run {
     grade_with(rubric, cohort, out, extra, 300, None)
-}
-
-/// Every file below `dir`, by relative path.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if e.file_type().unwrap().is_dir() {
-                walk(base, &p, out);
-            } else {
-                let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
 }
 
 /// grades.csv as rows of (column -> value).

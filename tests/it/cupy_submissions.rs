@@ -6,8 +6,7 @@
 //! Needs NVRTC (ci/with-nvrtc) and `python3`; neither a GPU nor CuPy.
 
 use crate::support::{
-    correct, cugrade, first_failure, grade_files as grade, lab_rubric as rubric, milestone,
-    nvrtc as ready, root,
+    correct, first_failure, grade_files as grade, lab_rubric as rubric, milestone, nvrtc as ready,
 };
 use serde_json::Value;
 

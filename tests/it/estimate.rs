@@ -7,9 +7,9 @@
 //! Accuracy against measured GPU times is a benchmark, not a test:
 //! `examples/estimate_bench.rs` with `ci/gpu-estimate-bench.sh` (docs/validation/estimate.md).
 
-use crate::support::{root, nvrtc, cugrade};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use crate::support::{cugrade, nvrtc, root};
+use std::path::Path;
+use std::process::Output;
 
 fn check(rubric: &str, sub: &Path, extra: &[&str], dir: &Path) -> (Output, serde_json::Value) {
     let json = dir.join("result.json");

@@ -3,26 +3,18 @@
 //! `doctor`'s exit code says whether what a rubric needs is here, and every lab's Numba
 //! starter is graded as "not implemented yet".
 
-use crate::support::{root, nvrtc, cugrade};
+use crate::support::{self, nvrtc, output_text as text, root};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn cugrade(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Output {
-    let mut c = cugrade();
+    let mut c = support::cugrade();
     c.args(args).current_dir(cwd).env("NO_COLOR", "1");
     for (k, v) in env {
         c.env(k, v);
     }
     c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 const WITH_CG: &str = "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n\

@@ -4,8 +4,8 @@
 //! GPUs, one lock per GPU, refusing mixed models) are unit tests in `cohort::gpus`.
 
 use crate::support::{self, cugrade, root};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 /// NVRTC is needed to compile; a driver means `auto` would grade on a GPU: not this test.
 fn runnable() -> bool {

@@ -24,7 +24,7 @@
 //!   written for a student whose worker the interrupt ended. SIGKILL: the
 //!   workers end with the grader; the next run removes the folder.
 
-use crate::support::{BIN, numba as ready, root};
+use crate::support::{BIN, is_root, numba as ready, root};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -36,11 +36,6 @@ use std::time::{Duration, Instant};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const NOBODY: u32 = 65534;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Leg {

@@ -4,8 +4,8 @@
 //!
 //! Skips (with a message) where libnvrtc is not installed.
 
-use crate::support::nvrtc;
 use crate::labs_common::*;
+use crate::support::nvrtc;
 use cudarc::nvrtc::result as nvrtc;
 use std::ffi::CString;
 use std::path::Path;

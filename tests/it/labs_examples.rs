@@ -6,8 +6,8 @@
 //! debug build: alone, `cargo test --release --test it labs_examples::`. Skips (with a
 //! message) where NVRTC or the emulator is missing.
 
-use crate::support::{BIN, nvrtc};
 use crate::labs_common::*;
+use crate::support::{BIN, nvrtc};
 use std::process::Command;
 
 #[test]

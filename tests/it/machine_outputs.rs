@@ -3,13 +3,9 @@
 //! resolved from the repository root, `validate` on several broken rubrics at once.
 //! (issue 18, "machine-clean outputs")
 
-use crate::support::{root, nvrtc, cugrade};
+use crate::support::{cugrade, nvrtc, root};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn cugrade() -> Command {
-    cugrade()
-}
+use std::process::{Output, Stdio};
 
 fn run(args: &[&str], dir: Option<&Path>) -> Output {
     let mut c = cugrade();

@@ -3,12 +3,12 @@
 //! `cugrade calibrate` pins CPU baselines; the rubric's timing keys are checked. The timed
 //! section itself runs on a GPU: tests/it/gpu.rs and ci/gpu-measure.sh.
 
-use crate::support::{nvrtc as nvrtc_present, BIN};
+use crate::support::{BIN, nvrtc as nvrtc_present};
 use cugrade::backend::emu::EmuBackend;
 use cugrade::backend::{Backend, LaunchDims, ParamValue};
 use cugrade::check::Resolved;
 use cugrade::rubric::schema::ScalarType;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -185,7 +185,7 @@ fn student_python_is_confined_while_it_is_imported() {
             "{attempt}: {c}"
         );
     }
-    assert!(!Path::new("/tmp/cugrade-numba-escape").exists());
+    assert!(!std::path::Path::new("/tmp/cugrade-numba-escape").exists());
 }
 
 #[test]

@@ -25,7 +25,6 @@ use cugrade::rubric::expr::Vars;
 use cugrade::rubric::schema::{Contract, ScalarType};
 use cugrade::rubric::{self, LoadedRubric};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// Summation orders a kernel may use.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -361,10 +360,7 @@ fn embedding(a: &Arith, x: &BTreeMap<String, Vec<f64>>, s: &Vars) -> Vec<f64> {
 }
 
 fn load(file: &str) -> LoadedRubric {
-    rubric::load(
-        &crate::support::root().join("rubrics").join(file),
-    )
-    .unwrap()
+    rubric::load(&crate::support::root().join("rubrics").join(file)).unwrap()
 }
 
 /// Inputs of `inv` by name, decoded.

@@ -9,7 +9,7 @@
 //! for real (ci/check-templates.sh installs from a local clone at the tag and walks this same
 //! path with the installed binary).
 
-use crate::support::BIN;
+use crate::support::{BIN, output_text as text};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -67,14 +67,6 @@ impl Student {
     fn file(&self, rel: &str) -> PathBuf {
         self.home.path().join(rel)
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn edit(path: &Path, stub: &str, body: &str) {

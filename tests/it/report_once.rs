@@ -5,8 +5,7 @@
 //! wraps to its real width (COLUMNS, or the terminal's own) and never cuts a tolerance.
 //! These grade real submissions on the emulator, as a user would.
 
-use crate::support::{root, nvrtc, cugrade};
-use std::path::PathBuf;
+use crate::support::{cugrade, nvrtc, root};
 use std::process::{Command, Output, Stdio};
 
 fn text(b: &[u8]) -> String {

@@ -3,9 +3,7 @@
 //! virtual registers; and `check --profile` without a GPU prints the emulator's counters of
 //! every kernel it graded. (issue 18, "true resource facts")
 
-use crate::support::{root, nvrtc, cugrade};
-use std::path::PathBuf;
-use std::process::Command;
+use crate::support::{cugrade, nvrtc, root};
 
 /// `check --backend emu --format json` of `submission` against `rubric`.
 fn check(rubric: &str, submission: &str, extra: &[&str]) -> (serde_json::Value, String, String) {

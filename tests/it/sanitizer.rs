@@ -8,8 +8,6 @@ use crate::support::{nvrtc, root, worker_exe};
 use cugrade::compile::{self, SourceFile};
 use cugrade::grade::sanitizer;
 use cugrade::result::{CheckKind, Status};
-use std::path::Path;
-
 
 /// Sanitizer checks of milestone `milestone` of the reduction lab for example `example`, or
 /// `None` where this machine has no NVRTC.

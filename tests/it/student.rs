@@ -3,7 +3,7 @@
 //! completions, the man page, help that fits 80 columns, and the GitHub annotation format for
 //! compile errors and sanitizer findings.
 
-use crate::support::{nvrtc, cugrade};
+use crate::support::{cugrade, nvrtc};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -11,15 +11,10 @@
 //!   `0700` folder, a Python executable only root may run): exit 3 with the path and the fix,
 //!   and doctor says the same thing (MISS, same path).
 
-use crate::support::{BIN, nvrtc, root};
+use crate::support::{BIN, is_root, nvrtc, root};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// A private copy of cugrade's cache (hard links for files, fresh directories, so that
 /// changing a directory's mode here leaves the real cache alone), next to the real one (one

@@ -3,9 +3,9 @@
 //! do), and Numba `.py` files. Every edit is graded, or superseded by a later edit that is;
 //! stale content is never graded after newer content; the last content is the last graded.
 
-use crate::support::{nvrtc, cugrade};
+use crate::support::{cugrade, nvrtc};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 fn init(lab: &str, lang: &str) -> (tempfile::TempDir, PathBuf) {

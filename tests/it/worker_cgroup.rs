@@ -5,7 +5,7 @@
 
 use crate::support::{cugrade, nvrtc, root};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// The cgroup of each live process whose command line names `needle`.
