@@ -6,33 +6,21 @@
 //! emulator cannot judge a cheat (no timed launches, no memory latency), `emu.why` says so and
 //! the expectations are what it does say.
 
-use crate::support::{cugrade, nvrtc, root};
+use crate::support::{course_copy, cugrade, nvrtc, root};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// `rubrics/NAME.yaml` copied under `dir` with its reference kernel beside it (a rubric's files
 /// must lie in its course tree) and `extra` correctness cases.
 fn rubric(dir: &Path, name: &str, extra: &[Value]) -> PathBuf {
-    let text = std::fs::read_to_string(root().join(format!("rubrics/{name}.yaml"))).unwrap();
-    let mut y: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-    let file = Path::new(y["reference"].as_str().unwrap())
-        .file_name()
-        .unwrap()
-        .to_owned();
-    std::fs::create_dir_all(dir.join("reference-kernels")).unwrap();
-    std::fs::create_dir_all(dir.join("rubrics")).unwrap();
-    std::fs::copy(
-        root().join("reference-kernels").join(&file),
-        dir.join("reference-kernels").join(&file),
-    )
-    .unwrap();
-    y["reference"] = format!("../reference-kernels/{}", file.to_string_lossy()).into();
+    let path = course_copy(dir, name);
+    let mut y: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     if let Some(cases) = y["cases"]["correctness"].as_sequence_mut() {
         for c in extra {
             cases.push(serde_yaml::to_value(c).unwrap());
         }
     }
-    let path = dir.join("rubrics").join(format!("{name}.yaml"));
     std::fs::write(&path, serde_yaml::to_string(&y).unwrap()).unwrap();
     path
 }

@@ -2,9 +2,9 @@
 //! one module per area, sharing `support` (the binary, the repository root, the NVRTC gate,
 //! snapshots, scratch courses).
 //!
-//! Run one area with a filter: `cargo test --test it cohort::`, one test with
-//! `cargo test --test it -- --exact cohort::fifty_students_grade_as_pinned`. Snapshots are
-//! rewritten with `UPDATE_SNAPSHOTS=1`. Tests share this process and run on threads: see
+//! Run one area with a filter, `cargo test --test it cohort::`, or one test with `cargo test
+//! --test it -- --exact cohort::merge_refuses_conflicting_shards_and_bad_usage`. Snapshots
+//! are rewritten with `UPDATE_SNAPSHOTS=1`. Tests share this process and run on threads: see
 //! `support` for what a test may not change.
 
 mod adversarial;

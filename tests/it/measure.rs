@@ -430,17 +430,9 @@ fn bin() -> PathBuf {
 
 /// A copy of the reduction lab's rubric and reference in a scratch folder, edited by `edit`.
 fn scratch_rubric(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
-    let root = crate::support::root();
     let d = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(d.path().join("rubrics")).unwrap();
-    std::fs::create_dir_all(d.path().join("reference-kernels")).unwrap();
-    std::fs::copy(
-        root.join("reference-kernels/reduction.cu"),
-        d.path().join("reference-kernels/reduction.cu"),
-    )
-    .unwrap();
-    let text = std::fs::read_to_string(root.join("rubrics/reduction.yaml")).unwrap();
-    let path = d.path().join("rubrics/reduction.yaml");
+    let path = crate::support::course_copy(d.path(), "reduction");
+    let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, edit(text)).unwrap();
     (d, path)
 }

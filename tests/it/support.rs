@@ -115,6 +115,27 @@ pub fn assert_snapshot(path: &Path, got: &str) {
     }
 }
 
+/// A copy of the repository's course layout in `dir`: `rubrics/NAME.yaml` and the reference
+/// kernel it names (`../reference-kernels/...`), unchanged; the rubric's path. Edit it there.
+pub fn course_copy(dir: &Path, name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(root().join(format!("rubrics/{name}.yaml"))).unwrap();
+    let y: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let reference = y["reference"]
+        .as_str()
+        .expect("the rubric names its reference");
+    let file = Path::new(reference).file_name().unwrap();
+    std::fs::create_dir_all(dir.join("reference-kernels")).unwrap();
+    std::fs::create_dir_all(dir.join("rubrics")).unwrap();
+    std::fs::copy(
+        root().join("reference-kernels").join(file),
+        dir.join("reference-kernels").join(file),
+    )
+    .unwrap();
+    let path = dir.join("rubrics").join(format!("{name}.yaml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// A scratch course tree in `dir`: a rubric like `rubrics/NAME.yaml`, its reference copied
 /// beside it (a rubric reads files of its own course tree only) and `extra` appended.
 pub fn lab_rubric(dir: &Path, name: &str, extra: &str) -> PathBuf {
