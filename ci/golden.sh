@@ -72,8 +72,10 @@ if [ -n "$cohort" ]; then
     "$cohort" --out "$out/cohort" --backend "$backend" --seed 11 --jobs 2 \
     >"$out/cohort.stdout" 2>"$out/cohort.stderr" || code=$?
   echo "$code" >"$out/cohort.exit"
-  # Progress lines arrive in completion order.
+  # Progress lines arrive in completion order, with the counts so far.
+  sed -i -E 's/ \[[0-9]+\/[0-9]+, [^]]*\]$//' "$out/cohort.stderr"
   sort -o "$out/cohort.stderr" "$out/cohort.stderr"
+  sed -i "s#$out#<out>#g" "$out/cohort.stdout"
   find "$out/cohort" -type f \( -name '*.json' -o -name '*.md' -o -name '*.xml' -o -name '*.csv' \
     -o -name '*.txt' \) -print0 | xargs -0 -r bash -c "$(declare -f redact); redact \"\$@\"" _
   redact "$out/cohort.stdout" "$out/cohort.stderr"

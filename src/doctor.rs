@@ -191,14 +191,14 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
     // The GPU's own counters and sanitizers (metric checks and the sanitizer pass on
     // `--backend cuda`; `check --profile`). Never required: without them those checks are
     // provisional or the emulator's alone.
-    match crate::profile::find_tool("ncu") {
+    match crate::worker::nsight::find_tool("ncu") {
         Some(p) => add(&mut lines, true, false, "Nsight Compute", format!(
             "Nsight Compute: {} (metric checks on --backend cuda read the GPU's counters)",
             p.display()
         )),
         None => add(&mut lines, false, false, "Nsight Compute", "Nsight Compute (ncu) not found: on --backend cuda, metric checks are skipped and their points withheld (provisional). fix: install the CUDA toolkit's Nsight Compute and put `ncu` on PATH".into()),
     }
-    match crate::profile::find_tool("compute-sanitizer") {
+    match crate::worker::nsight::find_tool("compute-sanitizer") {
         Some(p) => add(&mut lines, true, false, "compute-sanitizer", format!(
             "compute-sanitizer: {} (the sanitizer pass on --backend cuda runs it on the GPU, besides the PTX emulator's)",
             p.display()

@@ -5,11 +5,11 @@
 //! poisoned (NaN / 0xDEADBEEF) unless the contract gives `init`, so an element the kernel
 //! never writes cannot pass by accident; every allocation has guard regions on both sides.
 
+use crate::backend::{Arg, BufferSpec};
 use crate::backend::{LaunchDims, ParamValue};
-use crate::rubric::expr::{Expression, Kind, Vars};
+use crate::rubric::expr::Vars;
 use crate::rubric::schema::{Contract, Direction, Gen, Param, ScalarType, Tolerance};
 use crate::rubric::{ParamType, eval_len};
-use crate::worker::protocol::{Arg, BufferSpec};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
@@ -191,7 +191,10 @@ fn generate_with(
         scalars: vec![],
     };
     for p in &contract.params {
-        match ParamType::parse(&p.ty).ok_or_else(|| format!("bad type `{}`", p.ty))? {
+        match p
+            .param_type()
+            .ok_or_else(|| format!("bad type `{}`", p.ty))?
+        {
             ParamType::Buffer(elem) => {
                 let b = if parallel {
                     let stream =
@@ -213,7 +216,7 @@ fn generate_with(
                     .value
                     .as_ref()
                     .ok_or_else(|| format!("scalar `{}` has no value", p.name))?;
-                let x = Expression::parse(&e.source(), Kind::Real)?.eval_f64(vars)?;
+                let x = e.eval_f64(vars)?;
                 inv.scalars.push((p.name.clone(), x));
                 inv.args.push(Arg::Value(scalar(t, x)));
             }
@@ -261,11 +264,7 @@ fn make_buffer_with(
         Some(dims) => {
             let d: Vec<usize> = dims
                 .iter()
-                .map(|e| {
-                    Expression::parse(&e.source(), Kind::Int)
-                        .and_then(|x| x.eval_int(vars))
-                        .map(|v| v.max(0) as usize)
-                })
+                .map(|e| e.eval_int(vars).map(|v| v.max(0) as usize))
                 .collect::<Result<_, _>>()?;
             if d.iter().product::<usize>() != len {
                 return Err(format!(
@@ -328,9 +327,7 @@ fn s_empty(s: &Option<crate::rubric::schema::Specials>) -> bool {
 }
 
 fn draw(g: &Gen, len: usize, vars: &Vars, rng: &mut ChaCha8Rng) -> Result<Vec<f64>, String> {
-    let ev = |e: &crate::rubric::schema::Expr| {
-        Expression::parse(&e.source(), Kind::Real).and_then(|x| x.eval_f64(vars))
-    };
+    let ev = |e: &crate::rubric::schema::Expr| e.eval_f64(vars);
     Ok(match g {
         Gen::Uniform([lo, hi]) => {
             let (lo, hi) = (ev(lo)?, ev(hi)?);
@@ -495,13 +492,13 @@ pub fn check_limits(d: &LaunchDims, max_threads: u32) -> Result<(), String> {
 pub fn numba_invocation(
     inv: &Invocation,
     contract: &Contract,
-    sig: &crate::compile::numba::Signature,
+    sig: &crate::rubric::convention::Signature,
 ) -> Result<Invocation, String> {
     let mut args = vec![];
     let mut values = inv.args.iter().filter(|a| matches!(a, Arg::Value(_)));
     let mut buffer = 0usize;
     for (p, &ndim) in contract.params.iter().zip(&sig.ndims) {
-        match crate::rubric::ParamType::parse(&p.ty) {
+        match p.param_type() {
             Some(crate::rubric::ParamType::Buffer(t)) => {
                 let b = inv
                     .buffers
@@ -640,8 +637,8 @@ launch: { block: [256], grid: ["ceil_div(n, 256)"] }
         assert!(check_limits(&d([32, 32, 2], 0), 1024).is_err());
         assert!(check_limits(&d([32, 1, 1], 300_000), 1024).is_err());
         let _ = Launch {
-            block: vec![Expr::Int(1)],
-            grid: vec![Expr::Int(1)],
+            block: vec![Expr::int(1)],
+            grid: vec![Expr::int(1)],
             shared_bytes: None,
         };
     }
@@ -662,7 +659,7 @@ launch: {block: [16], grid: [1]}
         vars.insert("K".into(), 5.0);
         let inv = crate::inputs::generate(&c, &vars, 1).unwrap();
         let sig =
-            &crate::compile::numba::signatures(&c, crate::rubric::schema::ArrayStyle::Auto)[1];
+            &crate::rubric::convention::signatures(&c, crate::rubric::schema::ArrayStyle::Auto)[1];
         let n = numba_invocation(&inv, &c, sig).unwrap();
         use crate::backend::ParamValue::I64;
         let v = |x| Arg::Value(I64(x));

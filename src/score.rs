@@ -6,7 +6,7 @@
 //! a fast wrong answer earns nothing.
 
 use crate::result::{Check, CheckKind, MilestoneResult, Status};
-use crate::rubric::schema::{Milestone, Tier};
+use crate::rubric::schema::Milestone;
 
 /// Does this kind of check show the kernel computes the right thing?
 pub fn is_correctness_kind(k: CheckKind) -> bool {
@@ -27,22 +27,6 @@ pub fn nothing_wrong(checks: &[Check]) -> bool {
             c.status == Status::Pass
                 || (c.kind == CheckKind::Sanitizer && c.status == Status::Skipped)
         })
-}
-
-/// The points the highest tier reached gives; `None` tiers means all-or-nothing `points`.
-pub fn tier_points(measured: f64, bar: f64, tiers: &[Tier], points: Option<f64>) -> f64 {
-    if tiers.is_empty() {
-        return if measured >= bar {
-            points.unwrap_or(0.0)
-        } else {
-            0.0
-        };
-    }
-    tiers
-        .iter()
-        .filter(|t| measured >= t.min)
-        .map(|t| t.points)
-        .fold(0.0, f64::max)
 }
 
 /// Assemble a milestone's result from its checks.
@@ -87,24 +71,6 @@ mod tests {
     fn milestone() -> Milestone {
         serde_yaml::from_str("id: m\nkernel: k\ncontract: c\ncorrectness: { points: 10 }\n")
             .unwrap()
-    }
-
-    #[test]
-    fn tiers_give_the_highest_reached() {
-        let t = vec![
-            Tier {
-                min: 10.0,
-                points: 2.0,
-            },
-            Tier {
-                min: 100.0,
-                points: 5.0,
-            },
-        ];
-        assert_eq!(tier_points(50.0, 100.0, &t, None), 2.0);
-        assert_eq!(tier_points(150.0, 100.0, &t, None), 5.0);
-        assert_eq!(tier_points(5.0, 100.0, &t, None), 0.0);
-        assert_eq!(tier_points(5.0, 2.0, &[], Some(3.0)), 3.0);
     }
 
     #[test]

@@ -7,7 +7,7 @@ pub mod archive;
 
 use crate::compile::SourceFile;
 use crate::errors::ConfigError;
-use crate::rubric::expr::{Expression, Kind};
+use crate::rubric::expr::Kind;
 use crate::rubric::locate::Locations;
 use crate::rubric::parse_yaml_within;
 use crate::rubric::schema::Expr;
@@ -299,7 +299,7 @@ pub fn parse_manifest(path: &Path, text: &str) -> Result<Manifest, SubmissionErr
                     )));
                 }
                 for (i, e) in l.iter().enumerate() {
-                    Expression::parse(&e.source(), Kind::Int).map_err(|msg| {
+                    e.parse_as(Kind::Int).map_err(|msg| {
                         SubmissionError::Manifest(ConfigError::new(
                             path,
                             locs.value(&format!("launch.{kernel}.{key}[{i}]")),
@@ -311,7 +311,7 @@ pub fn parse_manifest(path: &Path, text: &str) -> Result<Manifest, SubmissionErr
             }
         }
         if let Some(e) = &o.shared_bytes {
-            Expression::parse(&e.source(), Kind::Int).map_err(|msg| {
+            e.parse_as(Kind::Int).map_err(|msg| {
                 SubmissionError::Manifest(ConfigError::new(
                     path,
                     locs.value(&format!("launch.{kernel}.shared_bytes")),
@@ -398,7 +398,8 @@ pub fn check_against(
                     .map(|e| (format!("launch.{kernel}.shared_bytes"), e)),
             );
         for (p, e) in exprs {
-            let parsed = Expression::parse(&e.source(), Kind::Int)
+            let parsed = e
+                .parse_as(Kind::Int)
                 .map_err(|m| ConfigError::new(path, locs.value(&p), m, &text))?;
             parsed
                 .check_vars(vars.iter().map(String::as_str))
@@ -493,11 +494,11 @@ mod tests {
         assert_eq!(sub.headers[0].name, "c.cuh");
         assert_eq!(sub.sha256.len(), 64);
         let def = crate::rubric::schema::Launch {
-            block: vec![Expr::Int(256)],
-            grid: vec![Expr::Int(1)],
+            block: vec![Expr::int(256)],
+            grid: vec![Expr::int(1)],
             shared_bytes: None,
         };
-        assert_eq!(launch_for(&sub, "k", &def).block, vec![Expr::Int(128)]);
+        assert_eq!(launch_for(&sub, "k", &def).block, vec![Expr::int(128)]);
     }
 
     #[test]

@@ -55,8 +55,7 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
                 true,
             )?;
             opts.protected = crate::setup::protected_dirs(&[p.as_path()]);
-            ok &= crate::grade::validate_reference(r, &opts)
-                .map_err(|e| Fatal::new(e.0.to_string()))?;
+            ok &= validate_reference(r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
         }
     }
     if mistakes > 0 {
@@ -69,4 +68,39 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
         return Ok(exit::USAGE);
     }
     Ok(if ok { exit::OK } else { exit::FAILED })
+}
+
+/// `validate`: grade the reference file against its own rubric (kernels exist, run clean,
+/// meet the speed bars on a GPU), then cross-check every reference output with the CPU
+/// implementation where the contract names one. Prints what it finds; `Ok(true)` if clean.
+fn validate_reference(
+    rubric: &crate::rubric::LoadedRubric,
+    opts: &crate::grade::Options,
+) -> Result<bool, crate::grade::Infrastructure> {
+    use crate::grade::{Infrastructure, Reference};
+    use crate::result::Status;
+    let sub = crate::submission::load(&rubric.reference_path)
+        .map_err(|e| Infrastructure(e.to_string()))?;
+    let mut reference = Reference::compile(rubric, opts)?;
+    let result = crate::grade::grade(rubric, &sub, opts, &mut reference)?;
+    let mut ok = result.all_passed();
+    for m in &result.milestones {
+        println!(
+            "  {:<24} {:<8} {}/{}",
+            m.id,
+            m.status.as_str(),
+            m.score,
+            m.max_score
+        );
+        for c in m
+            .checks
+            .iter()
+            .filter(|c| !matches!(c.status, Status::Pass | Status::Skipped))
+        {
+            println!("      {} {}: {}", c.status.as_str(), c.name, c.message);
+        }
+    }
+    let plan = crate::grade::plan_for(rubric, &sub);
+    ok &= crate::grade::reference_against_cpu(&plan, opts, &mut reference)?;
+    Ok(ok)
 }

@@ -11,7 +11,7 @@ pub use classify::{Wrong, classify};
 pub use precision::Precision;
 
 use crate::inputs::{Buffer, GUARD_BYTE, decode};
-use crate::rubric::expr::{Expression, Kind, Vars};
+use crate::rubric::expr::Vars;
 use crate::rubric::schema::{ScalarType, Tolerance};
 use std::fmt::Write;
 
@@ -103,9 +103,7 @@ impl Resolved {
             vars.to_mut()
                 .insert("u".into(), Precision::Fp32.unit_roundoff());
         }
-        let ev = |e: &crate::rubric::schema::Expr| {
-            Expression::parse(&e.source(), Kind::Real).and_then(|x| x.eval_f64(&vars))
-        };
+        let ev = |e: &crate::rubric::schema::Expr| e.eval_f64(&vars);
         let given = t.abs.is_some() || t.rel.is_some() || t.ulp.is_some() || t.sum.is_some();
         Ok(Resolved {
             abs: t

@@ -1,13 +1,14 @@
 //! Baselines a speed is compared with: the CPU implementation, the reference kernel, cuBLAS,
 //! or the device's copy bandwidth.
 
-use super::*;
+use super::context::Ctx;
+use super::reference::Reference;
 use crate::baseline::Threads;
 use crate::inputs::Invocation;
 use crate::measure::session::{BaselinePlan, RefCall};
 use crate::measure::{BaselineRecord, calibration};
+use crate::rubric::plan::CasePlan;
 use crate::rubric::schema::{Against, Case};
-use crate::rubric::{self, case_vars};
 
 /// What a kernel's speed is compared with, ready for the timed section.
 pub(super) struct BaselineChoice {
@@ -20,121 +21,139 @@ pub(super) struct BaselineChoice {
     pub(super) record: Option<BaselineRecord>,
 }
 
-impl MilestoneRun<'_> {
-    /// Choose and prepare the baseline of a performance check. A CPU baseline is measured
-    /// here (or found pinned or cached); a GPU baseline is measured in the timed section,
-    /// paired with the student's launches.
-    pub(super) fn baseline(
-        &mut self,
-        against: &Against,
-        case: &Case,
-        inv: &Invocation,
-    ) -> Result<BaselineChoice, String> {
-        let contract = self.rubric.contract(&self.m.contract).clone();
-        match against {
-            Against::Cpu | Against::CpuParallel => {
-                let (threads, what, label) = if matches!(against, Against::Cpu) {
-                    (Threads::Single, "cpu", "single-threaded CPU")
-                } else {
-                    (Threads::Parallel, "cpu_parallel", "multi-threaded CPU")
-                };
-                let name = contract.cpu.clone().ok_or("no CPU implementation")?;
-                let key =
-                    calibration::key(&self.rubric.rubric.assignment, what, &case.name, &case.vars);
-                let found = match self.reference.baselines.get(&key) {
-                    Some(v) => v.clone(),
-                    None => {
-                        let v = calibration::pinned(&self.rubric.path, &key)
-                            .map(Ok)
-                            .unwrap_or_else(|| {
-                                let cache = self
-                                    .opts
-                                    .baseline_cache
-                                    .clone()
-                                    .unwrap_or_else(calibration::default_cache);
-                                calibration::cached_or_measure(&cache, &key, || {
-                                    calibration::measure(|| cpu_run(&name, inv, case, threads))
-                                })
-                            });
-                        self.reference.baselines.insert(key, v.clone());
-                        v
-                    }
-                }?;
-                Ok(BaselineChoice {
-                    plan: BaselinePlan::Constant(found.ms),
-                    scale: 1.0,
-                    unit: "x",
-                    what: format!("faster than the {label} ({:.3} ms)", found.ms),
-                    record: Some(BaselineRecord {
-                        kind: what.to_string(),
-                        median_ms: found.ms,
-                        paired: false,
-                        source: Some(found.source),
-                        cpu: Some(found.cpu),
-                    }),
-                })
-            }
-            Against::Reference(k) => {
-                let dims = rubric::eval_launch(&contract.launch, &case_vars(case))?;
-                Ok(BaselineChoice {
-                    plan: BaselinePlan::Reference(RefCall {
-                        kernel: k.clone(),
-                        dims,
-                    }),
-                    scale: 1.0,
-                    unit: "x",
-                    what: format!("faster than the reference `{k}`"),
-                    record: Some(BaselineRecord {
-                        kind: format!("reference:{k}"),
-                        median_ms: 0.0,
-                        paired: true,
-                        source: None,
-                        cpu: None,
-                    }),
-                })
-            }
-            Against::Cublas => {
-                let g = |v: &str| case.vars.get(v).copied().unwrap_or(0).max(1) as usize;
-                Ok(BaselineChoice {
-                    plan: BaselinePlan::Cublas {
-                        m: g("M"),
-                        n: g("N"),
-                        k: g("K"),
-                    },
-                    scale: 1.0,
-                    unit: "x",
-                    what: "of cuBLAS SGEMM's speed".into(),
-                    record: Some(BaselineRecord {
-                        kind: "cublas".into(),
-                        median_ms: 0.0,
-                        paired: true,
-                        source: None,
-                        cpu: None,
-                    }),
-                })
-            }
-            Against::CopyBandwidth { bytes } => {
-                let b = rubric::expr::Expression::parse(&bytes.source(), rubric::expr::Kind::Int)?
-                    .eval_int(&case_vars(case))?
-                    .max(1) as f64;
-                // A copy of half the bytes reads and writes as many bytes as the kernel moves.
-                let copy_bytes = (b as usize / 2).clamp(1 << 20, 1 << 30);
-                Ok(BaselineChoice {
-                    plan: BaselinePlan::Copy { bytes: copy_bytes },
-                    // percent = 100 × (b / kernel s) / (2 × copy bytes / copy s)
-                    scale: 100.0 * b / (2.0 * copy_bytes as f64),
-                    unit: "%",
-                    what: "of the device-to-device copy bandwidth".into(),
-                    record: Some(BaselineRecord {
-                        kind: "copy".into(),
-                        median_ms: 0.0,
-                        paired: true,
-                        source: None,
-                        cpu: None,
-                    }),
-                })
-            }
+/// Choose and prepare the baseline of a performance check. A CPU baseline is measured here
+/// (or found pinned or cached); a GPU baseline is measured in the timed section, paired with
+/// the student's launches.
+pub(super) fn baseline(
+    ctx: &Ctx,
+    reference: &mut Reference,
+    against: &Against,
+    case: &CasePlan,
+    inv: &Invocation,
+) -> Result<BaselineChoice, String> {
+    match against {
+        Against::Cpu | Against::CpuParallel => cpu_baseline(ctx, reference, against, case, inv),
+        _ => gpu_baseline(against, case),
+    }
+}
+
+/// The CPU implementation's time, pinned in the rubric's folder, cached, or measured now.
+fn cpu_baseline(
+    ctx: &Ctx,
+    reference: &mut Reference,
+    against: &Against,
+    case: &CasePlan,
+    inv: &Invocation,
+) -> Result<BaselineChoice, String> {
+    let (threads, what, label) = if matches!(against, Against::Cpu) {
+        (Threads::Single, "cpu", "single-threaded CPU")
+    } else {
+        (Threads::Parallel, "cpu_parallel", "multi-threaded CPU")
+    };
+    let name = ctx
+        .plan
+        .contract
+        .cpu
+        .clone()
+        .ok_or("no CPU implementation")?;
+    let key = calibration::key(&ctx.rubric.assignment, what, &case.name, &case.case.vars);
+    let found = match reference.baselines.get(&key) {
+        Some(v) => v.clone(),
+        None => {
+            let v = calibration::pinned(&ctx.rubric.path, &key)
+                .map(Ok)
+                .unwrap_or_else(|| {
+                    let cache = ctx
+                        .opts
+                        .baseline_cache
+                        .clone()
+                        .unwrap_or_else(calibration::default_cache);
+                    calibration::cached_or_measure(&cache, &key, || {
+                        calibration::measure(|| cpu_run(&name, inv, &case.case, threads))
+                    })
+                });
+            reference.baselines.insert(key, v.clone());
+            v
         }
+    }?;
+    Ok(BaselineChoice {
+        plan: BaselinePlan::Constant(found.ms),
+        scale: 1.0,
+        unit: "x",
+        what: format!("faster than the {label} ({:.3} ms)", found.ms),
+        record: Some(BaselineRecord {
+            kind: what.to_string(),
+            median_ms: found.ms,
+            paired: false,
+            source: Some(found.source),
+            cpu: Some(found.cpu),
+        }),
+    })
+}
+
+/// A baseline measured on the GPU in the timed section: the reference kernel, cuBLAS, or the
+/// device's copy bandwidth.
+fn gpu_baseline(against: &Against, case: &CasePlan) -> Result<BaselineChoice, String> {
+    match against {
+        Against::Reference(k) => {
+            let dims = case.reference_launch.clone()?;
+            Ok(BaselineChoice {
+                plan: BaselinePlan::Reference(RefCall {
+                    kernel: k.clone(),
+                    dims,
+                }),
+                scale: 1.0,
+                unit: "x",
+                what: format!("faster than the reference `{k}`"),
+                record: Some(BaselineRecord {
+                    kind: format!("reference:{k}"),
+                    median_ms: 0.0,
+                    paired: true,
+                    source: None,
+                    cpu: None,
+                }),
+            })
+        }
+        Against::Cublas => {
+            let g = |v: &str| case.case.vars.get(v).copied().unwrap_or(0).max(1) as usize;
+            Ok(BaselineChoice {
+                plan: BaselinePlan::Cublas {
+                    m: g("M"),
+                    n: g("N"),
+                    k: g("K"),
+                },
+                scale: 1.0,
+                unit: "x",
+                what: "of cuBLAS SGEMM's speed".into(),
+                record: Some(BaselineRecord {
+                    kind: "cublas".into(),
+                    median_ms: 0.0,
+                    paired: true,
+                    source: None,
+                    cpu: None,
+                }),
+            })
+        }
+        Against::CopyBandwidth { bytes } => {
+            let b = bytes.eval_int(&case.vars)?.max(1) as f64;
+            // A copy of half the bytes reads and writes as many bytes as the kernel moves.
+            let copy_bytes = (b as usize / 2).clamp(1 << 20, 1 << 30);
+            Ok(BaselineChoice {
+                plan: BaselinePlan::Copy { bytes: copy_bytes },
+                // percent = 100 × (b / kernel s) / (2 × copy bytes / copy s)
+                scale: 100.0 * b / (2.0 * copy_bytes as f64),
+                unit: "%",
+                what: "of the device-to-device copy bandwidth".into(),
+                record: Some(BaselineRecord {
+                    kind: "copy".into(),
+                    median_ms: 0.0,
+                    paired: true,
+                    source: None,
+                    cpu: None,
+                }),
+            })
+        }
+        Against::Cpu | Against::CpuParallel => Err("a CPU baseline is measured on the host".into()),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Compilation of a submission's sources in a sandboxed compile worker.
 
-use super::*;
+use super::context::{Infrastructure, Options, worker_options};
+use super::run::variant;
 use crate::compile::{self, SourceFile};
 use crate::hints;
 use crate::result::{Check, CheckKind, CompileSummary};

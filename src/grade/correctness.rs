@@ -1,500 +1,633 @@
 //! Correctness: every trial of every case, compared byte for byte with the reference, and the
 //! sanitizer and metric findings that come with the runs.
 
-use super::*;
-use crate::backend::{BackendKind, Metrics};
+use super::context::{Ctx, Infrastructure, Kernel, Student, reference_launch};
+use super::performance::preload_timing_modules;
+use super::reference::Reference;
+use super::run::{AppendDetails, RunError, run_on, runtime_check, student_invocation};
+use super::sanitizer::{self, sanitizer_check};
+use crate::backend::Metrics;
 use crate::check::{self, Resolved};
 use crate::hints;
 use crate::inputs::{self, Invocation};
 use crate::result::{Check, CheckKind, Status};
-use crate::rubric::schema::{Case, Direction};
-use crate::rubric::{self, case_vars};
+use crate::rubric::plan::CasePlan;
+use crate::rubric::schema::Direction;
+use crate::score;
+use crate::submission::Submission;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-impl MilestoneRun<'_> {
-    /// The correctness phase of a milestone: every case in turn (until one crashes or times
-    /// out, or the milestone's budget, counted from `started`, runs out), with the GPU's shared
-    /// lock held throughout; then, for a kernel with nothing wrong so far, the timing modules'
-    /// load. Returns the emulator metrics of each case's first trial.
-    pub(super) fn correctness_phase(
-        &mut self,
-        cases: &[Case],
-        max_threads: u32,
-        started: Instant,
-    ) -> Result<HashMap<String, Metrics>, Infrastructure> {
-        let budget = Duration::from_secs_f64(self.rubric.rubric.timeouts.milestone_s);
-        let mut metrics_by_case: HashMap<String, Metrics> = HashMap::new();
-        let mut stopped = false;
-        if self.opts.backend == BackendKind::Cuda && !self.m.performance.is_empty() {
-            // cugrade's timing kernels, compiled (once per job) before the GPU is taken; a
-            // failure is reported by the performance check.
-            let _ = self.reference.harness(self.opts);
-        }
-        // The GPU is taken once for the whole correctness phase (every case and trial, the
-        // reference's runs, the timing modules' load), shared with other correctness phases,
-        // never with a timed section. Taken per launch, each of a milestone's launches
-        // queued behind the timed sections of every other job: on an H100 with `--jobs 16`
-        // that was about 0.3 s per launch, half of a reduction cohort's wall time.
-        let phase = self
-            .opts
-            .gpu
-            .as_deref()
-            .and_then(|k| crate::measure::lock::shared(k).ok());
-        for case in cases {
-            if stopped {
-                self.checks.push(
-                    Check::skipped(
-                        CheckKind::Correctness,
-                        format!("correctness {}", case.name),
-                        "not run: an earlier case crashed or timed out",
-                    )
-                    .with_case(case.name.clone()),
-                );
-                continue;
-            }
-            if started.elapsed() > budget {
-                self.checks.push(
-                    Check::error(
-                        CheckKind::Runtime,
-                        format!("correctness {}", case.name),
-                        format!(
-                            "the milestone's time budget of {:.0} s ran out",
-                            budget.as_secs_f64()
-                        ),
-                    )
-                    .with_case(case.name.clone()),
-                );
-                stopped = true;
-                continue;
-            }
-            let (check, fatal, metrics) = self.correctness_case(case, max_threads)?;
-            if let Some(mx) = metrics {
-                metrics_by_case.insert(case.name.clone(), mx);
-            }
-            self.checks.extend(check);
-            stopped = fatal;
-        }
-        // The reference and harness modules for the timed sections, JIT-compiled by the
-        // driver now (still in the correctness phase: no timed section runs meanwhile) rather
-        // than in a timed section's setup.
-        if self.opts.backend == BackendKind::Cuda
-            && !self.m.performance.is_empty()
-            && !self.timing_modules_loaded
-            && score::nothing_wrong(&self.checks)
-        {
-            // A failure is the performance check's to report (it tries again).
-            let _ = self.preload_timing_modules();
-        }
-        drop(phase);
-        Ok(metrics_by_case)
-    }
+/// What the correctness stage found and kept for the later stages.
+pub(super) struct Correctness {
+    pub(super) checks: Vec<Check>,
+    /// The emulator's metrics of each case's first trial (emulator backend).
+    pub(super) metrics: HashMap<String, Metrics>,
+    /// The GPU's outputs of each case's first trial, for the cases the emulator runs again
+    /// (cuda backend: `cross`).
+    pub(super) gpu_outputs: HashMap<String, Vec<Vec<u8>>>,
+}
 
-    /// Run every trial of one case. Returns the case's checks, whether the worker is gone
-    /// (fault or timeout: stop the milestone), and the first trial's emulator metrics. The
-    /// caller holds the GPU's shared lock (`measure::lock`) for the whole correctness phase.
-    pub(super) fn correctness_case(
-        &mut self,
-        case: &Case,
-        max_threads: u32,
-    ) -> Result<(Vec<Check>, bool, Option<Metrics>), Infrastructure> {
-        let name = format!("correctness {}", case.name);
-        let started = Instant::now();
-        let dims = match self.dims_for(case, max_threads) {
-            Ok(d) => d,
-            Err(e) => {
-                let c = Check::fail(
-                    CheckKind::Launch,
-                    format!("launch {}", case.name),
-                    format!("invalid launch configuration: {e}"),
-                )
-                .with_case(case.name.clone())
-                .with_hint(hints::RESOURCES);
-                return Ok((vec![c], false, None));
-            }
-        };
-        let ref_dims = self.reference_dims(case)?;
-        let contract = self.rubric.contract(&self.m.contract);
-        let vars = case_vars(case);
-        let limit = Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s);
-        let mut out = Vec::new();
-        let mut first_metrics = None;
-        let mut diagnostics_seen = std::collections::BTreeSet::new();
-        let mut trials_ok = 0u32;
-        for trial in 0..self.rubric.rubric.trials {
-            let inv = inputs::generate(
-                contract,
-                &vars,
-                inputs::trial_seed(self.opts.seed, &case.name, trial),
-            )
-            .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
-            let expected = {
-                let k = self.reference_kernel().to_string();
-                // The caller holds the GPU for the whole correctness phase.
-                self.reference
-                    .expected(&k, &case.name, trial, &inv, ref_dims, limit, None)?
-            };
-            // Each element's sum of absolute terms, where a tolerance scales with it.
-            let magnitude = if self.needs_magnitude() {
-                let k = self.reference_kernel().to_string();
-                Some(self.reference.magnitude(
-                    &k,
-                    &case.name,
-                    trial,
-                    &inv,
-                    &expected.allocations,
-                    ref_dims,
-                    limit,
-                    None,
-                )?)
-            } else {
-                None
-            };
-            // A multiple of the reference's time, so that a hung kernel holds the GPU (which
-            // timed sections wait for) for about a second, not the whole `launch_s`.
-            let (deadline_s, why) = self
-                .rubric
-                .rubric
-                .timeouts
-                .correctness_deadline(expected.seconds);
-            let Some(worker) = self.worker.as_mut() else {
-                break;
-            };
-            let student_inv = student_invocation(&self.numba, &inv, contract)?;
-            let ran = run_on(
-                worker,
-                &self.m.kernel,
-                &student_inv,
-                dims,
-                Duration::from_secs_f64(deadline_s),
-                None,
-            );
-            let printed = worker.output();
-            match ran {
-                Ok(r) => {
-                    if first_metrics.is_none() {
-                        first_metrics = r.report.metrics.clone();
-                    }
-                    if trial == 0 {
-                        self.keep_gpu_output(case, &r.allocations);
-                    }
-                    for d in &r.report.diagnostics {
-                        let key = (
-                            d.tool.clone(),
-                            d.file.clone(),
-                            d.line,
-                            d.instruction.clone(),
-                        );
-                        if diagnostics_seen.insert(key) {
-                            out.push(sanitizer_check(d, &case.name));
-                        }
-                    }
-                    let found = self.compare_trial(
-                        &inv,
-                        &expected.allocations,
-                        magnitude.as_deref(),
-                        &r.allocations,
-                        &vars,
-                        case,
-                        trial,
-                        &printed,
-                    );
-                    if !found.is_empty() {
-                        for (k, c) in found.into_iter().enumerate() {
-                            out.push(if k == 0 {
-                                c.with_details_append(&printed)
-                            } else {
-                                c
-                            });
-                        }
-                        break;
-                    }
-                    trials_ok += 1;
-                }
-                Err(e) => {
-                    let (mut check, fatal) = runtime_check(&e, &case.name, &printed);
-                    if check.hint.as_deref() == Some(hints::DEADLOCK)
-                        && check.message.starts_with("timeout")
-                    {
-                        check
-                            .message
-                            .push_str(&format!("; its deadline was {deadline_s:.1} s ({why})"));
-                    }
-                    out.push(check);
-                    if let RunError::Backend(_, report) = &e {
-                        for d in &report.diagnostics {
-                            out.push(sanitizer_check(d, &case.name));
-                        }
-                    }
-                    if fatal {
-                        self.worker = None;
-                    }
-                    return Ok((out, fatal, first_metrics));
-                }
-            }
+/// Every case in turn (until one crashes or times out, or the milestone's budget, counted from
+/// `started`, runs out), with the GPU's shared lock held throughout; then, for a kernel with
+/// nothing wrong so far, the timing modules' load.
+pub(super) fn stage(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    reference: &mut Reference,
+    student: &mut Student,
+    started: Instant,
+) -> Result<Correctness, Infrastructure> {
+    let budget = Duration::from_secs_f64(ctx.rubric.timeouts.milestone_s);
+    let timed = ctx.on_gpu() && !ctx.plan.performance.is_empty();
+    if timed {
+        // cugrade's timing kernels, compiled (once per job) before the GPU is taken; a
+        // failure is reported by the performance check.
+        let _ = reference.harness(ctx.opts);
+    }
+    // The GPU is taken once for the whole correctness phase (every case and trial, the
+    // reference's runs, the timing modules' load), shared with other correctness phases,
+    // never with a timed section. Taken per launch, each of a milestone's launches queued
+    // behind the timed sections of every other job: on an H100 with `--jobs 16` that was
+    // about 0.3 s per launch, half of a reduction cohort's wall time.
+    let phase = ctx
+        .opts
+        .gpu
+        .as_deref()
+        .and_then(|k| crate::measure::lock::shared(k).ok());
+    let mut out = Correctness {
+        checks: Vec::new(),
+        metrics: HashMap::new(),
+        gpu_outputs: HashMap::new(),
+    };
+    let mut stopped = false;
+    for case in &ctx.plan.cases {
+        if let Some(c) = not_run(case, stopped, started, budget) {
+            stopped = true;
+            out.checks.push(c);
+            continue;
         }
-        if !out.iter().any(|c| c.kind == CheckKind::Correctness) {
-            let mut c = Check::pass(
+        let ran = run_case(ctx, kernel, case, reference, student)?;
+        if let Some(mx) = ran.metrics {
+            out.metrics.insert(case.name.clone(), mx);
+        }
+        if let Some(g) = ran.gpu_output {
+            out.gpu_outputs.insert(case.name.clone(), g);
+        }
+        out.checks.extend(ran.checks);
+        stopped = ran.fatal;
+    }
+    // The reference and harness modules for the timed sections, JIT-compiled by the driver
+    // now (still in the correctness phase: no timed section runs meanwhile) rather than in a
+    // timed section's setup. A failure is the performance check's to report (it tries again).
+    if timed && !student.timing_modules_loaded && score::nothing_wrong(&out.checks) {
+        let _ = preload_timing_modules(ctx, reference, student);
+    }
+    drop(phase);
+    Ok(out)
+}
+
+/// The check of a case that is not run: an earlier case crashed or timed out, or the
+/// milestone's time budget ran out (`Some` also stops the cases after it).
+fn not_run(case: &CasePlan, stopped: bool, started: Instant, budget: Duration) -> Option<Check> {
+    if stopped {
+        return Some(
+            Check::skipped(
                 CheckKind::Correctness,
-                name,
-                format!("values match the reference ({trials_ok} trials on fresh inputs)"),
+                format!("correctness {}", case.name),
+                "not run: an earlier case crashed or timed out",
             )
-            .with_case(case.name.clone());
-            c.seconds = Some(started.elapsed().as_secs_f64());
-            out.push(c);
-        }
-        Ok((out, false, first_metrics))
-    }
-
-    /// Compare one trial: a failed correctness check (if values differ) and one memory check
-    /// per stray write or changed input. Empty when everything is right.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn compare_trial(
-        &self,
-        inv: &Invocation,
-        expected: &[Vec<u8>],
-        magnitude: Option<&[Vec<f64>]>,
-        got: &[Vec<u8>],
-        vars: &rubric::expr::Vars,
-        case: &Case,
-        trial: u32,
-        printed: &crate::worker::Captured,
-    ) -> Vec<Check> {
-        let name = format!("correctness {}", case.name);
-        let tol_vars = inv.tolerance_vars(vars);
-        let precision = self.rubric.precision(self.m);
-        // Per wrong output: the sentence naming the kind of wrong, its cause key, its hint, and
-        // the mismatch listing.
-        let mut problems: Vec<(String, &'static str, &'static str, String)> = Vec::new();
-        let mut memory: Vec<Check> = Vec::new();
-        for (i, b) in inv.buffers.iter().enumerate() {
-            let spec = b.spec();
-            if let Some(stray) = check::guards(&got[i], spec.bytes, spec.guard) {
-                let where_ = if stray.offset < 0 {
-                    format!("{} bytes before the start of `{}`", -stray.offset, b.name)
-                } else {
-                    format!(
-                        "past the end of `{}` (at byte {} of a {}-byte buffer)",
-                        b.name, stray.offset, spec.bytes
-                    )
-                };
-                memory.push(
-                    Check::fail(
-                        CheckKind::Memory,
-                        format!("bounds {}", b.name),
-                        format!("stray write {where_}; {} guard bytes changed", stray.bytes),
-                    )
-                    .with_hint(hints::OUT_OF_BOUNDS)
-                    .with_cause("stray-write"),
-                );
-            }
-            let payload = &got[i][spec.guard..spec.guard + spec.bytes];
-            if b.dir == Direction::In {
-                if let Some(idx) = check::changed_input(b, payload) {
-                    memory.push(
-                        Check::fail(
-                            CheckKind::Memory,
-                            format!("read-only {}", b.name),
-                            format!(
-                                "the kernel wrote to input `{}` (first change at element {idx})",
-                                b.name
-                            ),
-                        )
-                        .with_hint(hints::CONST_WRITTEN)
-                        .with_cause("input-written"),
-                    );
-                }
-                continue;
-            }
-            let m = self.m;
-            let t = b
-                .tolerance
-                .as_ref()
-                .or(m.correctness.tolerance.as_ref())
-                .or(Some(&self.rubric.contract(&m.contract).tolerance));
-            let tol = match Resolved::with_precision(t, b.elem, &tol_vars, precision) {
-                Ok(t) => t,
-                Err(e) => {
-                    return vec![
-                        Check::error(CheckKind::Correctness, name, format!("tolerance: {e}"))
-                            .with_case(case.name.clone()),
-                    ];
-                }
-            };
-            let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
-            let mag = magnitude.and_then(|m| m.get(i)).map(Vec::as_slice);
-            let c = check::compare_at(b, exp_payload, payload, mag, tol);
-            if !c.ok() {
-                let wrong =
-                    check::classify::classify_at(b, &b.data, exp_payload, payload, mag, tol);
-                problems.push((
-                    wrong.describe(&b.name, c.total),
-                    wrong.cause(),
-                    hints::for_wrong(&wrong),
-                    c.describe(),
-                ));
-            }
-        }
-        let mut found: Vec<Check> = memory
-            .into_iter()
-            .map(|mut c| {
-                c.case = Some(case.name.clone());
-                c.details = Some(format!("case {}, trial {}", case.name, trial + 1));
-                c
-            })
-            .collect();
-        let _ = printed;
-        if let Some((sentence, cause, class_hint, _)) = problems.first() {
-            // The rubric's own hint for the milestone knows the lab best; the kind of wrong is
-            // in the message either way.
-            let hint = self
-                .m
-                .hint
-                .clone()
-                .unwrap_or_else(|| class_hint.to_string());
-            let details = std::iter::once(format!("case {}, trial {}:", case.name, trial + 1))
-                .chain(problems.iter().map(|p| p.3.clone()))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let also = if problems.len() > 1 {
-                format!(" (and {} more wrong outputs)", problems.len() - 1)
-            } else {
-                String::new()
-            };
-            // "results less precise than float accumulation allows" says what it is.
-            let lead = if *cause == "imprecise" {
-                ""
-            } else {
-                "wrong results: "
-            };
-            found.insert(
-                0,
-                Check::fail(
-                    CheckKind::Correctness,
-                    name,
-                    format!("{lead}{sentence}{also}"),
-                )
-                .with_case(case.name.clone())
-                .with_hint(hint)
-                .with_cause(*cause)
-                .with_details(details),
-            );
-        }
-        found
-    }
-
-    /// Does some output's tolerance scale with its elements' sums of absolute terms?
-    pub(super) fn needs_magnitude(&self) -> bool {
-        let contract = self.rubric.contract(&self.m.contract);
-        contract.params.iter().any(|p| {
-            p.dir != Direction::In
-                && p.tolerance
-                    .as_ref()
-                    .or(self.m.correctness.tolerance.as_ref())
-                    .unwrap_or(&contract.tolerance)
-                    .sum
-                    .is_some()
-        })
-    }
-
-    /// A kernel right on every small case and wrong on every larger one (by the number of
-    /// elements its buffers hold) is "right for small cases only": say so on the failures whose
-    /// kind of wrong has no better name (a named kind, NaN or unwritten, is more useful).
-    pub(super) fn mark_small_cases_only(&mut self, cases: &[Case]) {
-        let contract = self.rubric.contract(&self.m.contract);
-        let size = |case: &Case| -> usize {
-            let vars = case_vars(case);
-            contract
-                .params
-                .iter()
-                .filter(|p| p.len.is_some())
-                .filter_map(|p| rubric::eval_len(p, &vars).ok())
-                .sum()
-        };
-        let outcome = |name: &str| {
-            self.checks
-                .iter()
-                .filter(|c| c.kind == CheckKind::Correctness)
-                .find(|c| c.case.as_deref() == Some(name))
-                .map(|c| c.status)
-        };
-        let (mut passed, mut failed) = (vec![], vec![]);
-        for case in cases {
-            match outcome(&case.name) {
-                Some(Status::Pass) => passed.push((size(case), case.name.clone())),
-                Some(Status::Fail) => failed.push((size(case), case.name.clone())),
-                _ => {}
-            }
-        }
-        let (Some(big_pass), Some(small_fail)) = (
-            passed.iter().max_by_key(|p| p.0),
-            failed.iter().min_by_key(|f| f.0),
-        ) else {
-            return;
-        };
-        if big_pass.0 >= small_fail.0 {
-            return;
-        }
-        let note = format!(
-            "right for small cases only (every case up to {} passes, every case from {} on fails)",
-            big_pass.1, small_fail.1
+            .with_case(case.name.clone()),
         );
-        for c in &mut self.checks {
-            if c.kind == CheckKind::Correctness
-                && c.status == Status::Fail
-                && c.cause.as_deref() == Some("wrong-values")
-            {
-                let rest = c.message.trim_start_matches("wrong results: ");
-                c.message = format!("{note}: {rest}");
-                c.cause = Some("small-only".into());
-                if self.m.hint.is_none() {
-                    c.hint = Some(hints::SMALL_ONLY.to_string());
-                }
+    }
+    (started.elapsed() > budget).then(|| {
+        Check::error(
+            CheckKind::Runtime,
+            format!("correctness {}", case.name),
+            format!(
+                "the milestone's time budget of {:.0} s ran out",
+                budget.as_secs_f64()
+            ),
+        )
+        .with_case(case.name.clone())
+    })
+}
+
+/// One case's outcome.
+struct CaseRun {
+    checks: Vec<Check>,
+    /// The worker is gone (fault or timeout): stop the milestone's cases.
+    fatal: bool,
+    metrics: Option<Metrics>,
+    gpu_output: Option<Vec<Vec<u8>>>,
+}
+
+/// Run every trial of one case. The caller holds the GPU's shared lock (`measure::lock`) for
+/// the whole correctness phase.
+fn run_case(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    case: &CasePlan,
+    reference: &mut Reference,
+    student: &mut Student,
+) -> Result<CaseRun, Infrastructure> {
+    let started = Instant::now();
+    let mut run = CaseRun {
+        checks: Vec::new(),
+        fatal: false,
+        metrics: None,
+        gpu_output: None,
+    };
+    let dims = match launch(case, kernel.info.max_threads_per_block) {
+        Ok(d) => d,
+        Err(c) => {
+            run.checks.push(c);
+            return Ok(run);
+        }
+    };
+    let mut seen = BTreeSet::new();
+    let mut trials_ok = 0u32;
+    for trial in 0..ctx.rubric.trials {
+        let Some(trial_run) = run_trial(
+            ctx, kernel, case, trial, dims, reference, student, &mut seen,
+        )?
+        else {
+            break;
+        };
+        if run.metrics.is_none() {
+            run.metrics = trial_run.metrics;
+        }
+        if trial == 0 && keeps_gpu_output(ctx, case) {
+            run.gpu_output = trial_run.allocations;
+        }
+        run.checks.extend(trial_run.checks);
+        if trial_run.errored {
+            // A run that did not complete ends the case (and, fatal, the worker).
+            run.fatal = trial_run.fatal;
+            return Ok(run);
+        }
+        if trial_run.ended {
+            break;
+        }
+        trials_ok += 1;
+    }
+    if !run.checks.iter().any(|c| c.kind == CheckKind::Correctness) {
+        let mut c = Check::pass(
+            CheckKind::Correctness,
+            format!("correctness {}", case.name),
+            format!("values match the reference ({trials_ok} trials on fresh inputs)"),
+        )
+        .with_case(case.name.clone());
+        c.seconds = Some(started.elapsed().as_secs_f64());
+        run.checks.push(c);
+    }
+    Ok(run)
+}
+
+/// The student's launch of a case, or the failed launch check.
+pub(super) fn launch(
+    case: &CasePlan,
+    max_threads: u32,
+) -> Result<crate::backend::LaunchDims, Check> {
+    case.launch
+        .clone()
+        .and_then(|d| inputs::check_limits(&d, max_threads).map(|()| d))
+        .map_err(|e| {
+            Check::fail(
+                CheckKind::Launch,
+                format!("launch {}", case.name),
+                format!("invalid launch configuration: {e}"),
+            )
+            .with_case(case.name.clone())
+            .with_hint(hints::RESOURCES)
+        })
+}
+
+/// Keep the GPU's outputs of `case`'s first trial if the emulator will run the case too.
+fn keeps_gpu_output(ctx: &Ctx, case: &CasePlan) -> bool {
+    ctx.on_gpu()
+        && sanitizer::smallest_cases(ctx.plan)
+            .iter()
+            .any(|c| c.name == case.name)
+}
+
+/// One trial's outcome.
+struct TrialRun {
+    checks: Vec<Check>,
+    /// The run did not complete (timeout, fault, crash): the case ends with no verdict.
+    errored: bool,
+    /// ... and the worker is gone.
+    fatal: bool,
+    /// The trial found something wrong and the case stops here.
+    ended: bool,
+    metrics: Option<Metrics>,
+    allocations: Option<Vec<Vec<u8>>>,
+}
+
+/// One trial: fresh inputs, the reference's outputs, the student's run, the comparison.
+/// `None`: the student's worker is gone.
+#[allow(clippy::too_many_arguments)]
+fn run_trial(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    case: &CasePlan,
+    trial: u32,
+    dims: crate::backend::LaunchDims,
+    reference: &mut Reference,
+    student: &mut Student,
+    seen: &mut BTreeSet<(String, Option<String>, Option<u32>, String)>,
+) -> Result<Option<TrialRun>, Infrastructure> {
+    let inv = inputs::generate(
+        &ctx.plan.contract,
+        &case.vars,
+        inputs::trial_seed(ctx.opts.seed, &case.name, trial),
+    )
+    .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
+    let (expected, magnitude) = expected_outputs(ctx, case, trial, &inv, reference)?;
+    // A multiple of the reference's time, so that a hung kernel holds the GPU (which timed
+    // sections wait for) for about a second, not the whole `launch_s`.
+    let (deadline_s, why) = ctx.rubric.timeouts.correctness_deadline(expected.seconds);
+    let Some(worker) = student.worker.as_mut() else {
+        return Ok(None);
+    };
+    let student_inv = student_invocation(&kernel.numba, &inv, &ctx.plan.contract)?;
+    let ran = run_on(
+        worker,
+        &ctx.plan.kernel,
+        &student_inv,
+        dims,
+        Duration::from_secs_f64(deadline_s),
+        None,
+    );
+    let printed = worker.output();
+    let r = match ran {
+        Ok(r) => r,
+        Err(e) => {
+            let (checks, fatal) = failed_run(&e, case, &printed, deadline_s, &why);
+            if fatal {
+                student.worker = None;
+            }
+            return Ok(Some(TrialRun {
+                checks,
+                errored: true,
+                fatal,
+                ended: true,
+                metrics: None,
+                allocations: None,
+            }));
+        }
+    };
+    let mut checks = new_findings(&r.report.diagnostics, &case.name, seen);
+    let found = compare_trial(
+        ctx,
+        &inv,
+        &expected.allocations,
+        magnitude.as_deref(),
+        &r.allocations,
+        case,
+        trial,
+    );
+    let ended = !found.is_empty();
+    for (k, c) in found.into_iter().enumerate() {
+        checks.push(if k == 0 {
+            c.with_details_append(&printed)
+        } else {
+            c
+        });
+    }
+    Ok(Some(TrialRun {
+        checks,
+        errored: false,
+        fatal: false,
+        ended,
+        metrics: r.report.metrics.clone(),
+        allocations: Some(r.allocations),
+    }))
+}
+
+/// Checks for the backend's sanitizer findings not seen on an earlier trial.
+fn new_findings(
+    found: &[crate::backend::Diagnostic],
+    case: &str,
+    seen: &mut BTreeSet<(String, Option<String>, Option<u32>, String)>,
+) -> Vec<Check> {
+    found
+        .iter()
+        .filter(|d| {
+            seen.insert((
+                d.tool.clone(),
+                d.file.clone(),
+                d.line,
+                d.instruction.clone(),
+            ))
+        })
+        .map(|d| sanitizer_check(d, case))
+        .collect()
+}
+
+/// A run that did not complete: its runtime check (a timeout names the deadline and why) and
+/// the sanitizer findings the backend made before it ended; and whether the worker is gone.
+fn failed_run(
+    e: &RunError,
+    case: &CasePlan,
+    printed: &crate::worker::Captured,
+    deadline_s: f64,
+    why: &str,
+) -> (Vec<Check>, bool) {
+    let (mut check, fatal) = runtime_check(e, &case.name, printed);
+    if check.hint.as_deref() == Some(hints::DEADLOCK) && check.message.starts_with("timeout") {
+        check
+            .message
+            .push_str(&format!("; its deadline was {deadline_s:.1} s ({why})"));
+    }
+    let mut checks = vec![check];
+    if let RunError::Backend(_, report) = e {
+        checks.extend(
+            report
+                .diagnostics
+                .iter()
+                .map(|d| sanitizer_check(d, &case.name)),
+        );
+    }
+    (checks, fatal)
+}
+
+/// The reference's outputs of a trial, and each element's sum of absolute terms where a
+/// tolerance scales with it. The caller holds the GPU for the whole correctness phase.
+pub(super) fn expected_outputs(
+    ctx: &Ctx,
+    case: &CasePlan,
+    trial: u32,
+    inv: &Invocation,
+    reference: &mut Reference,
+) -> Result<(super::reference::Expected, Option<Vec<Vec<f64>>>), Infrastructure> {
+    let k = &ctx.plan.reference_kernel;
+    let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s);
+    let ref_dims = reference_launch(case)?;
+    let expected = reference.expected(k, &case.name, trial, inv, ref_dims, limit, None)?;
+    let magnitude = if needs_magnitude(ctx) {
+        Some(reference.magnitude(
+            k,
+            &case.name,
+            trial,
+            inv,
+            &expected.allocations,
+            ref_dims,
+            limit,
+            None,
+        )?)
+    } else {
+        None
+    };
+    Ok((expected, magnitude))
+}
+
+/// Per wrong output: the sentence naming the kind of wrong, its cause key, its hint, and the
+/// mismatch listing.
+type Problem = (String, &'static str, &'static str, String);
+
+/// Compare one trial: a failed correctness check (if values differ) and one memory check per
+/// stray write or changed input. Empty when everything is right.
+pub(super) fn compare_trial(
+    ctx: &Ctx,
+    inv: &Invocation,
+    expected: &[Vec<u8>],
+    magnitude: Option<&[Vec<f64>]>,
+    got: &[Vec<u8>],
+    case: &CasePlan,
+    trial: u32,
+) -> Vec<Check> {
+    let tol_vars = inv.tolerance_vars(&case.vars);
+    let mut problems: Vec<Problem> = Vec::new();
+    let mut memory: Vec<Check> = Vec::new();
+    for (i, b) in inv.buffers.iter().enumerate() {
+        let spec = b.spec();
+        let payload = &got[i][spec.guard..spec.guard + spec.bytes];
+        memory.extend(memory_checks(b, &got[i], payload));
+        if b.dir == Direction::In {
+            continue;
+        }
+        let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
+        let mag = magnitude.and_then(|m| m.get(i)).map(Vec::as_slice);
+        match wrong_output(ctx, b, &tol_vars, exp_payload, payload, mag) {
+            Ok(None) => {}
+            Ok(Some(p)) => problems.push(p),
+            Err(e) => {
+                let name = format!("correctness {}", case.name);
+                return vec![
+                    Check::error(CheckKind::Correctness, name, format!("tolerance: {e}"))
+                        .with_case(case.name.clone()),
+                ];
+            }
+        }
+    }
+    let mut found: Vec<Check> = memory
+        .into_iter()
+        .map(|mut c| {
+            c.case = Some(case.name.clone());
+            c.details = Some(format!("case {}, trial {}", case.name, trial + 1));
+            c
+        })
+        .collect();
+    if !problems.is_empty() {
+        found.insert(0, wrong_values(ctx, &problems, case, trial));
+    }
+    found
+}
+
+/// A stray write into a buffer's guards, and an input the kernel changed.
+fn memory_checks(b: &inputs::Buffer, allocation: &[u8], payload: &[u8]) -> Vec<Check> {
+    let spec = b.spec();
+    let mut out = Vec::new();
+    if let Some(stray) = check::guards(allocation, spec.bytes, spec.guard) {
+        let where_ = if stray.offset < 0 {
+            format!("{} bytes before the start of `{}`", -stray.offset, b.name)
+        } else {
+            format!(
+                "past the end of `{}` (at byte {} of a {}-byte buffer)",
+                b.name, stray.offset, spec.bytes
+            )
+        };
+        out.push(
+            Check::fail(
+                CheckKind::Memory,
+                format!("bounds {}", b.name),
+                format!("stray write {where_}; {} guard bytes changed", stray.bytes),
+            )
+            .with_hint(hints::OUT_OF_BOUNDS)
+            .with_cause("stray-write"),
+        );
+    }
+    if b.dir == Direction::In
+        && let Some(idx) = check::changed_input(b, payload)
+    {
+        out.push(
+            Check::fail(
+                CheckKind::Memory,
+                format!("read-only {}", b.name),
+                format!(
+                    "the kernel wrote to input `{}` (first change at element {idx})",
+                    b.name
+                ),
+            )
+            .with_hint(hints::CONST_WRITTEN)
+            .with_cause("input-written"),
+        );
+    }
+    out
+}
+
+/// An output compared with the reference's under its tolerance: what is wrong, if anything.
+fn wrong_output(
+    ctx: &Ctx,
+    b: &inputs::Buffer,
+    tol_vars: &crate::rubric::expr::Vars,
+    expected: &[u8],
+    got: &[u8],
+    mag: Option<&[f64]>,
+) -> Result<Option<Problem>, String> {
+    let t = b
+        .tolerance
+        .as_ref()
+        .or(ctx.plan.tolerance.as_ref())
+        .or(Some(&ctx.plan.contract.tolerance));
+    let tol = Resolved::with_precision(t, b.elem, tol_vars, ctx.plan.precision)?;
+    let c = check::compare_at(b, expected, got, mag, tol);
+    if c.ok() {
+        return Ok(None);
+    }
+    let wrong = check::classify::classify_at(b, &b.data, expected, got, mag, tol);
+    Ok(Some((
+        wrong.describe(&b.name, c.total),
+        wrong.cause(),
+        hints::for_wrong(&wrong),
+        c.describe(),
+    )))
+}
+
+/// The failed correctness check of a trial with wrong outputs.
+fn wrong_values(ctx: &Ctx, problems: &[Problem], case: &CasePlan, trial: u32) -> Check {
+    let (sentence, cause, class_hint, _) = &problems[0];
+    // The rubric's own hint for the milestone knows the lab best; the kind of wrong is in the
+    // message either way.
+    let hint = ctx
+        .plan
+        .milestone
+        .hint
+        .clone()
+        .unwrap_or_else(|| class_hint.to_string());
+    let details = std::iter::once(format!("case {}, trial {}:", case.name, trial + 1))
+        .chain(problems.iter().map(|p| p.3.clone()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let also = if problems.len() > 1 {
+        format!(" (and {} more wrong outputs)", problems.len() - 1)
+    } else {
+        String::new()
+    };
+    // "results less precise than float accumulation allows" says what it is.
+    let lead = if *cause == "imprecise" {
+        ""
+    } else {
+        "wrong results: "
+    };
+    Check::fail(
+        CheckKind::Correctness,
+        format!("correctness {}", case.name),
+        format!("{lead}{sentence}{also}"),
+    )
+    .with_case(case.name.clone())
+    .with_hint(hint)
+    .with_cause(*cause)
+    .with_details(details)
+}
+
+/// Does some output's tolerance scale with its elements' sums of absolute terms?
+fn needs_magnitude(ctx: &Ctx) -> bool {
+    let contract = &ctx.plan.contract;
+    contract.params.iter().any(|p| {
+        p.dir != Direction::In
+            && p.tolerance
+                .as_ref()
+                .or(ctx.plan.tolerance.as_ref())
+                .unwrap_or(&contract.tolerance)
+                .sum
+                .is_some()
+    })
+}
+
+/// A kernel right on every small case and wrong on every larger one (by the number of
+/// elements its buffers hold) is "right for small cases only": say so on the failures whose
+/// kind of wrong has no better name (a named kind, NaN or unwritten, is more useful).
+pub(super) fn mark_small_cases_only(ctx: &Ctx, checks: &mut [Check]) {
+    let outcome = |name: &str| {
+        checks
+            .iter()
+            .filter(|c| c.kind == CheckKind::Correctness)
+            .find(|c| c.case.as_deref() == Some(name))
+            .map(|c| c.status)
+    };
+    let (mut passed, mut failed) = (vec![], vec![]);
+    for case in &ctx.plan.cases {
+        match outcome(&case.name) {
+            Some(Status::Pass) => passed.push((case.elements, case.name.clone())),
+            Some(Status::Fail) => failed.push((case.elements, case.name.clone())),
+            _ => {}
+        }
+    }
+    let (Some(big_pass), Some(small_fail)) = (
+        passed.iter().max_by_key(|p| p.0),
+        failed.iter().min_by_key(|f| f.0),
+    ) else {
+        return;
+    };
+    if big_pass.0 >= small_fail.0 {
+        return;
+    }
+    let note = format!(
+        "right for small cases only (every case up to {} passes, every case from {} on fails)",
+        big_pass.1, small_fail.1
+    );
+    for c in checks.iter_mut() {
+        if c.kind == CheckKind::Correctness
+            && c.status == Status::Fail
+            && c.cause.as_deref() == Some("wrong-values")
+        {
+            let rest = c.message.trim_start_matches("wrong results: ");
+            c.message = format!("{note}: {rest}");
+            c.cause = Some("small-only".into());
+            if ctx.plan.milestone.hint.is_none() {
+                c.hint = Some(hints::SMALL_ONLY.to_string());
             }
         }
     }
 }
 
-pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Check {
-    let location = match (&d.file, d.line) {
-        (Some(f), Some(l)) => Some(format!("{f}:{l}")),
-        _ => None,
+/// `check --profile` without a GPU: the emulator's counters of the largest case that ran,
+/// kept with the milestone's kernel.
+pub(super) fn keep_emulator_counters(ctx: &Ctx, metrics: &HashMap<String, Metrics>) {
+    let Some(kept) = &ctx.opts.keep_kernels else {
+        return;
     };
-    let hint = match d.tool.as_str() {
-        "racecheck" => hints::RACE,
-        "synccheck" => hints::BARRIER_DIVERGENCE,
-        "memcheck" => hints::OUT_OF_BOUNDS,
-        "initcheck" => {
-            "Shared memory is read before any thread wrote it: initialise it, and put a __syncthreads() between the writes and the reads."
-        }
-        _ => hints::WRONG_RESULTS,
+    let Some(case) = ctx
+        .plan
+        .cases
+        .iter()
+        .filter(|c| metrics.contains_key(&c.name))
+        .max_by_key(|c| c.elements)
+    else {
+        return;
     };
-    let more = if d.repeats > 0 {
-        format!(" (and {} more times)", d.repeats)
-    } else {
-        String::new()
-    };
-    Check::fail(
-        CheckKind::Sanitizer,
-        format!("{} {}", d.tool, location.clone().unwrap_or_default())
-            .trim()
-            .to_string(),
-        format!(
-            "{}: {} at thread ({},{},{}) of block ({},{},{}){more}",
-            d.tool,
-            d.message,
-            d.thread[0],
-            d.thread[1],
-            d.thread[2],
-            d.block[0],
-            d.block[1],
-            d.block[2]
-        ),
-    )
-    .with_location(location)
-    .with_case(case.to_string())
-    .with_hint(hint)
-    .with_cause(d.tool.clone())
-    .with_details(format!("PTX: {}", d.instruction))
+    let mut kept = kept
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(k) = kept
+        .iter_mut()
+        .rev()
+        .find(|k| k.milestone == ctx.plan.milestone.id)
+    {
+        k.emulator = Some((case.name.clone(), metrics[&case.name].clone()));
+    }
 }
 
 /// Quote the student's source line under every check that names a `file:line` of the

@@ -7,134 +7,118 @@
 //! the instructor as a flag (result.json `flags`, report.md, integrity.csv), never as a
 //! verdict: the GPU's own checks decide the points.
 
-use super::*;
+use super::context::{Ctx, Infrastructure};
+use super::correctness::expected_outputs;
+use super::reference::Reference;
+use super::sanitizer::CaseOutputs;
 use crate::check::{self, Resolved};
+use crate::inputs::{self, Invocation};
 use crate::result::Flag;
+use crate::rubric::plan::CasePlan;
+use std::collections::HashMap;
 
-impl MilestoneRun<'_> {
-    /// Keep the GPU's outputs of `case`'s first trial if the emulator will run the case too.
-    pub(super) fn keep_gpu_output(&mut self, case: &Case, allocations: &[Vec<u8>]) {
-        if self.opts.backend != BackendKind::Cuda {
-            return;
-        }
-        let small = sanitizer::smallest_cases(self.rubric, self.m);
-        if small.iter().any(|c| c.name == case.name) {
-            self.gpu_outputs
-                .insert(case.name.clone(), allocations.to_vec());
-        }
-    }
-
-    /// Compare the emulator's outputs (`emulated`: per case, its allocations) with the GPU's on
-    /// the same inputs; flag a case where one is right and the other wrong.
-    pub(super) fn cross_check_outputs(&mut self, emulated: &[(String, Vec<Vec<u8>>)]) {
-        for (case_name, emu) in emulated {
-            let Some(gpu) = self.gpu_outputs.get(case_name).cloned() else {
-                continue;
-            };
-            let Some(case) = self.rubric.correctness_case(case_name).cloned() else {
-                continue;
-            };
-            if gpu == *emu {
-                continue;
-            }
-            match self.disagreement(&case, &gpu, emu) {
-                Ok(Some(what)) => self.flags.push(Flag {
-                    kind: "backends-disagree".into(),
-                    milestone: Some(self.m.id.clone()),
-                    location: None,
-                    message: format!(
-                        "`{}` gives different results on the PTX emulator and on the GPU for the same inputs (case {case_name}): {what}; a kernel that checks where it runs (timers, SM ids) behaves like this",
-                        self.m.kernel
-                    ),
-                }),
-                Ok(None) => {}
-                // The comparison needs the reference; without it there is nothing to say.
-                Err(_) => {}
-            }
-        }
-    }
-
-    /// One sentence when exactly one of the two outputs of `case` is right.
-    fn disagreement(
-        &mut self,
-        case: &Case,
-        gpu: &[Vec<u8>],
-        emu: &[Vec<u8>],
-    ) -> Result<Option<String>, Infrastructure> {
-        let contract = self.rubric.contract(&self.m.contract);
-        let vars = case_vars(case);
-        let inv = inputs::generate(
-            contract,
-            &vars,
-            inputs::trial_seed(self.opts.seed, &case.name, 0),
-        )
-        .map_err(Infrastructure)?;
-        if gpu.len() != inv.buffers.len() || emu.len() != inv.buffers.len() {
-            return Ok(None);
-        }
-        let dims = self.reference_dims(case)?;
-        let limit = Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s);
-        let kernel = self.reference_kernel().to_string();
-        // Both cached since the correctness phase.
-        let expected = self
-            .reference
-            .expected(&kernel, &case.name, 0, &inv, dims, limit, None)?;
-        let magnitude = if self.needs_magnitude() {
-            Some(self.reference.magnitude(
-                &kernel,
-                &case.name,
-                0,
-                &inv,
-                &expected.allocations,
-                dims,
-                limit,
-                None,
-            )?)
-        } else {
-            None
+/// Compare the emulator's outputs (`emulated`: per case, its allocations) with the GPU's on the
+/// same inputs (`gpu`, kept by the correctness stage); flag a case where one is right and the
+/// other wrong.
+pub(super) fn flags(
+    ctx: &Ctx,
+    reference: &mut Reference,
+    gpu: &HashMap<String, Vec<Vec<u8>>>,
+    emulated: &[CaseOutputs],
+) -> Vec<Flag> {
+    let mut out = Vec::new();
+    for (case_name, emu) in emulated {
+        let Some(gpu) = gpu.get(case_name) else {
+            continue;
         };
-        let tol_vars = inv.tolerance_vars(&vars);
-        let precision = self.rubric.precision(self.m);
-        for (i, b) in inv.buffers.iter().enumerate() {
-            if !b.is_output() {
-                continue;
-            }
-            let s = b.spec();
-            let payload = |a: &[Vec<u8>]| {
-                a.get(i)
-                    .and_then(|x| x.get(s.guard..s.guard + s.bytes))
-                    .map(<[u8]>::to_vec)
-            };
-            let (Some(e), Some(g), Some(x)) =
-                (payload(&expected.allocations), payload(gpu), payload(emu))
-            else {
-                continue;
-            };
-            let t = b
-                .tolerance
-                .as_ref()
-                .or(self.m.correctness.tolerance.as_ref())
-                .or(Some(&contract.tolerance));
-            let Ok(tol) = Resolved::with_precision(t, b.elem, &tol_vars, precision) else {
-                continue;
-            };
-            let mag = magnitude.as_ref().and_then(|m| m.get(i)).map(Vec::as_slice);
-            let on_gpu = check::compare_at(b, &e, &g, mag, tol);
-            let on_emu = check::compare_at(b, &e, &x, mag, tol);
-            if on_gpu.ok() != on_emu.ok() {
-                let (right, wrong, c) = if on_gpu.ok() {
-                    ("GPU", "emulator", &on_emu)
-                } else {
-                    ("emulator", "GPU", &on_gpu)
-                };
-                return Ok(Some(format!(
-                    "`{}` is right on the {right} and wrong on the {wrong} ({} of {} elements differ from the reference there)",
-                    b.name, c.bad, c.total
-                )));
-            }
+        let Some(case) = ctx.plan.case(case_name) else {
+            continue;
+        };
+        if gpu == emu {
+            continue;
         }
-        Ok(None)
+        // The comparison needs the reference; without it there is nothing to say.
+        if let Ok(Some(what)) = disagreement(ctx, reference, case, gpu, emu) {
+            out.push(Flag {
+                kind: "backends-disagree".into(),
+                milestone: Some(ctx.plan.milestone.id.clone()),
+                location: None,
+                message: format!(
+                    "`{}` gives different results on the PTX emulator and on the GPU for the same inputs (case {case_name}): {what}; a kernel that checks where it runs (timers, SM ids) behaves like this",
+                    ctx.plan.kernel
+                ),
+            });
+        }
     }
+    out
+}
+
+/// One sentence when exactly one of the two outputs of `case` is right.
+fn disagreement(
+    ctx: &Ctx,
+    reference: &mut Reference,
+    case: &CasePlan,
+    gpu: &[Vec<u8>],
+    emu: &[Vec<u8>],
+) -> Result<Option<String>, Infrastructure> {
+    let inv = inputs::generate(
+        &ctx.plan.contract,
+        &case.vars,
+        inputs::trial_seed(ctx.opts.seed, &case.name, 0),
+    )
+    .map_err(Infrastructure)?;
+    if gpu.len() != inv.buffers.len() || emu.len() != inv.buffers.len() {
+        return Ok(None);
+    }
+    // Both cached since the correctness phase.
+    let (expected, magnitude) = expected_outputs(ctx, case, 0, &inv, reference)?;
+    Ok((0..inv.buffers.len()).find_map(|i| {
+        let mag = magnitude.as_ref().and_then(|m| m.get(i)).map(Vec::as_slice);
+        buffer_disagreement(ctx, &inv, i, [&expected.allocations, gpu, emu], mag, case)
+    }))
+}
+
+/// Buffer `i` right on one backend and wrong on the other: the sentence saying so.
+fn buffer_disagreement(
+    ctx: &Ctx,
+    inv: &Invocation,
+    i: usize,
+    [expected, gpu, emu]: [&[Vec<u8>]; 3],
+    mag: Option<&[f64]>,
+    case: &CasePlan,
+) -> Option<String> {
+    let b = &inv.buffers[i];
+    if !b.is_output() {
+        return None;
+    }
+    let s = b.spec();
+    let payload = |a: &[Vec<u8>]| {
+        a.get(i)
+            .and_then(|x| x.get(s.guard..s.guard + s.bytes))
+            .map(<[u8]>::to_vec)
+    };
+    let (e, g, x) = (payload(expected)?, payload(gpu)?, payload(emu)?);
+    let t = b
+        .tolerance
+        .as_ref()
+        .or(ctx.plan.tolerance.as_ref())
+        .or(Some(&ctx.plan.contract.tolerance));
+    let tol_vars = inv.tolerance_vars(&case.vars);
+    let tol = Resolved::with_precision(t, b.elem, &tol_vars, ctx.plan.precision).ok()?;
+    let on_gpu = check::compare_at(b, &e, &g, mag, tol);
+    let on_emu = check::compare_at(b, &e, &x, mag, tol);
+    if on_gpu.ok() == on_emu.ok() {
+        return None;
+    }
+    let (right, wrong, c) = if on_gpu.ok() {
+        ("GPU", "emulator", &on_emu)
+    } else {
+        ("emulator", "GPU", &on_gpu)
+    };
+    Some(format!(
+        "`{}` is right on the {right} and wrong on the {wrong} ({} of {} elements differ from the reference there)",
+        b.name, c.bad, c.total
+    ))
 }
 
 /// How far apart the emulator's and the GPU's values of one metric may be before the pair is

@@ -4,11 +4,11 @@
 //! `.cu` files. Everything after that (loading, launches, checks, speed) is CUDA C++'s path;
 //! findings name the Python line through the sources' `#line` directives.
 
-use super::Options;
+use super::context::Options;
 use crate::compile::SourceFile;
 use crate::compile::cupy::{self, PyLang};
 use crate::result::{Check, CheckKind};
-use crate::rubric::LoadedRubric;
+use crate::rubric::plan::Plan;
 use crate::submission::Submission;
 use crate::worker::protocol::{Request, Response};
 use crate::worker::{Role, Worker, WorkerFailure, WorkerOptions};
@@ -33,11 +33,7 @@ pub fn has_cupy(sub: &Submission) -> bool {
 }
 
 /// The CUDA sources implementing the rubric's kernels, and checks for what went wrong.
-pub fn sources(
-    rubric: &LoadedRubric,
-    sub: &Submission,
-    opts: &Options,
-) -> (Vec<SourceFile>, Vec<Check>) {
+pub fn sources(plan: &Plan, sub: &Submission, opts: &Options) -> (Vec<SourceFile>, Vec<Check>) {
     if !has_cupy(sub) {
         return (vec![], vec![]);
     }
@@ -77,7 +73,7 @@ pub fn sources(
         Ok((other, _)) => {
             return error(format!(
                 "unexpected answer from the compile worker: {}",
-                super::variant(&other)
+                super::run::variant(&other)
             ));
         }
         Err(WorkerFailure::Timeout(d)) => {
@@ -113,7 +109,7 @@ pub fn sources(
     let mut checks = vec![];
     let mut missing = false;
     let mut done: Vec<String> = vec![];
-    for m in &rubric.rubric.milestones {
+    for m in &plan.milestones {
         if done.contains(&m.kernel) {
             continue;
         }
@@ -122,8 +118,7 @@ pub fn sources(
             missing = true;
             continue;
         };
-        let contract = rubric.contract(&m.contract);
-        match cupy::kernel_source(def, &entry, &m.kernel, contract) {
+        match cupy::kernel_source(def, &entry, &m.kernel, &m.contract) {
             // One module serves every kernel of a RawModule (or RawKernel) it defines as is.
             Ok(src) if out.iter().any(|s| s.text == src.text) => {}
             Ok(src) => out.push(src),

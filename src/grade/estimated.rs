@@ -5,16 +5,25 @@
 //! ratio against the same baseline a GPU run would use: the reference kernel and cuBLAS and a
 //! device copy estimated by the same model, a CPU baseline only where pinned for the course.
 
-use super::*;
-use crate::backend::KernelInfo;
+use super::baselines::{BaselineChoice, baseline};
+use super::context::{Ctx, Kernel, Student};
+use super::reference::Reference;
+use super::run::{student_invocation, variant};
+use crate::backend::LaunchDims;
 use crate::backend::emu::cost::CostConfig;
 use crate::estimate::gpu::Gpu;
 use crate::estimate::model::{self, KernelProfile};
 use crate::estimate::sample::{self, EstimateSpec};
 use crate::estimate::{self, BaselineEstimate, Estimate};
+use crate::inputs;
 use crate::inputs::Invocation;
 use crate::measure::session::BaselinePlan;
-use crate::rubric::schema::{Against, PerfSpec};
+use crate::result::{Check, CheckKind};
+use crate::rubric::plan::{CasePlan, PerfPlan};
+use crate::rubric::schema::Against;
+use crate::worker::protocol::{Request, Response};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// Reference-kernel profiles by kernel, case, launch and GPU (see `Reference::estimates`).
 pub(super) type ProfileCache = HashMap<String, Result<KernelProfile, String>>;
@@ -30,330 +39,348 @@ const NO_CPU_PIN: &str = "the CPU baseline is not pinned for this rubric with `c
 /// never finishes).
 const PROFILE_LIMIT: Duration = Duration::from_secs(30);
 
-impl MilestoneRun<'_> {
-    /// The performance check `p` on the emulator: skipped, with an estimate when the kernel is
-    /// correct and the estimate could be made.
-    pub(super) fn estimated(
-        &mut self,
-        p: &PerfSpec,
-        info: &KernelInfo,
-        ptx: &str,
-        correct: bool,
-    ) -> Check {
-        let skipped = |why: String| {
-            Check::skipped(CheckKind::Performance, p.name.clone(), why).with_case(p.case.clone())
-        };
-        if self.opts.estimate_gpu == crate::estimate::gpu::NONE {
-            return skipped(NOT_MEASURED.to_string());
-        }
-        if !correct {
-            return skipped(format!(
-                "{NOT_MEASURED} (not estimated either: the kernel is not correct yet)"
-            ));
-        }
-        let started = Instant::now();
-        match self.estimate(p, info, ptx) {
-            Ok(mut e) => {
-                e.seconds = started.elapsed().as_secs_f64();
-                let mut c = skipped(format!("{}. {NOT_MEASURED_AFTER}", e.sentence()));
-                c.threshold = e.needs;
-                c.unit = Some(e.unit.clone());
-                c.seconds = Some(e.seconds);
-                c.estimate = Some(Box::new(e));
-                c
-            }
-            Err(why) => skipped(format!("{NOT_MEASURED} (no estimate: {why})")),
-        }
+/// The performance check `p` on the emulator: skipped, with an estimate when the kernel is
+/// correct and the estimate could be made.
+pub(super) fn check(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    reference: &mut Reference,
+    student: &mut Student,
+    p: &PerfPlan,
+    correct: bool,
+) -> Check {
+    let skipped = |why: String| {
+        Check::skipped(CheckKind::Performance, p.spec.name.clone(), why)
+            .with_case(p.spec.case.clone())
+    };
+    if ctx.opts.estimate_gpu == crate::estimate::gpu::NONE {
+        return skipped(NOT_MEASURED.to_string());
     }
+    if !correct {
+        return skipped(format!(
+            "{NOT_MEASURED} (not estimated either: the kernel is not correct yet)"
+        ));
+    }
+    let started = Instant::now();
+    match estimate(ctx, kernel, reference, student, p) {
+        Ok(mut e) => {
+            e.seconds = started.elapsed().as_secs_f64();
+            let mut c = skipped(format!("{}. {NOT_MEASURED_AFTER}", e.sentence()));
+            c.threshold = e.needs;
+            c.unit = Some(e.unit.clone());
+            c.seconds = Some(e.seconds);
+            c.estimate = Some(Box::new(e));
+            c
+        }
+        Err(why) => skipped(format!("{NOT_MEASURED} (no estimate: {why})")),
+    }
+}
 
-    fn estimate(&mut self, p: &PerfSpec, info: &KernelInfo, ptx: &str) -> Result<Estimate, String> {
-        let g = estimate::gpu::named(&self.opts.estimate_gpu)?;
-        let case = self
-            .rubric
-            .performance_case(&p.case)
-            .cloned()
-            .ok_or_else(|| format!("unknown case {}", p.case))?;
-        let dims = self.dims_for(&case, info.max_threads_per_block)?;
-        let contract = self.rubric.contract(&self.m.contract).clone();
-        let vars = case_vars(&case);
-        // The inputs a GPU run times the kernel on (the same generator and seed).
-        let t0 = Instant::now();
-        let inv = inputs::generate_parallel(
-            &contract,
-            &vars,
-            inputs::trial_seed(self.opts.seed, &case.name, 0),
-        )?;
-        if std::env::var_os("CUGRADE_ESTIMATE_TRACE").is_some() {
-            eprintln!("estimate: inputs {:?}", t0.elapsed());
-        }
-        let student = student_invocation(&self.numba, &inv, &contract).map_err(|e| e.0)?;
-        let registers = self
-            .compiled
-            .iter()
-            .find(|k| k.name == self.m.kernel)
-            .map(|k| k.registers)
-            .filter(|&r| r > 0);
-        let shared = info.static_shared_bytes + dims.shared_bytes;
-        let worker = self.worker.as_mut().ok_or("the worker stopped earlier")?;
-        let zeroed = zeroed_outputs(&student, &contract);
-        // A milestone's checks on one case share the kernel's profile.
-        let key = {
-            use sha2::Digest;
-            let h = sha2::Sha256::digest(ptx.as_bytes());
-            let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
-            format!(
-                "student {hex}|{}|{}|{dims:?}|{}",
-                self.m.kernel, case.name, g.id
-            )
-        };
-        let cached = self
-            .reference
-            .estimates
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
-        let t0 = Instant::now();
-        let got = match cached {
-            Some(r) => r,
-            None => {
-                let r = profile_on(
-                    worker,
-                    &g,
-                    &self.m.kernel,
-                    dims,
-                    &student,
-                    &zeroed,
-                    ptx,
-                    registers,
-                    shared,
-                );
-                if !worker.is_alive() {
-                    self.worker = None;
-                }
-                self.reference
-                    .estimates
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key, r.clone());
-                r
-            }
-        };
-        if std::env::var_os("CUGRADE_ESTIMATE_TRACE").is_some() {
-            eprintln!("estimate: student profile {:?}", t0.elapsed());
-        }
-        let mut profile = got?;
-        profile.registers = registers;
-        let t = model::time(&profile, &g);
-        let mut notes = Vec::new();
-        let mut widen = 1.0;
-        if registers.is_none() {
-            notes.push(format!(
-                "registers per thread unknown (no ptxas report for PTX or Numba kernels): {} assumed for occupancy",
-                model::DEFAULT_REGISTERS
-            ));
-            widen *= 1.15;
-        }
-        if profile.communicating && profile.sampled < profile.blocks {
-            notes.push(
-                "blocks exchange values through global atomics and only a sample of them was emulated: the estimate is rough".into(),
+fn trace(what: &str, since: Instant) {
+    if std::env::var_os("CUGRADE_ESTIMATE_TRACE").is_some() {
+        eprintln!("estimate: {what} {:?}", since.elapsed());
+    }
+}
+
+fn estimate(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    reference: &mut Reference,
+    student: &mut Student,
+    p: &PerfPlan,
+) -> Result<Estimate, String> {
+    let g = estimate::gpu::named(&ctx.opts.estimate_gpu)?;
+    let case = p
+        .case
+        .as_ref()
+        .ok_or_else(|| format!("unknown case {}", p.spec.case))?;
+    let dims = case
+        .launch
+        .clone()
+        .and_then(|d| inputs::check_limits(&d, kernel.info.max_threads_per_block).map(|()| d))?;
+    // The inputs a GPU run times the kernel on (the same generator and seed).
+    let t0 = Instant::now();
+    let inv = inputs::generate_parallel(
+        &ctx.plan.contract,
+        &case.vars,
+        inputs::trial_seed(ctx.opts.seed, &case.name, 0),
+    )?;
+    trace("inputs", t0);
+    let registers = ctx
+        .compiled
+        .iter()
+        .find(|k| k.name == ctx.plan.kernel)
+        .map(|k| k.registers)
+        .filter(|&r| r > 0);
+    let mut profile = student_profile(
+        ctx, kernel, reference, student, case, dims, &inv, &g, registers,
+    )?;
+    profile.registers = registers;
+    let t = model::time(&profile, &g);
+    let (notes, widen) = notes(&profile, registers);
+    let (low_ms, high_ms) = estimate::range(t.ms, &g, widen);
+    let mut e = Estimate {
+        gpu: g.name.clone(),
+        gpu_id: g.id.clone(),
+        ms: t.ms,
+        low_ms,
+        high_ms,
+        ratio: None,
+        ratio_low: None,
+        ratio_high: None,
+        needs: Some(p.bar),
+        unit: "x".into(),
+        against: String::new(),
+        baseline: None,
+        no_ratio: None,
+        limiter: t.limiter,
+        bounds: t.bounds,
+        blocks_per_sm: t.blocks_per_sm,
+        occupancy_limiter: t.occupancy_limiter,
+        notes,
+        seconds: 0.0,
+        profile,
+    };
+    // A CPU baseline timed here would make the report depend on this machine (and on the
+    // run): only one pinned for the course (`cugrade calibrate`) gives a ratio.
+    if let Some(words) = unpinned_cpu(ctx, &p.spec.against, case) {
+        e.against = words;
+        e.no_ratio = Some(NO_CPU_PIN.into());
+        return Ok(e);
+    }
+    let t0 = Instant::now();
+    let choice = baseline(ctx, reference, &p.spec.against, case, &inv)?;
+    trace("baseline choice", t0);
+    let base = baseline_estimate(ctx, reference, &choice, case, &inv, &g)?;
+    let ratio = |ms: f64| base.as_ref().map(|b| choice.scale * b.ms / ms.max(1e-12));
+    e.ratio = ratio(t.ms);
+    e.ratio_low = ratio(high_ms);
+    e.ratio_high = ratio(low_ms);
+    e.unit = choice.unit.to_string();
+    e.against = against_words(&choice.what);
+    e.baseline = base;
+    Ok(e)
+}
+
+/// The student kernel's profile on the case, emulated (sampled) in the student's worker; a
+/// milestone's checks on one case share it.
+#[allow(clippy::too_many_arguments)]
+fn student_profile(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    reference: &mut Reference,
+    student: &mut Student,
+    case: &CasePlan,
+    dims: LaunchDims,
+    inv: &Invocation,
+    g: &Gpu,
+    registers: Option<u32>,
+) -> Result<KernelProfile, String> {
+    let contract = &ctx.plan.contract;
+    let student_inv = student_invocation(&kernel.numba, inv, contract).map_err(|e| e.0)?;
+    let shared = kernel.info.static_shared_bytes + dims.shared_bytes;
+    let worker = student
+        .worker
+        .as_mut()
+        .ok_or("the worker stopped earlier")?;
+    let zeroed = zeroed_outputs(&student_inv, contract);
+    let key = {
+        use sha2::Digest;
+        let h = sha2::Sha256::digest(kernel.ptx.as_bytes());
+        let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "student {hex}|{}|{}|{dims:?}|{}",
+            ctx.plan.kernel, case.name, g.id
+        )
+    };
+    let cached = reference
+        .estimates
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&key)
+        .cloned();
+    let t0 = Instant::now();
+    let got = match cached {
+        Some(r) => r,
+        None => {
+            let r = profile_on(
+                worker,
+                g,
+                &ctx.plan.kernel,
+                dims,
+                &student_inv,
+                &zeroed,
+                kernel.ptx,
+                registers,
+                shared,
             );
-            widen *= 1.6;
-        }
-        if profile.sampled < profile.blocks {
-            notes.push(format!(
-                "{} of {} blocks emulated, scaled to the grid",
-                profile.sampled, profile.blocks
-            ));
-        }
-        let (low_ms, high_ms) = estimate::range(t.ms, &g, widen);
-        // A CPU baseline timed here would make the report depend on this machine (and on the
-        // run): only one pinned for the course (`cugrade calibrate`) gives a ratio.
-        if let Some(words) = self.unpinned_cpu(&p.against, &case) {
-            return Ok(Estimate {
-                gpu: g.name.clone(),
-                gpu_id: g.id.clone(),
-                ms: t.ms,
-                low_ms,
-                high_ms,
-                ratio: None,
-                ratio_low: None,
-                ratio_high: None,
-                needs: Some(crate::rubric::perf_bar(p)),
-                unit: "x".into(),
-                against: words,
-                baseline: None,
-                no_ratio: Some(NO_CPU_PIN.into()),
-                limiter: t.limiter,
-                bounds: t.bounds,
-                blocks_per_sm: t.blocks_per_sm,
-                occupancy_limiter: t.occupancy_limiter,
-                notes,
-                seconds: 0.0,
-                profile,
-            });
-        }
-        let t0 = Instant::now();
-        let choice = self.baseline(&p.against, &case, &inv)?;
-        if std::env::var_os("CUGRADE_ESTIMATE_TRACE").is_some() {
-            eprintln!("estimate: baseline choice {:?}", t0.elapsed());
-        }
-        let baseline = match &choice.plan {
-            BaselinePlan::None => None,
-            BaselinePlan::Constant(ms) => Some(BaselineEstimate {
-                kind: choice
-                    .record
-                    .as_ref()
-                    .map_or("cpu".into(), |r| r.kind.clone()),
-                ms: *ms,
-                estimated: false,
-                bytes: None,
-                profile: None,
-            }),
-            BaselinePlan::Reference(call) => {
-                let prof = self.reference_profile(&call.kernel, &case.name, call.dims, &inv, &g)?;
-                Some(BaselineEstimate {
-                    kind: format!("reference:{}", call.kernel),
-                    ms: model::time(&prof, &g).ms,
-                    estimated: true,
-                    bytes: None,
-                    profile: Some(prof),
-                })
+            if !worker.is_alive() {
+                student.worker = None;
             }
-            BaselinePlan::Cublas { m, n, k } => Some(BaselineEstimate {
-                kind: "cublas".into(),
-                ms: model::cublas_ms(*m as f64, *n as f64, *k as f64, &g),
-                estimated: true,
-                bytes: None,
-                profile: None,
-            }),
-            BaselinePlan::Copy { bytes } => Some(BaselineEstimate {
-                kind: "copy".into(),
-                ms: model::copy_ms(*bytes as f64, &g),
-                estimated: true,
-                bytes: Some(*bytes as f64),
-                profile: None,
-            }),
-        };
-        let ratio = |ms: f64| {
-            baseline
-                .as_ref()
-                .map(|b| choice.scale * b.ms / ms.max(1e-12))
-        };
-        Ok(Estimate {
-            gpu: g.name.clone(),
-            gpu_id: g.id.clone(),
-            ms: t.ms,
-            low_ms,
-            high_ms,
-            ratio: ratio(t.ms),
-            ratio_low: ratio(high_ms),
-            ratio_high: ratio(low_ms),
-            needs: Some(crate::rubric::perf_bar(p)),
-            unit: choice.unit.to_string(),
-            against: against_words(&choice.what),
-            baseline,
-            no_ratio: None,
-            limiter: t.limiter,
-            bounds: t.bounds,
-            blocks_per_sm: t.blocks_per_sm,
-            occupancy_limiter: t.occupancy_limiter,
-            notes,
-            seconds: 0.0,
-            profile,
-        })
-    }
+            reference
+                .estimates
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key, r.clone());
+            r
+        }
+    };
+    trace("student profile", t0);
+    got
+}
 
-    /// For a bar against the CPU whose baseline is not pinned for the course (no
-    /// `<rubric>.calibration.json` entry): the bar's words ("faster than the single-threaded
-    /// CPU"). The CPU is then not timed at all.
-    fn unpinned_cpu(&self, against: &Against, case: &Case) -> Option<String> {
-        let (what, label) = match against {
-            Against::Cpu => ("cpu", "single-threaded CPU"),
-            Against::CpuParallel => ("cpu_parallel", "multi-threaded CPU"),
-            _ => return None,
-        };
-        let key = crate::measure::calibration::key(
-            &self.rubric.rubric.assignment,
-            what,
-            &case.name,
-            &case.vars,
+/// What the estimate says of its own precision, and how much its range widens for it.
+fn notes(profile: &KernelProfile, registers: Option<u32>) -> (Vec<String>, f64) {
+    let mut notes = Vec::new();
+    let mut widen = 1.0;
+    if registers.is_none() {
+        notes.push(format!(
+            "registers per thread unknown (no ptxas report for PTX or Numba kernels): {} assumed for occupancy",
+            model::DEFAULT_REGISTERS
+        ));
+        widen *= 1.15;
+    }
+    if profile.communicating && profile.sampled < profile.blocks {
+        notes.push(
+            "blocks exchange values through global atomics and only a sample of them was emulated: the estimate is rough".into(),
         );
-        if crate::measure::calibration::pinned(&self.rubric.path, &key).is_some() {
-            return None;
-        }
-        Some(format!("faster than the {label}"))
+        widen *= 1.6;
     }
+    if profile.sampled < profile.blocks {
+        notes.push(format!(
+            "{} of {} blocks emulated, scaled to the grid",
+            profile.sampled, profile.blocks
+        ));
+    }
+    (notes, widen)
+}
 
-    /// A reference kernel's profile on a case, emulated in the reference's worker once per run
-    /// (a cohort shares it).
-    fn reference_profile(
-        &mut self,
-        kernel: &str,
-        case: &str,
-        dims: LaunchDims,
-        inv: &Invocation,
-        g: &Gpu,
-    ) -> Result<KernelProfile, String> {
-        let key = format!("{kernel}|{case}|{dims:?}|{}", g.id);
-        let cached = self
-            .reference
-            .estimates
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
-        if let Some(r) = cached {
-            return r;
+/// The baseline's time by the same model (the reference kernel, cuBLAS, a device copy), or as
+/// pinned (a CPU).
+fn baseline_estimate(
+    ctx: &Ctx,
+    reference: &mut Reference,
+    choice: &BaselineChoice,
+    case: &CasePlan,
+    inv: &Invocation,
+    g: &Gpu,
+) -> Result<Option<BaselineEstimate>, String> {
+    Ok(match &choice.plan {
+        BaselinePlan::None => None,
+        BaselinePlan::Constant(ms) => Some(BaselineEstimate {
+            kind: choice
+                .record
+                .as_ref()
+                .map_or("cpu".into(), |r| r.kind.clone()),
+            ms: *ms,
+            estimated: false,
+            bytes: None,
+            profile: None,
+        }),
+        BaselinePlan::Reference(call) => {
+            let prof =
+                reference_profile(ctx, reference, &call.kernel, &case.name, call.dims, inv, g)?;
+            Some(BaselineEstimate {
+                kind: format!("reference:{}", call.kernel),
+                ms: model::time(&prof, g).ms,
+                estimated: true,
+                bytes: None,
+                profile: Some(prof),
+            })
         }
-        let registers = self
-            .reference
-            .resources
-            .iter()
-            .find(|k| k.name == kernel)
-            .map(|k| k.registers)
-            .filter(|&r| r > 0);
-        let ptx = self.reference.ptx.clone();
-        let contract = self.rubric.contract(&self.m.contract).clone();
-        let zeroed = zeroed_outputs(inv, &contract);
-        let r = match self.reference.worker() {
-            Ok(w) => {
-                // The reference's static shared memory, as its own module says.
-                let shared = match w.call(
-                    &Request::KernelInfo {
-                        kernel: kernel.to_string(),
-                    },
-                    &[],
-                    Duration::from_secs(30),
-                ) {
-                    Ok((Response::KernelInfo(Ok(i)), _)) => i.static_shared_bytes,
-                    _ => 0,
-                } + dims.shared_bytes;
-                profile_on(w, g, kernel, dims, inv, &zeroed, &ptx, registers, shared).map(
-                    |mut p| {
-                        p.registers = registers;
-                        p
-                    },
-                )
-            }
-            Err(e) => Err(e.0),
-        };
-        if self
-            .reference
-            .worker
-            .as_mut()
-            .is_some_and(|w| !w.is_alive())
-        {
-            self.reference.worker = None;
-        }
-        let r = r.map_err(|e| format!("the reference `{kernel}` could not be estimated: {e}"));
-        self.reference
-            .estimates
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, r.clone());
-        r
+        BaselinePlan::Cublas { m, n, k } => Some(BaselineEstimate {
+            kind: "cublas".into(),
+            ms: model::cublas_ms(*m as f64, *n as f64, *k as f64, g),
+            estimated: true,
+            bytes: None,
+            profile: None,
+        }),
+        BaselinePlan::Copy { bytes } => Some(BaselineEstimate {
+            kind: "copy".into(),
+            ms: model::copy_ms(*bytes as f64, g),
+            estimated: true,
+            bytes: Some(*bytes as f64),
+            profile: None,
+        }),
+    })
+}
+
+/// For a bar against the CPU whose baseline is not pinned for the course (no
+/// `<rubric>.calibration.json` entry): the bar's words ("faster than the single-threaded
+/// CPU"). The CPU is then not timed at all.
+fn unpinned_cpu(ctx: &Ctx, against: &Against, case: &CasePlan) -> Option<String> {
+    let (what, label) = match against {
+        Against::Cpu => ("cpu", "single-threaded CPU"),
+        Against::CpuParallel => ("cpu_parallel", "multi-threaded CPU"),
+        _ => return None,
+    };
+    let key =
+        crate::measure::calibration::key(&ctx.rubric.assignment, what, &case.name, &case.case.vars);
+    if crate::measure::calibration::pinned(&ctx.rubric.path, &key).is_some() {
+        return None;
     }
+    Some(format!("faster than the {label}"))
+}
+
+/// A reference kernel's profile on a case, emulated in the reference's worker once per run (a
+/// cohort shares it).
+fn reference_profile(
+    ctx: &Ctx,
+    reference: &mut Reference,
+    kernel: &str,
+    case: &str,
+    dims: LaunchDims,
+    inv: &Invocation,
+    g: &Gpu,
+) -> Result<KernelProfile, String> {
+    let key = format!("{kernel}|{case}|{dims:?}|{}", g.id);
+    let cached = reference
+        .estimates
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&key)
+        .cloned();
+    if let Some(r) = cached {
+        return r;
+    }
+    let registers = reference
+        .resources
+        .iter()
+        .find(|k| k.name == kernel)
+        .map(|k| k.registers)
+        .filter(|&r| r > 0);
+    let ptx = reference.ptx.clone();
+    let zeroed = zeroed_outputs(inv, &ctx.plan.contract);
+    let r = match reference.worker() {
+        Ok(w) => {
+            // The reference's static shared memory, as its own module says.
+            let shared = match w.call(
+                &Request::KernelInfo {
+                    kernel: kernel.to_string(),
+                },
+                &[],
+                Duration::from_secs(30),
+            ) {
+                Ok((Response::KernelInfo(Ok(i)), _)) => i.static_shared_bytes,
+                _ => 0,
+            } + dims.shared_bytes;
+            profile_on(w, g, kernel, dims, inv, &zeroed, &ptx, registers, shared).map(|mut p| {
+                p.registers = registers;
+                p
+            })
+        }
+        Err(e) => Err(e.0),
+    };
+    if reference.worker.as_mut().is_some_and(|w| !w.is_alive()) {
+        reference.worker = None;
+    }
+    let r = r.map_err(|e| format!("the reference `{kernel}` could not be estimated: {e}"));
+    reference
+        .estimates
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, r.clone());
+    r
 }
 
 /// "faster than the reference `k`" stays; a CPU baseline's measured time in the words is

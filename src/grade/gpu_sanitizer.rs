@@ -7,13 +7,12 @@
 //! for a finding or hide one. The PTX emulator's pass (`sanitizer::on_emulator`) runs as well:
 //! each finding says which one saw it. docs/sanitizers.md has the table.
 
-use super::correctness::sanitizer_check;
-use super::sanitizer;
+use super::context::{Ctx, Kernel};
+use super::sanitizer::{self, sanitizer_check};
 use crate::backend::Diagnostic;
 use crate::result::{Check, CheckKind};
-use crate::rubric::LoadedRubric;
-use crate::rubric::schema::Milestone;
-use crate::submission::Submission;
+use crate::worker::nsight::{kernel_job, tool_root};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -44,21 +43,34 @@ fn is_meta(text: &str) -> bool {
     META.iter().any(|m| text.starts_with(m))
 }
 
+/// The patterns of a compute-sanitizer report.
+struct Patterns {
+    place: regex::Regex,
+    who: regex::Regex,
+    at: regex::Regex,
+    hazards: regex::Regex,
+    /// `at kernel(float const*, int)+0x1a0 in /tmp/x/reduce.cu:20` -> `at reduce.cu:20`.
+    tidy: regex::Regex,
+    summary: regex::Regex,
+}
+
+static PATTERNS: std::sync::LazyLock<Patterns> = std::sync::LazyLock::new(|| {
+    let re = |p: &str| regex::Regex::new(p).expect("static regex");
+    Patterns {
+        place: re(r"in ([^\s:]+):(\d+)"),
+        who: re(r"thread \((\d+),\s*(\d+),\s*(\d+)\)\s+in block \((\d+),\s*(\d+),\s*(\d+)\)"),
+        at: re(r"\bat (.+?) in "),
+        hazards: re(r"\[(\d+) hazards?\]"),
+        tidy: re(r"at \S.*? in (?:\S*/)?([^/\s:]+:\d+)(?::\S+)?"),
+        summary: re(r"ERROR SUMMARY: (\d+) errors?"),
+    }
+});
+
 /// The findings of one tool's log (`compute-sanitizer --log-file`). A finding is a line of
 /// its own after `=========`; the indented lines after it say where (`at ... in file:line`),
 /// who (`by thread (x,y,z) in block (x,y,z)`) and, for races, how often (`[N hazards]`).
 /// Source paths keep their file name only, as the emulator's findings do.
 pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
-    let place = regex::Regex::new(r"in ([^\s:]+):(\d+)").expect("static regex");
-    let who = regex::Regex::new(
-        r"thread \((\d+),\s*(\d+),\s*(\d+)\)\s+in block \((\d+),\s*(\d+),\s*(\d+)\)",
-    )
-    .expect("static regex");
-    let at = regex::Regex::new(r"\bat (.+?) in ").expect("static regex");
-    let hazards = regex::Regex::new(r"\[(\d+) hazards?\]").expect("static regex");
-    // `at kernel(float const*, int)+0x1a0 in /tmp/x/reduce.cu:20` -> `at reduce.cu:20`.
-    let tidy =
-        regex::Regex::new(r"at \S.*? in (?:\S*/)?([^/\s:]+:\d+)(?::\S+)?").expect("static regex");
     let mut out: Vec<Diagnostic> = Vec::new();
     let mut cur: Option<Diagnostic> = None;
     // initcheck's "Host API memory access error" is a host-side copy (cugrade's own download
@@ -67,33 +79,6 @@ pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
     // the correctness and unwritten-output checks; a kernel's own uninitialized read is an
     // "Uninitialized __global__ memory read", which stays a finding.
     let mut harness = 0usize;
-    let absorb = |d: &mut Diagnostic, text: &str| {
-        if d.file.is_none()
-            && let Some(c) = place.captures(text)
-        {
-            let path = &c[1];
-            d.file = Some(path.rsplit(['/', '\\']).next().unwrap_or(path).to_string());
-            d.line = c[2].parse().ok();
-        }
-        if d.instruction.is_empty()
-            && let Some(c) = at.captures(text)
-        {
-            d.instruction = c[1].trim().to_string();
-        }
-        if let Some(c) = who.captures(text) {
-            let n = |k: usize| c[k].parse().unwrap_or(0);
-            d.thread = [n(1), n(2), n(3)];
-            d.block = [n(4), n(5), n(6)];
-        }
-        if let Some(c) = hazards.captures(text) {
-            d.repeats = c[1].parse::<u64>().unwrap_or(1).saturating_sub(1);
-        }
-        if text.starts_with("and ") && d.tool == "racecheck" {
-            let more = tidy.replace_all(text, "at $1");
-            let more = hazards.replace_all(&more, "");
-            d.message = format!("{} {}", d.message, more.trim());
-        }
-    };
     for line in log.lines() {
         let Some(rest) = line.strip_prefix("=========") else {
             continue;
@@ -114,46 +99,83 @@ pub fn parse(tool: &str, log: &str) -> Vec<Diagnostic> {
             harness += 1;
             continue;
         }
-        let message = tidy.replace_all(text, "at $1").trim().to_string();
-        let message = message
-            .trim_start_matches("Error: ")
-            .trim_start_matches("Warning: ")
-            .to_string();
-        let mut d = Diagnostic {
-            tool: tool.to_string(),
-            message,
-            thread: [0; 3],
-            block: [0; 3],
-            instruction: String::new(),
-            file: None,
-            line: None,
-            repeats: 0,
-        };
-        absorb(&mut d, text);
-        cur = Some(d);
+        cur = Some(finding(tool, text));
     }
     out.extend(cur.take());
-    // The tool's own summary says errors without saying which: one finding then.
-    let summary = regex::Regex::new(r"ERROR SUMMARY: (\d+) errors?").expect("static regex");
-    if out.is_empty()
-        && harness == 0
-        && let Some(n) = summary
-            .captures(log)
-            .and_then(|c| c[1].parse::<u64>().ok())
-            .filter(|&n| n > 0)
-    {
-        out.push(Diagnostic {
-            tool: tool.to_string(),
-            message: format!("{tool} reported {n} error(s) without a location"),
-            thread: [0; 3],
-            block: [0; 3],
-            instruction: String::new(),
-            file: None,
-            line: None,
-            repeats: n.saturating_sub(1),
-        });
+    if out.is_empty() && harness == 0 {
+        out.extend(unlocated(tool, log));
     }
     out
+}
+
+/// A finding's first line.
+fn finding(tool: &str, text: &str) -> Diagnostic {
+    let message = PATTERNS.tidy.replace_all(text, "at $1").trim().to_string();
+    let message = message
+        .trim_start_matches("Error: ")
+        .trim_start_matches("Warning: ")
+        .to_string();
+    let mut d = Diagnostic {
+        tool: tool.to_string(),
+        message,
+        thread: [0; 3],
+        block: [0; 3],
+        instruction: String::new(),
+        file: None,
+        line: None,
+        repeats: 0,
+    };
+    absorb(&mut d, text);
+    d
+}
+
+/// What one line of a finding says: where, who, how often.
+fn absorb(d: &mut Diagnostic, text: &str) {
+    let p = &*PATTERNS;
+    if d.file.is_none()
+        && let Some(c) = p.place.captures(text)
+    {
+        let path = &c[1];
+        d.file = Some(path.rsplit(['/', '\\']).next().unwrap_or(path).to_string());
+        d.line = c[2].parse().ok();
+    }
+    if d.instruction.is_empty()
+        && let Some(c) = p.at.captures(text)
+    {
+        d.instruction = c[1].trim().to_string();
+    }
+    if let Some(c) = p.who.captures(text) {
+        let n = |k: usize| c[k].parse().unwrap_or(0);
+        d.thread = [n(1), n(2), n(3)];
+        d.block = [n(4), n(5), n(6)];
+    }
+    if let Some(c) = p.hazards.captures(text) {
+        d.repeats = c[1].parse::<u64>().unwrap_or(1).saturating_sub(1);
+    }
+    if text.starts_with("and ") && d.tool == "racecheck" {
+        let more = p.tidy.replace_all(text, "at $1");
+        let more = p.hazards.replace_all(&more, "");
+        d.message = format!("{} {}", d.message, more.trim());
+    }
+}
+
+/// The tool's own summary says errors without saying which: one finding then.
+fn unlocated(tool: &str, log: &str) -> Option<Diagnostic> {
+    let n = PATTERNS
+        .summary
+        .captures(log)
+        .and_then(|c| c[1].parse::<u64>().ok())
+        .filter(|&n| n > 0)?;
+    Some(Diagnostic {
+        tool: tool.to_string(),
+        message: format!("{tool} reported {n} error(s) without a location"),
+        thread: [0; 3],
+        block: [0; 3],
+        instruction: String::new(),
+        file: None,
+        line: None,
+        repeats: n.saturating_sub(1),
+    })
 }
 
 /// Run `tool` of compute-sanitizer `cs` on the job in `dir`; the log's text.
@@ -212,43 +234,32 @@ fn run_tool(cs: &Path, tool: &str, dir: &Path, job: &Path) -> Result<String, Str
     Ok(text)
 }
 
-/// compute-sanitizer `cs` on milestone `m`'s kernel (from `ptx`) for its smallest correctness
-/// cases: one failing `sanitizer` check per distinct finding (tool and source line), or one
-/// passing check `sanitizer (GPU)` naming the tools and cases. A tool that cannot run gives a
-/// skipped check with the reason (not a verdict: the emulator's pass still runs).
-#[allow(clippy::too_many_arguments)]
-pub fn on_gpu(
-    cs: &Path,
-    rubric: &LoadedRubric,
-    m: &Milestone,
-    sub: &Submission,
-    ptx: &str,
-    numba: Option<&crate::compile::numba::Signature>,
-    opts: &super::Options,
-) -> Vec<Check> {
-    let name = "sanitizer (GPU)";
-    let cases = sanitizer::smallest_cases(rubric, m);
+/// compute-sanitizer `cs` on the milestone's kernel for its smallest correctness cases: one
+/// failing `sanitizer` check per distinct finding (tool and source line), or one passing check
+/// `sanitizer (GPU)` naming the tools and cases. A tool that cannot run gives a skipped check
+/// with the reason (not a verdict: the emulator's pass still runs).
+pub(super) fn on_gpu(cs: &Path, ctx: &Ctx, kernel: &Kernel) -> Vec<Check> {
+    let cases = sanitizer::smallest_cases(ctx.plan);
     if cases.is_empty() {
         return vec![Check::skipped(
             CheckKind::Sanitizer,
-            name,
+            NAME,
             "no correctness case is small enough for compute-sanitizer",
         )];
     }
     let mut out: Vec<Check> = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     let mut ran: Vec<String> = Vec::new();
     let mut problems: Vec<String> = Vec::new();
     for case in cases {
-        let job = crate::profile::kernel_job(
-            rubric,
-            sub,
-            m,
+        let job = kernel_job(
+            ctx.plan,
             case,
-            ptx,
-            numba,
-            opts,
-            crate::profile::tool_root(cs),
+            kernel.ptx,
+            kernel.numba.as_ref(),
+            ctx.opts.seed,
+            ctx.opts.device,
+            tool_root(cs),
             TIMEOUT,
         );
         let (dir, job) = match job {
@@ -261,18 +272,7 @@ pub fn on_gpu(
         let mut all = true;
         for tool in TOOLS {
             match run_tool(cs, tool, dir.path(), &job) {
-                Ok(log) => {
-                    for d in parse(tool, &log) {
-                        let key = (d.tool.clone(), d.file.clone(), d.line, d.message.clone());
-                        if seen.insert(key) {
-                            let mut c = sanitizer_check(&d, &case.name);
-                            c.message = format!("{} (compute-sanitizer on the GPU)", c.message);
-                            c.details = (!d.instruction.is_empty())
-                                .then(|| format!("at {}", d.instruction));
-                            out.push(c);
-                        }
-                    }
-                }
+                Ok(log) => out.extend(findings(tool, &log, &case.name, &mut seen)),
                 Err(e) => {
                     all = false;
                     problems.push(format!("{}: {e}", case.name));
@@ -286,10 +286,37 @@ pub fn on_gpu(
     if !out.is_empty() {
         return out;
     }
+    summary(&ran, &problems)
+}
+
+const NAME: &str = "sanitizer (GPU)";
+
+/// The checks of one tool's log on one case: each finding not seen before.
+fn findings(
+    tool: &str,
+    log: &str,
+    case: &str,
+    seen: &mut BTreeSet<(String, Option<String>, Option<u32>, String)>,
+) -> Vec<Check> {
+    let mut out = Vec::new();
+    for d in parse(tool, log) {
+        let key = (d.tool.clone(), d.file.clone(), d.line, d.message.clone());
+        if seen.insert(key) {
+            let mut c = sanitizer_check(&d, case);
+            c.message = format!("{} (compute-sanitizer on the GPU)", c.message);
+            c.details = (!d.instruction.is_empty()).then(|| format!("at {}", d.instruction));
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// No finding: a passing check naming the cases, or a skipped one when no case could run.
+fn summary(ran: &[String], problems: &[String]) -> Vec<Check> {
     if ran.is_empty() {
         return vec![Check::skipped(
             CheckKind::Sanitizer,
-            name,
+            NAME,
             format!(
                 "compute-sanitizer could not check the kernel ({}); the PTX emulator's pass still ran",
                 problems.join("; ")
@@ -298,7 +325,7 @@ pub fn on_gpu(
     }
     let mut c = Check::pass(
         CheckKind::Sanitizer,
-        name,
+        NAME,
         format!(
             "{TOOL} found nothing on case{} {}",
             if ran.len() > 1 { "s" } else { "" },

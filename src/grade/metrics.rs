@@ -1,21 +1,24 @@
 //! Metric checks (coalescing, bank conflicts, ...). On the emulator they read its
 //! deterministic counters; on `--backend cuda` they come from the GPU, through Nsight Compute
-//! (`ncu`, run on the metric's case as `check --profile` runs it: `profile::kernel_job`), so
+//! (`ncu`, run on the metric's case as `check --profile` runs it: `worker::nsight::kernel_job`), so
 //! that no part of a GPU grade rests on what the emulator saw. Without ncu (or when the GPU's
 //! counters cannot be read: no permission, a driver without the metric) the check is skipped
 //! with the reason and its points are withheld as provisional, as speed is without a GPU. The
 //! emulator's value for the same case is still computed on a GPU run: a large gap between the
 //! two is flagged to the instructor (`cross::metrics_disagree`).
 
-use super::*;
+use super::context::{Ctx, Kernel, worker_options};
+use super::run::{describe_run_error, run_on, student_invocation, variant};
 use crate::backend::{BackendKind, Metrics};
+use crate::hints;
 use crate::inputs;
-use crate::profile::NcuRow;
-use crate::result::{Check, CheckKind};
-use crate::rubric::case_vars;
+use crate::result::{Check, CheckKind, Flag, Status};
+use crate::rubric::plan::CasePlan;
 use crate::rubric::schema::MetricSpec;
+use crate::worker::nsight::{NcuRow, kernel_job, run_ncu, tool_root};
 use crate::worker::protocol::{Request, Response};
 use crate::worker::{Role, Worker};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// The `cause` of a metric check skipped because the GPU's counters could not be read: its
@@ -76,203 +79,227 @@ pub fn ncu_value(rows: &[NcuRow], kernel: &str, name: &str) -> Option<f64> {
     }
 }
 
-impl MilestoneRun<'_> {
-    /// The milestone's metric checks. `metrics_by_case`: what the emulator backend collected
-    /// during the correctness cases (empty on a GPU).
-    pub(super) fn metric_checks(
-        &mut self,
-        metrics_by_case: &HashMap<String, Metrics>,
-        ptx: &str,
-        max_threads: u32,
-    ) -> Vec<Check> {
-        let specs = self.m.metrics.clone();
-        if self.opts.backend != BackendKind::Cuda {
-            return specs
-                .iter()
-                .map(|x| match metrics_by_case.get(&x.case) {
-                    Some(mx) => metric_check(x, mx),
-                    None => Check::skipped(
-                        CheckKind::Metric,
-                        x.metric.clone(),
-                        format!("no metrics collected for case {}", x.case),
-                    )
-                    .with_case(x.case.clone()),
-                })
-                .collect();
+/// The milestone's metric checks, and flags where the emulator and the GPU disagree.
+/// `metrics_by_case`: what the emulator backend collected during the correctness cases (empty
+/// on a GPU); `correct`: nothing is wrong so far (the GPU's counters are read only then).
+pub(super) fn stage(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    metrics_by_case: &HashMap<String, Metrics>,
+    correct: bool,
+) -> (Vec<Check>, Vec<Flag>) {
+    let specs: Vec<MetricSpec> = ctx.plan.metrics.iter().map(|x| x.spec.clone()).collect();
+    if !ctx.on_gpu() {
+        let checks = specs
+            .iter()
+            .map(|x| match metrics_by_case.get(&x.case) {
+                Some(mx) => metric_check(x, mx),
+                None => Check::skipped(
+                    CheckKind::Metric,
+                    x.metric.clone(),
+                    format!("no metrics collected for case {}", x.case),
+                )
+                .with_case(x.case.clone()),
+            })
+            .collect();
+        return (checks, vec![]);
+    }
+    let mut cases: Vec<String> = specs.iter().map(|x| x.case.clone()).collect();
+    cases.sort();
+    cases.dedup();
+    let ncu = crate::worker::nsight::find_ncu();
+    let mut gpu: HashMap<String, Result<Vec<NcuRow>, String>> = HashMap::new();
+    let mut emu: HashMap<String, Result<Metrics, String>> = HashMap::new();
+    for case in &cases {
+        emu.insert(case.clone(), emulator_metrics(ctx, kernel, case));
+        if !correct {
+            continue;
         }
-        let correct = score::nothing_wrong(&self.checks);
-        let mut cases: Vec<String> = specs.iter().map(|x| x.case.clone()).collect();
-        cases.dedup();
-        cases.sort();
-        cases.dedup();
-        let ncu = crate::profile::find_ncu();
-        let mut gpu: HashMap<String, Result<Vec<NcuRow>, String>> = HashMap::new();
-        let mut emu: HashMap<String, Result<Metrics, String>> = HashMap::new();
-        for case in &cases {
-            emu.insert(case.clone(), self.emulator_metrics(case, ptx, max_threads));
-            if !correct {
-                continue;
-            }
-            let rows = match &ncu {
-                None => Err(
-                    "Nsight Compute (ncu) is not installed on this machine, so the GPU's counters were not read".to_string(),
-                ),
-                Some(ncu) => self.gpu_metrics(ncu, case, ptx, &specs),
-            };
-            gpu.insert(case.clone(), rows);
-        }
-        let mut out = Vec::new();
-        for x in &specs {
+        let rows = match &ncu {
+            None => Err(
+                "Nsight Compute (ncu) is not installed on this machine, so the GPU's counters were not read".to_string(),
+            ),
+            Some(ncu) => gpu_metrics(ctx, kernel, ncu, case, &specs),
+        };
+        gpu.insert(case.clone(), rows);
+    }
+    let mut flags = Vec::new();
+    let checks = specs
+        .iter()
+        .map(|x| {
             let emulated = emu
                 .get(&x.case)
                 .and_then(|r| r.as_ref().ok())
                 .and_then(|mx| mx.by_name(&x.metric));
-            let c = match gpu.get(&x.case) {
-                None => Check::skipped(
-                    CheckKind::Metric,
-                    x.metric.clone(),
-                    "not measured: the kernel is not correct yet",
-                )
-                .with_case(x.case.clone()),
-                Some(Ok(rows)) => match ncu_value(rows, &self.m.kernel, &x.metric) {
-                    Some(v) => {
-                        if let Some(e) =
-                            emulated.filter(|&e| super::cross::metrics_disagree(&x.metric, e, v))
-                        {
-                            self.flags.push(crate::result::Flag {
-                                kind: "backends-disagree".into(),
-                                milestone: Some(self.m.id.clone()),
-                                location: None,
-                                message: format!(
-                                    "`{}` has {} = {e:.1} on the PTX emulator and {v:.1} on the GPU for the same case ({}): its memory accesses differ between the two, as when a kernel checks where it runs (timers, SM ids)",
-                                    self.m.kernel, x.metric, x.case
-                                ),
-                            });
-                        }
-                        let mut c = metric_value_check(x, Some(v));
-                        c.message.push_str(" on the GPU (Nsight Compute)");
-                        c
-                    }
-                    None => {
-                        let mut c = metric_value_check(x, None);
-                        c.message.push_str(" on the GPU (Nsight Compute)");
-                        c
-                    }
-                },
-                Some(Err(why)) => {
-                    let seen = emulated
-                        .map(|e| format!(" (the PTX emulator measured {e:.1} on this case; it does not count on a GPU run)"))
-                        .unwrap_or_default();
-                    let mut c = Check::skipped(
-                        CheckKind::Metric,
-                        x.metric.clone(),
-                        format!(
-                            "not measured on the GPU: {why}; its {} points are withheld until a GPU run can read the counters{seen}",
-                            x.points
-                        ),
-                    )
-                    .with_case(x.case.clone())
-                    .with_hint("Install NVIDIA Nsight Compute (`ncu`, in the CUDA toolkit) on the grading machine and allow profiling (NVreg_RestrictProfilingToAdminUsers=0, or grade as root); `cugrade doctor` says what it finds.");
-                    c.cause = Some(NO_GPU_COUNTERS.into());
-                    c
-                }
-            };
-            out.push(c);
-        }
-        out
-    }
+            gpu_check(ctx, x, gpu.get(&x.case), emulated, &mut flags)
+        })
+        .collect();
+    (checks, flags)
+}
 
-    /// One launch of the kernel on correctness case `case` under Nsight Compute, reading the
-    /// counters `specs` need.
-    fn gpu_metrics(
-        &self,
-        ncu: &std::path::Path,
-        case: &str,
-        ptx: &str,
-        specs: &[MetricSpec],
-    ) -> Result<Vec<NcuRow>, String> {
-        let Some(c) = self.rubric.correctness_case(case) else {
-            return Err(format!("unknown case {case}"));
-        };
-        let mut wanted: Vec<&str> = specs
-            .iter()
-            .filter(|x| x.case == case)
-            .flat_map(|x| ncu_metrics_for(&x.metric).iter().copied())
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        if wanted.is_empty() {
-            return Ok(vec![]);
+/// One metric check on a GPU run: the GPU's value (`gpu`: the rows ncu read on the check's
+/// case, `None` when the kernel was not correct), beside the emulator's (`emulated`).
+fn gpu_check(
+    ctx: &Ctx,
+    x: &MetricSpec,
+    gpu: Option<&Result<Vec<NcuRow>, String>>,
+    emulated: Option<f64>,
+    flags: &mut Vec<Flag>,
+) -> Check {
+    let rows = match gpu {
+        None => {
+            return Check::skipped(
+                CheckKind::Metric,
+                x.metric.clone(),
+                "not measured: the kernel is not correct yet",
+            )
+            .with_case(x.case.clone());
         }
-        let (dir, job) = crate::profile::kernel_job(
-            self.rubric,
-            self.sub,
-            self.m,
-            c,
-            ptx,
-            self.numba.as_ref(),
-            self.opts,
-            crate::profile::tool_root(ncu),
-            Duration::from_secs(180),
-        )?;
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let args: Vec<std::ffi::OsString> = vec!["__profile-kernel".into(), job.into_os_string()];
-        let rows = crate::profile::run_ncu(
-            ncu,
-            &exe,
-            &args,
-            std::slice::from_ref(&self.m.kernel),
-            dir.path(),
-            &wanted,
-        )?;
-        if !rows.iter().any(|r| r.kernel == self.m.kernel) {
-            return Err("Nsight Compute measured no launch of the kernel".into());
-        }
-        Ok(rows)
+        Some(Err(why)) => return no_gpu_counters(x, why, emulated),
+        Some(Ok(rows)) => rows,
+    };
+    let v = ncu_value(rows, &ctx.plan.kernel, &x.metric);
+    if let (Some(v), Some(e)) = (v, emulated)
+        && super::cross::metrics_disagree(&x.metric, e, v)
+    {
+        flags.push(Flag {
+            kind: "backends-disagree".into(),
+            milestone: Some(ctx.plan.milestone.id.clone()),
+            location: None,
+            message: format!(
+                "`{}` has {} = {e:.1} on the PTX emulator and {v:.1} on the GPU for the same case ({}): its memory accesses differ between the two, as when a kernel checks where it runs (timers, SM ids)",
+                ctx.plan.kernel, x.metric, x.case
+            ),
+        });
     }
+    let mut c = metric_value_check(x, v);
+    c.message.push_str(" on the GPU (Nsight Compute)");
+    c
+}
 
-    /// The emulator's counters for one launch on correctness case `case` (a worker of its own).
-    fn emulator_metrics(&self, case: &str, ptx: &str, max_threads: u32) -> Result<Metrics, String> {
-        let Some(case) = self.rubric.correctness_case(case).cloned() else {
-            return Err(format!("unknown case {case}"));
-        };
-        let mut w = Worker::spawn(&worker_options(
-            &self.opts.protected,
-            Role::Run,
-            BackendKind::Emu,
-            0,
-        ))?;
-        match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
-            Ok((Response::Loaded { error: None }, _)) => {}
-            other => {
-                return Err(format!(
-                    "the emulator could not load the module: {:?}",
-                    other.map(|r| variant(&r.0))
-                ));
-            }
+/// A metric the GPU's counters could not give: skipped, its points withheld.
+fn no_gpu_counters(x: &MetricSpec, why: &str, emulated: Option<f64>) -> Check {
+    let seen = emulated
+        .map(|e| {
+            format!(
+                " (the PTX emulator measured {e:.1} on this case; it does not count on a GPU run)"
+            )
+        })
+        .unwrap_or_default();
+    let mut c = Check::skipped(
+        CheckKind::Metric,
+        x.metric.clone(),
+        format!(
+            "not measured on the GPU: {why}; its {} points are withheld until a GPU run can read the counters{seen}",
+            x.points
+        ),
+    )
+    .with_case(x.case.clone())
+    .with_hint("Install NVIDIA Nsight Compute (`ncu`, in the CUDA toolkit) on the grading machine and allow profiling (NVreg_RestrictProfilingToAdminUsers=0, or grade as root); `cugrade doctor` says what it finds.");
+    c.cause = Some(NO_GPU_COUNTERS.into());
+    c
+}
+
+/// One launch of the kernel on correctness case `case` under Nsight Compute, reading the
+/// counters `specs` need.
+fn gpu_metrics(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    ncu: &std::path::Path,
+    case: &str,
+    specs: &[MetricSpec],
+) -> Result<Vec<NcuRow>, String> {
+    let Some(c) = metric_case(ctx, case) else {
+        return Err(format!("unknown case {case}"));
+    };
+    let mut wanted: Vec<&str> = specs
+        .iter()
+        .filter(|x| x.case == case)
+        .flat_map(|x| ncu_metrics_for(&x.metric).iter().copied())
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    if wanted.is_empty() {
+        return Ok(vec![]);
+    }
+    let (dir, job) = kernel_job(
+        ctx.plan,
+        c,
+        kernel.ptx,
+        kernel.numba.as_ref(),
+        ctx.opts.seed,
+        ctx.opts.device,
+        tool_root(ncu),
+        Duration::from_secs(180),
+    )?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let args: Vec<std::ffi::OsString> = vec!["__profile-kernel".into(), job.into_os_string()];
+    let name = &ctx.plan.kernel;
+    let rows = run_ncu(
+        ncu,
+        &exe,
+        &args,
+        std::slice::from_ref(name),
+        dir.path(),
+        &wanted,
+    )?;
+    if !rows.iter().any(|r| &r.kernel == name) {
+        return Err("Nsight Compute measured no launch of the kernel".into());
+    }
+    Ok(rows)
+}
+
+/// The correctness case a metric check names.
+fn metric_case<'a>(ctx: &Ctx<'a>, case: &str) -> Option<&'a CasePlan> {
+    ctx.plan
+        .metrics
+        .iter()
+        .filter(|x| x.spec.case == case)
+        .find_map(|x| x.case.as_ref())
+}
+
+/// The emulator's counters for one launch on correctness case `case` (a worker of its own).
+fn emulator_metrics(ctx: &Ctx, kernel: &Kernel, case: &str) -> Result<Metrics, String> {
+    let Some(case) = metric_case(ctx, case) else {
+        return Err(format!("unknown case {case}"));
+    };
+    let mut w = Worker::spawn(&worker_options(
+        &ctx.opts.protected,
+        Role::Run,
+        BackendKind::Emu,
+        0,
+    ))?;
+    match w.call(
+        &Request::Load,
+        &[kernel.ptx.as_bytes()],
+        Duration::from_secs(60),
+    ) {
+        Ok((Response::Loaded { error: None }, _)) => {}
+        other => {
+            return Err(format!(
+                "the emulator could not load the module: {:?}",
+                other.map(|r| variant(&r.0))
+            ));
         }
-        let dims = self.dims_for(&case, max_threads)?;
-        let contract = self.rubric.contract(&self.m.contract);
-        let inv = inputs::generate(
-            contract,
-            &case_vars(&case),
-            inputs::trial_seed(self.opts.seed, &case.name, 0),
-        )?;
-        let student_inv = student_invocation(&self.numba, &inv, contract).map_err(|e| e.0)?;
-        match run_on(
-            &mut w,
-            &self.m.kernel,
-            &student_inv,
-            dims,
-            Duration::from_secs_f64(self.rubric.rubric.timeouts.launch_s * 10.0),
-            None,
-        ) {
-            Ok(r) => r
-                .report
-                .metrics
-                .ok_or_else(|| "the emulator returned no metrics".to_string()),
-            Err(e) => Err(describe_run_error(&e)),
-        }
+    }
+    let dims = case
+        .launch
+        .clone()
+        .and_then(|d| inputs::check_limits(&d, kernel.info.max_threads_per_block).map(|()| d))?;
+    let contract = &ctx.plan.contract;
+    let inv = inputs::generate(
+        contract,
+        &case.vars,
+        inputs::trial_seed(ctx.opts.seed, &case.name, 0),
+    )?;
+    let student_inv = student_invocation(&kernel.numba, &inv, contract).map_err(|e| e.0)?;
+    let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s * 10.0);
+    match run_on(&mut w, &ctx.plan.kernel, &student_inv, dims, limit, None) {
+        Ok(r) => r
+            .report
+            .metrics
+            .ok_or_else(|| "the emulator returned no metrics".to_string()),
+        Err(e) => Err(describe_run_error(&e)),
     }
 }
 

@@ -3,11 +3,12 @@
 //! checks that point at `file.py:LINE`, and carry each kernel's signature to the launches,
 //! which use Numba's calling convention (`inputs::numba_invocation`).
 
-use super::{Infrastructure, Options};
-use crate::compile::numba::{self, NumbaKernel, Signature};
+use super::context::{Infrastructure, Options};
+use crate::compile::numba::{self, NumbaKernel};
 use crate::compile::toolchain;
 use crate::result::{Check, CheckKind};
-use crate::rubric::LoadedRubric;
+use crate::rubric::convention::Signature;
+use crate::rubric::plan::Plan;
 use crate::rubric::schema::Language;
 use crate::submission::Submission;
 use crate::worker::protocol::{Request, Response};
@@ -110,7 +111,7 @@ pub fn compile_in_worker(
         }),
         Ok((other, _)) => Err(NumbaFailure::Answer(format!(
             "unexpected answer from the compile worker: {}",
-            super::variant(&other)
+            super::run::variant(&other)
         ))),
         Err(WorkerFailure::Timeout(d)) => Err(NumbaFailure::Timeout(d)),
         Err(f) => Err(NumbaFailure::Crashed(f.to_string(), worker.output().text())),
@@ -121,7 +122,7 @@ pub fn compile_in_worker(
 /// that cannot be installed or does not compile even cugrade's own test kernel is the grading
 /// machine's fault (`Err`: exit 3), never the student's compile error.
 pub fn compile(
-    rubric: &LoadedRubric,
+    plan: &Plan,
     sub: &Submission,
     opts: &Options,
 ) -> Result<NumbaKernels, Infrastructure> {
@@ -129,21 +130,15 @@ pub fn compile(
     if sub.python.is_empty() {
         return Ok(out);
     }
-    let rb = &rubric.rubric;
     let mut kernels: Vec<NumbaKernel> = vec![];
-    for m in &rb.milestones {
+    for m in &plan.milestones {
         if kernels.iter().any(|k| k.name == m.kernel) {
             continue;
         }
         kernels.push(NumbaKernel {
             name: m.kernel.clone(),
-            signatures: numba::signatures(rubric.contract(&m.contract), rb.numba_arrays),
-            params: rubric
-                .contract(&m.contract)
-                .params
-                .iter()
-                .map(|p| p.name.clone())
-                .collect(),
+            signatures: m.numba_signatures.clone(),
+            params: m.contract.params.iter().map(|p| p.name.clone()).collect(),
         });
     }
     let all_fail = |out: &mut NumbaKernels, check: Check| {
@@ -164,8 +159,8 @@ pub fn compile(
     // budget (the worker stops Python when it runs out, whatever the number of kernels), and
     // each kernel the rubric's compile time. This deadline only matters if the worker itself
     // stops answering.
-    let per_kernel = Duration::from_secs_f64(rb.timeouts.compile_s);
-    let import = Duration::from_secs_f64(rb.timeouts.import_s.clamp(0.1, 3600.0));
+    let per_kernel = Duration::from_secs_f64(plan.timeouts.compile_s);
+    let import = Duration::from_secs_f64(plan.timeouts.import_s.clamp(0.1, 3600.0));
     let timeout = crate::compile::numba::STARTUP
         + import
         + Duration::from_secs(5)
@@ -354,8 +349,8 @@ fn probe(
 }
 
 /// Languages of the submission the rubric does not accept: one failing check each.
-pub fn refused_languages(rubric: &LoadedRubric, sub: &Submission) -> Vec<(Language, Check)> {
-    let Some(accepted) = &rubric.rubric.languages else {
+pub fn refused_languages(plan: &Plan, sub: &Submission) -> Vec<(Language, Check)> {
+    let Some(accepted) = &plan.languages else {
         return vec![];
     };
     let names: Vec<&str> = accepted.iter().map(|l| l.as_str()).collect();

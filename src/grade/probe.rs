@@ -2,13 +2,14 @@
 //! in a sandboxed compile worker (the same uid, mount view, Landlock rules and seccomp filter
 //! as a student's compile), so that doctor cannot say "ok" where grading fails.
 
-use super::Options;
 use super::compiling::compile_all;
+use super::context::Options;
 use super::numba::{NumbaFailure, compile_in_worker};
 use crate::backend::BackendKind;
 use crate::compile::SourceFile;
-use crate::compile::numba::{NumbaKernel, Signature};
+use crate::compile::numba::NumbaKernel;
 use crate::compile::toolchain;
+use crate::rubric::convention::Signature;
 use crate::worker::{Role, WorkerOptions};
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
 //! Resource facts of a kernel: registers, shared memory, local-memory spills and theoretical
 //! occupancy, with a note when occupancy is what limits it. Informational: no points.
 
-use super::*;
-use crate::backend::KernelInfo;
+use crate::backend::{KernelInfo, LaunchDims};
 use crate::result::KernelResources;
+use crate::result::{Check, CheckKind};
 
 /// Per-SM limits of the device (Hopper, sm_90, unless measured otherwise).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -104,15 +104,15 @@ pub(super) fn variant(r: &Response) -> &'static str {
 /// The student's view of an invocation: as is for CUDA C++ and PTX, Numba's array
 /// descriptors for a Numba kernel.
 pub(super) fn student_invocation<'i>(
-    numba: &Option<crate::compile::numba::Signature>,
+    numba: &Option<crate::rubric::convention::Signature>,
     inv: &'i Invocation,
     contract: &crate::rubric::schema::Contract,
-) -> Result<std::borrow::Cow<'i, Invocation>, super::Infrastructure> {
+) -> Result<std::borrow::Cow<'i, Invocation>, super::context::Infrastructure> {
     match numba {
         None => Ok(std::borrow::Cow::Borrowed(inv)),
         Some(sig) => crate::inputs::numba_invocation(inv, contract, sig)
             .map(std::borrow::Cow::Owned)
-            .map_err(|e| super::Infrastructure(format!("Numba arguments: {e}"))),
+            .map_err(|e| super::context::Infrastructure(format!("Numba arguments: {e}"))),
     }
 }
 

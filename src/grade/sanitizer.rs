@@ -4,18 +4,19 @@
 //! on the PTX emulator, whose memcheck, racecheck, synccheck and initcheck see every access.
 //! The check says which tool was used. docs/sanitizers.md has the table of what runs where.
 
-use super::correctness::sanitizer_check;
-use super::run::{RunError, variant};
-use super::run::{describe_run_error, run_on};
-use super::worker_options;
-use crate::backend::{BackendKind, LaunchDims};
+use super::context::{Ctx, Kernel, worker_options};
+use super::reference::Reference;
+use super::run::{RunError, describe_run_error, run_on, variant};
+use super::{cross, gpu_sanitizer};
+use crate::backend::BackendKind;
+use crate::hints;
 use crate::inputs;
-use crate::result::{Check, CheckKind};
-use crate::rubric::schema::{Case, Milestone};
-use crate::rubric::{self, LoadedRubric, case_vars};
-use crate::submission::{self, Submission};
+use crate::result::{Check, CheckKind, Flag};
+use crate::rubric::convention::Signature;
+use crate::rubric::plan::{CasePlan, MilestonePlan};
 use crate::worker::protocol::{Request, Response};
 use crate::worker::{Role, Worker};
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,16 +29,36 @@ pub const TOOL: &str = "the PTX emulator's memcheck, racecheck, synccheck and in
 
 /// The smallest correctness cases of a milestone (by the elements its buffers hold), at most
 /// [`CASES`], none over [`MAX_ELEMENTS`].
-pub fn smallest_cases<'a>(rubric: &'a LoadedRubric, m: &Milestone) -> Vec<&'a Case> {
-    let contract = rubric.contract(&m.contract);
-    let mut sized: Vec<(usize, &Case)> = rubric
-        .cases_for(m)
-        .into_iter()
-        .map(|case| (rubric::case_elements(contract, case), case))
-        .filter(|(n, _)| *n <= MAX_ELEMENTS)
+pub fn smallest_cases(plan: &MilestonePlan) -> Vec<&CasePlan> {
+    let mut sized: Vec<&CasePlan> = plan
+        .cases
+        .iter()
+        .filter(|c| c.elements <= MAX_ELEMENTS)
         .collect();
-    sized.sort_by_key(|(n, _)| *n);
-    sized.into_iter().take(CASES).map(|(_, c)| c).collect()
+    sized.sort_by_key(|c| c.elements);
+    sized.into_iter().take(CASES).collect()
+}
+
+/// The sanitizer stage (cuda backend): the smallest cases again on the PTX emulator (its
+/// sanitizers see every access), and under compute-sanitizer on the GPU where it is installed;
+/// the emulator's outputs are compared with the GPU's on the same inputs (`cross`).
+pub(super) fn stage(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    reference: &mut Reference,
+    gpu_outputs: &HashMap<String, Vec<Vec<u8>>>,
+) -> (Vec<Check>, Vec<Flag>) {
+    let (found, emulated) = on_emulator(
+        ctx.plan,
+        kernel.ptx,
+        kernel.numba.as_ref(),
+        ctx.opts.seed,
+        &ctx.opts.protected,
+    );
+    let on_gpu = crate::worker::nsight::find_tool("compute-sanitizer")
+        .map(|cs| gpu_sanitizer::on_gpu(&cs, ctx, kernel));
+    let checks = merge_findings(found, on_gpu);
+    (checks, cross::flags(ctx, reference, gpu_outputs, &emulated))
 }
 
 /// One case's name and the emulator's allocations after it (for the cross-check).
@@ -50,16 +71,14 @@ pub type CaseOutputs = (String, Vec<Vec<u8>>);
 /// skipped check, never a verdict against the student. Also returns each case's output
 /// allocations from the emulator (for the cross-check with the GPU's, `grade::cross`).
 pub fn on_emulator(
-    rubric: &LoadedRubric,
-    m: &Milestone,
-    sub: &Submission,
+    plan: &MilestonePlan,
     ptx: &str,
-    numba: Option<&crate::compile::numba::Signature>,
+    numba: Option<&Signature>,
     seed: u64,
     protected: &[PathBuf],
 ) -> (Vec<Check>, Vec<CaseOutputs>) {
     let mut outputs = Vec::new();
-    let checks = emulate(rubric, m, sub, ptx, numba, seed, protected, &mut outputs);
+    let checks = emulate(plan, ptx, numba, seed, protected, &mut outputs);
     (checks, outputs)
 }
 
@@ -83,97 +102,47 @@ pub fn merge_findings(emulator: Vec<Check>, gpu: Option<Vec<Check>>) -> Vec<Chec
     gpu
 }
 
-#[allow(clippy::too_many_arguments)]
+const NAME: &str = "sanitizer (emulator)";
+
 fn emulate(
-    rubric: &LoadedRubric,
-    m: &Milestone,
-    sub: &Submission,
+    plan: &MilestonePlan,
     ptx: &str,
-    numba: Option<&crate::compile::numba::Signature>,
+    numba: Option<&Signature>,
     seed: u64,
     protected: &[PathBuf],
-    outputs: &mut Vec<(String, Vec<Vec<u8>>)>,
+    outputs: &mut Vec<CaseOutputs>,
 ) -> Vec<Check> {
-    let name = "sanitizer (emulator)";
-    let cases = smallest_cases(rubric, m);
+    let cases = smallest_cases(plan);
     if cases.is_empty() {
         return vec![Check::skipped(
             CheckKind::Sanitizer,
-            name,
+            NAME,
             "no correctness case is small enough to run on the PTX emulator",
         )];
     }
-    let mut w = match Worker::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0)) {
+    let mut w = match emulator(ptx, protected) {
         Ok(w) => w,
-        Err(e) => {
-            return vec![Check::skipped(
-                CheckKind::Sanitizer,
-                name,
-                format!("the PTX emulator could not start: {e}"),
-            )];
-        }
-    };
-    match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
-        Ok((Response::Loaded { error: None }, _)) => {}
-        Ok((Response::Loaded { error: Some(e) }, _)) => {
-            return vec![Check::skipped(
-                CheckKind::Sanitizer,
-                name,
-                format!("not run: the PTX emulator cannot run this module ({e})"),
-            )];
-        }
-        other => {
-            return vec![Check::skipped(
-                CheckKind::Sanitizer,
-                name,
-                format!(
-                    "not run: the PTX emulator did not load the module ({})",
-                    match other {
-                        Ok((r, _)) => variant(&r).to_string(),
-                        Err(e) => e.to_string(),
-                    }
-                ),
-            )];
-        }
-    }
-    let contract = rubric.contract(&m.contract);
-    let launch = if rubric.rubric.allow_launch_override {
-        submission::launch_for(sub, &m.kernel, &contract.launch)
-    } else {
-        contract.launch.clone()
+        Err(c) => return vec![c],
     };
     // The emulator interprets: give it ten times a GPU launch's deadline.
-    let limit = Duration::from_secs_f64(rubric.rubric.timeouts.launch_s * 10.0);
+    let limit = Duration::from_secs_f64(plan.timeouts.launch_s * 10.0);
     let mut out: Vec<Check> = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     let mut ran: Vec<&str> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for case in &cases {
-        let vars = case_vars(case);
-        let dims: LaunchDims = match rubric::eval_launch(&launch, &vars) {
-            Ok(d) => d,
-            // The GPU run already reported a bad launch.
-            Err(_) => continue,
+        // The GPU run already reported a bad launch.
+        let Ok(dims) = case.launch.clone() else {
+            continue;
         };
-        let inv = match inputs::generate(contract, &vars, inputs::trial_seed(seed, &case.name, 0)) {
+        let inv = match case_inputs(plan, case, numba, seed) {
             Ok(i) => i,
             Err(e) => {
-                skipped.push(format!("{}: {e}", case.name));
+                skipped.push(e);
                 continue;
             }
         };
-        // A Numba kernel takes its arrays as Numba's array structs, as on the GPU.
-        let inv = match numba {
-            None => inv,
-            Some(sig) => match inputs::numba_invocation(&inv, contract, sig) {
-                Ok(i) => i,
-                Err(e) => {
-                    skipped.push(format!("{}: Numba arguments: {e}", case.name));
-                    continue;
-                }
-            },
-        };
-        let report = match run_on(&mut w, &m.kernel, &inv, dims, limit, None) {
+        let report = match run_on(&mut w, &plan.kernel, &inv, dims, limit, None) {
             Ok(r) => {
                 outputs.push((case.name.clone(), r.allocations));
                 r.report
@@ -183,16 +152,8 @@ fn emulate(
                 // A timeout or fault here is the emulator's (the GPU ran this case): say so,
                 // and carry on in a fresh worker if this one is gone.
                 skipped.push(format!("{}: {}", case.name, describe_run_error(&e)));
-                match Worker::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0)) {
-                    Ok(fresh) => {
-                        w = fresh;
-                        if !matches!(
-                            w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)),
-                            Ok((Response::Loaded { error: None }, _))
-                        ) {
-                            break;
-                        }
-                    }
+                match emulator(ptx, protected) {
+                    Ok(fresh) => w = fresh,
                     Err(_) => break,
                 }
                 continue;
@@ -213,10 +174,57 @@ fn emulate(
             }
         }
     }
+    summary(out, &ran, &skipped)
+}
+
+/// A case's inputs as the kernel takes them: a Numba kernel its arrays as Numba's array
+/// structs, as on the GPU.
+fn case_inputs(
+    plan: &MilestonePlan,
+    case: &CasePlan,
+    numba: Option<&Signature>,
+    seed: u64,
+) -> Result<inputs::Invocation, String> {
+    let inv = inputs::generate(
+        &plan.contract,
+        &case.vars,
+        inputs::trial_seed(seed, &case.name, 0),
+    )
+    .map_err(|e| format!("{}: {e}", case.name))?;
+    match numba {
+        None => Ok(inv),
+        Some(sig) => inputs::numba_invocation(&inv, &plan.contract, sig)
+            .map_err(|e| format!("{}: Numba arguments: {e}", case.name)),
+    }
+}
+
+/// An emulator worker with the module loaded, or the skipped check saying why not.
+fn emulator(ptx: &str, protected: &[PathBuf]) -> Result<Worker, Check> {
+    let skipped = |why: String| Check::skipped(CheckKind::Sanitizer, NAME, why);
+    let mut w = Worker::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0))
+        .map_err(|e| skipped(format!("the PTX emulator could not start: {e}")))?;
+    match w.call(&Request::Load, &[ptx.as_bytes()], Duration::from_secs(60)) {
+        Ok((Response::Loaded { error: None }, _)) => Ok(w),
+        Ok((Response::Loaded { error: Some(e) }, _)) => Err(skipped(format!(
+            "not run: the PTX emulator cannot run this module ({e})"
+        ))),
+        other => Err(skipped(format!(
+            "not run: the PTX emulator did not load the module ({})",
+            match other {
+                Ok((r, _)) => variant(&r).to_string(),
+                Err(e) => e.to_string(),
+            }
+        ))),
+    }
+}
+
+/// The stage's checks: the findings, else one passing check naming the tool and cases (or a
+/// skipped one when no case ran).
+fn summary(mut out: Vec<Check>, ran: &[&str], skipped: &[String]) -> Vec<Check> {
     if ran.is_empty() {
         return vec![Check::skipped(
             CheckKind::Sanitizer,
-            name,
+            NAME,
             format!(
                 "not run: the PTX emulator could not run the smallest cases ({})",
                 skipped.join("; ")
@@ -226,7 +234,7 @@ fn emulate(
     if out.is_empty() {
         let mut c = Check::pass(
             CheckKind::Sanitizer,
-            name,
+            NAME,
             format!(
                 "{TOOL} found nothing on case{} {}",
                 if ran.len() > 1 { "s" } else { "" },
@@ -239,4 +247,48 @@ fn emulate(
         out.push(c);
     }
     out
+}
+
+/// A sanitizer finding of the backend (or the emulator after the GPU) as a check.
+pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Check {
+    let location = match (&d.file, d.line) {
+        (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+        _ => None,
+    };
+    let hint = match d.tool.as_str() {
+        "racecheck" => hints::RACE,
+        "synccheck" => hints::BARRIER_DIVERGENCE,
+        "memcheck" => hints::OUT_OF_BOUNDS,
+        "initcheck" => {
+            "Shared memory is read before any thread wrote it: initialise it, and put a __syncthreads() between the writes and the reads."
+        }
+        _ => hints::WRONG_RESULTS,
+    };
+    let more = if d.repeats > 0 {
+        format!(" (and {} more times)", d.repeats)
+    } else {
+        String::new()
+    };
+    Check::fail(
+        CheckKind::Sanitizer,
+        format!("{} {}", d.tool, location.clone().unwrap_or_default())
+            .trim()
+            .to_string(),
+        format!(
+            "{}: {} at thread ({},{},{}) of block ({},{},{}){more}",
+            d.tool,
+            d.message,
+            d.thread[0],
+            d.thread[1],
+            d.thread[2],
+            d.block[0],
+            d.block[1],
+            d.block[2]
+        ),
+    )
+    .with_location(location)
+    .with_case(case.to_string())
+    .with_hint(hint)
+    .with_cause(d.tool.clone())
+    .with_details(format!("PTX: {}", d.instruction))
 }

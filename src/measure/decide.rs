@@ -9,7 +9,6 @@
 
 use super::stats::{median, median_interval};
 use crate::rubric::schema::Tier;
-use crate::score;
 use serde::{Deserialize, Serialize};
 
 /// Variation between runs that one run's interval does not show (clock and thermal state,
@@ -67,8 +66,8 @@ pub fn decide(iv: &Interval, bar: f64, tiers: &[Tier], points: Option<f64>) -> D
     let up = iv.hi.max(iv.estimate) * (1.0 + EDGE_MARGIN);
     let down = iv.lo.min(iv.estimate) * (1.0 - EDGE_MARGIN);
     let near_edge = edges(bar, tiers).into_iter().find(|&e| down < e && e <= up);
-    let scored = score::tier_points(up, bar, tiers, points);
-    let plain = score::tier_points(iv.estimate, bar, tiers, points);
+    let scored = tier_points(up, bar, tiers, points);
+    let plain = tier_points(iv.estimate, bar, tiers, points);
     Decision {
         points: scored,
         passed: up >= bar,
@@ -77,9 +76,43 @@ pub fn decide(iv: &Interval, bar: f64, tiers: &[Tier], points: Option<f64>) -> D
     }
 }
 
+/// The points the highest tier reached gives; `None` tiers means all-or-nothing `points`.
+pub fn tier_points(measured: f64, bar: f64, tiers: &[Tier], points: Option<f64>) -> f64 {
+    if tiers.is_empty() {
+        return if measured >= bar {
+            points.unwrap_or(0.0)
+        } else {
+            0.0
+        };
+    }
+    tiers
+        .iter()
+        .filter(|t| measured >= t.min)
+        .map(|t| t.points)
+        .fold(0.0, f64::max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tiers_give_the_highest_reached() {
+        let t = vec![
+            Tier {
+                min: 10.0,
+                points: 2.0,
+            },
+            Tier {
+                min: 100.0,
+                points: 5.0,
+            },
+        ];
+        assert_eq!(tier_points(50.0, 100.0, &t, None), 2.0);
+        assert_eq!(tier_points(150.0, 100.0, &t, None), 5.0);
+        assert_eq!(tier_points(5.0, 100.0, &t, None), 0.0);
+        assert_eq!(tier_points(5.0, 2.0, &[], Some(3.0)), 3.0);
+    }
 
     fn tiers() -> Vec<Tier> {
         vec![

@@ -16,17 +16,8 @@ pub mod stopping;
 
 pub use stats::{median, relative_spread};
 
+use crate::rubric::schema::CacheMode;
 use serde::{Deserialize, Serialize};
-
-/// Whether L2 is flushed before every timed launch (`cold`, the default) or left as the
-/// previous launch left it (`warm`: for a case where the hot-cache time is the point).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheMode {
-    #[default]
-    Cold,
-    Warm,
-}
 
 /// Why sampling stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,10 +23,11 @@
 //! they belong to are replaced before the next launch, so no launch can use them.
 
 use super::stopping::StoppingRule;
-use super::{CacheMode, StopReason, decide::Interval};
+use super::{StopReason, decide::Interval};
 use crate::backend::{
     Arg, BackendError, BufferSpec, DeviceFacts, LaunchDims, ParamValue, Slot, Timer,
 };
+use crate::rubric::schema::CacheMode;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -49,13 +50,40 @@ pub fn elem_code(e: crate::rubric::schema::ScalarType) -> u32 {
 /// How a buffer's contents are drawn on the device (see `cugrade_generate`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GenPlan {
-    /// 0 uniform, 1 normal, 2 integer, 3 constant, 4 values cycled.
-    pub kind: u32,
+    pub kind: DrawKind,
     pub a: f64,
     pub b: f64,
     pub values: Vec<f64>,
     pub specials: Vec<f64>,
     pub special_fraction: f64,
+}
+
+/// How a buffer's values are drawn on the device (the rubric's `gen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DrawKind {
+    /// Uniform in `[a, b)`.
+    Uniform,
+    /// Normal with mean `a`, standard deviation `b`.
+    Normal,
+    /// Integers in `[a, b)`.
+    Int,
+    /// `a` everywhere.
+    Constant,
+    /// `values`, cycled.
+    Values,
+}
+
+impl DrawKind {
+    /// The `kind` argument of `cugrade_generate` (harness.cu).
+    pub fn code(self) -> i32 {
+        match self {
+            DrawKind::Uniform => 0,
+            DrawKind::Normal => 1,
+            DrawKind::Int => 2,
+            DrawKind::Constant => 3,
+            DrawKind::Values => 4,
+        }
+    }
 }
 
 /// How an output is compared with the reference's (see `check::Resolved`).
@@ -170,32 +198,36 @@ pub struct MeasureSpec {
     pub seed: u64,
 }
 
+/// A timed launch whose outputs differ from the reference's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WrongLaunch {
+    pub launch: u32,
+    pub buffer: String,
+    pub mismatches: u64,
+    pub index: u64,
+    pub got: f64,
+    pub expected: f64,
+    /// The launch ran without a reset of `__device__` variables since the probe: the
+    /// results depend on state the kernel kept from an earlier launch.
+    pub chained: bool,
+    /// Of the mismatches, elements still holding what the output held before the launch
+    /// (NaN poison): the kernel left them unwritten.
+    #[serde(default)]
+    pub unwritten: u64,
+    /// Of the mismatches, those outside the coarse band too: 0 means every wrong element
+    /// is merely less precise than the lab's precision allows.
+    #[serde(default)]
+    pub gross: u64,
+    /// What the first mismatching element allowed (`abs + rel*|expected| + sum*S`).
+    #[serde(default)]
+    pub bound: f64,
+}
+
 /// Why the check could not be completed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Problem {
     /// Launch `launch` (0 = the probe) produced wrong values.
-    Wrong {
-        launch: u32,
-        buffer: String,
-        mismatches: u64,
-        index: u64,
-        got: f64,
-        expected: f64,
-        /// The launch ran without a reset of `__device__` variables since the probe: the
-        /// results depend on state the kernel kept from an earlier launch.
-        chained: bool,
-        /// Of the mismatches, elements still holding what the output held before the launch
-        /// (NaN poison): the kernel left them unwritten.
-        #[serde(default)]
-        unwritten: u64,
-        /// Of the mismatches, those outside the coarse band too: 0 means every wrong element
-        /// is merely less precise than the lab's precision allows.
-        #[serde(default)]
-        gross: u64,
-        /// What the first mismatching element allowed (`abs + rel*|expected| + sum*S`).
-        #[serde(default)]
-        bound: f64,
-    },
+    Wrong(WrongLaunch),
     /// Launch `launch` wrote outside its output.
     StrayWrite {
         launch: u32,
@@ -304,7 +336,7 @@ impl Device<'_> {
                     ParamValue::U64((s.bytes / elem_size(pb.elem)) as u64),
                     ParamValue::I32(pb.elem as i32),
                     ParamValue::U64(seed),
-                    ParamValue::I32(g.kind as i32),
+                    ParamValue::I32(g.kind.code()),
                     ParamValue::F64(g.a),
                     ParamValue::F64(g.b),
                     ParamValue::Ptr(values),
@@ -854,7 +886,7 @@ fn check_results(
                 None => 0.0,
             };
             let bound = pb.compare.map_or(0.0, |c| c.allowance(expected, mag));
-            return Ok(Some(Problem::Wrong {
+            return Ok(Some(Problem::Wrong(WrongLaunch {
                 launch,
                 buffer: pb.name,
                 mismatches,
@@ -865,7 +897,7 @@ fn check_results(
                 unwritten,
                 gross,
                 bound,
-            }));
+            })));
         }
     }
     Ok(None)

@@ -112,8 +112,9 @@ pub fn section(out: &mut String, results: &[GradeResult]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::{BaselineRecord, CacheMode, Measurement, StopReason};
+    use crate::measure::{BaselineRecord, Measurement, StopReason};
     use crate::result::{Check, CheckKind, MilestoneResult, RunInfo, Status};
+    use crate::rubric::schema::CacheMode;
 
     fn gpu(index: usize, name: &str) -> GpuRecord {
         GpuRecord {

@@ -142,6 +142,10 @@ impl Expression {
         &self.source
     }
 
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
     /// Variables the expression reads.
     pub fn variables(&self) -> Vec<String> {
         self.tree

@@ -6,14 +6,17 @@
 
 pub mod bounds;
 pub mod confine;
+pub mod convention;
 pub mod expr;
 pub mod locate;
 pub mod numbers;
+pub mod plan;
 pub mod schema;
 
 use crate::errors::{ConfigError, Pos};
 use expr::{Expression, Kind, Vars};
 use locate::Locations;
+pub use schema::ParamType;
 use schema::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -29,30 +32,11 @@ pub struct LoadedRubric {
     locations: Locations,
 }
 
-/// A parameter's type, parsed: a buffer of elements, or a scalar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamType {
-    Buffer(ScalarType),
-    Scalar(ScalarType),
-}
-
-impl ParamType {
-    /// `f32*`, `const float*`, `int`, `u64` ...
-    pub fn parse(s: &str) -> Option<ParamType> {
-        let t = s.trim().trim_start_matches("const ").trim();
-        if let Some(elem) = t.strip_suffix('*') {
-            ScalarType::parse(elem.trim()).map(ParamType::Buffer)
-        } else {
-            ScalarType::parse(t).map(ParamType::Scalar)
-        }
-    }
-}
-
 /// Names a tolerance expression may read beyond the case's variables.
 pub fn tolerance_vars(contract: &Contract) -> Vec<String> {
     let mut names = vec!["eps".to_string(), "eps64".to_string(), "u".to_string()];
     for p in &contract.params {
-        if let Some(ParamType::Buffer(t)) = ParamType::parse(&p.ty)
+        if let Some(ParamType::Buffer(t)) = p.param_type()
             && t.is_float()
             && p.dir != Direction::Out
         {
@@ -74,7 +58,7 @@ impl LoadedRubric {
 
     /// The precision milestone `m` computes in: its own `precision`, else its contract's,
     /// else float.
-    pub fn precision(&self, m: &Milestone) -> crate::check::Precision {
+    pub fn precision(&self, m: &Milestone) -> crate::check::precision::Precision {
         m.precision
             .or(self.contract(&m.contract).precision)
             .unwrap_or_default()
@@ -433,11 +417,11 @@ fn parse_at(
     known: &[String],
 ) -> Result<Expression, ConfigError> {
     numbers::finite_literal(r, path, e)?;
-    let parsed = Expression::parse(&e.source(), kind).map_err(|m| r.error_at(path, m))?;
+    let parsed = e.parse_as(kind).map_err(|m| r.error_at(path, m))?;
     parsed
         .check_vars(known.iter().map(String::as_str))
         .map_err(|m| r.error_at(path, m))?;
-    Ok(parsed)
+    Ok(parsed.clone())
 }
 
 /// Every variable any case defines: contract expressions may use these, and each case a
@@ -500,7 +484,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
                 format!("duplicate parameter `{}`", p.name),
             ));
         }
-        let Some(ty) = ParamType::parse(&p.ty) else {
+        let Some(ty) = p.param_type() else {
             return Err(r.error_at(
                 &format!("{pat}.type"),
                 format!("unknown type `{}` (use i32, u32, i64, u64, f32, f64, or a pointer such as `f32*`)", p.ty),
@@ -624,7 +608,7 @@ pub fn contract_variables(c: &Contract) -> BTreeSet<String> {
     exprs.extend(c.launch.shared_bytes.iter());
     exprs
         .into_iter()
-        .filter_map(|e| Expression::parse(&e.source(), Kind::Real).ok())
+        .filter_map(|e| e.parse_as(Kind::Real).ok())
         .flat_map(|e| e.variables())
         .collect()
 }
@@ -788,7 +772,7 @@ pub fn eval_launch(l: &Launch, vars: &Vars) -> Result<crate::backend::LaunchDims
     let dims = |list: &[Expr], what: &str| -> Result<[u32; 3], String> {
         let mut out = [1u32; 3];
         for (i, e) in list.iter().enumerate().take(3) {
-            let v = Expression::parse(&e.source(), Kind::Int)?.eval_int(vars)?;
+            let v = e.eval_int(vars)?;
             out[i] = u32::try_from(v).ok().filter(|&v| v >= 1).ok_or_else(|| {
                 format!(
                     "{what}[{i}] = `{}` evaluates to {v}; it must be at least 1",
@@ -800,7 +784,7 @@ pub fn eval_launch(l: &Launch, vars: &Vars) -> Result<crate::backend::LaunchDims
     };
     let shared = match &l.shared_bytes {
         Some(e) => {
-            let v = Expression::parse(&e.source(), Kind::Int)?.eval_int(vars)?;
+            let v = e.eval_int(vars)?;
             u32::try_from(v)
                 .map_err(|_| format!("shared_bytes = `{}` evaluates to {v}", e.source()))?
         }
@@ -819,7 +803,7 @@ pub fn eval_len(p: &Param, vars: &Vars) -> Result<usize, String> {
         .len
         .as_ref()
         .ok_or_else(|| format!("`{}` has no len", p.name))?;
-    let v = Expression::parse(&e.source(), Kind::Int)?.eval_int(vars)?;
+    let v = e.eval_int(vars)?;
     usize::try_from(v)
         .map_err(|_| format!("len of `{}` = `{}` evaluates to {v}", p.name, e.source()))
 }
@@ -828,7 +812,7 @@ pub fn eval_len(p: &Param, vars: &Vars) -> Result<usize, String> {
 pub fn known_names(c: &Contract) -> BTreeMap<String, ParamType> {
     c.params
         .iter()
-        .filter_map(|p| ParamType::parse(&p.ty).map(|t| (p.name.clone(), t)))
+        .filter_map(|p| p.param_type().map(|t| (p.name.clone(), t)))
         .collect()
 }
 

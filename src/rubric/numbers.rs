@@ -5,8 +5,8 @@
 //! unwritten output already reads as NaN, so it would hide a kernel that writes nothing).
 
 use super::LoadedRubric;
-use super::expr::{Expression, Kind};
-use super::schema::{Expr, Gen, Param, ScalarType};
+use super::expr::Kind;
+use super::schema::{Expr, Gen, Literal, Param, ScalarType};
 use crate::errors::ConfigError;
 
 /// Most points one score may carry, and the most a whole rubric may award.
@@ -119,8 +119,8 @@ pub fn check(r: &LoadedRubric) -> Result<(), ConfigError> {
 /// An expression given as a YAML number must be a finite one (`.inf` and `.nan` are not sizes
 /// or bounds).
 pub fn finite_literal(r: &LoadedRubric, at: &str, e: &Expr) -> Result<(), ConfigError> {
-    match e {
-        Expr::Float(f) if !f.is_finite() => Err(r.error_at(
+    match e.literal() {
+        Literal::Float(f) if !f.is_finite() => Err(r.error_at(
             at,
             format!("{f} is not a finite number; write a bound or a size as a finite number"),
         )),
@@ -194,7 +194,7 @@ pub fn check_param(
     let mut values = Vec::new();
     for (j, e) in bounds.iter().enumerate() {
         finite_literal(r, &at(j), e)?;
-        let Ok(parsed) = Expression::parse(&e.source(), Kind::Real) else {
+        let Ok(parsed) = e.parse_as(Kind::Real) else {
             return Ok(()); // reported where expressions are checked
         };
         if !parsed.variables().is_empty() {

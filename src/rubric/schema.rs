@@ -4,23 +4,67 @@
 //! a silently ignored key. Expressions are kept as source text here and checked by
 //! `rubric::validate` against the variables in scope.
 
+use super::expr::{Expression, Kind, Vars};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// An expression: a YAML number or a string such as `"ceil_div(n, 256)"`.
+/// An expression as written: a YAML number or a string such as `"ceil_div(n, 256)"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Expr {
+pub enum Literal {
     Int(i64),
     Float(f64),
     Text(String),
 }
 
+/// An expression of the rubric: its text, and its parse tree, built the first time it is
+/// evaluated and kept (a loaded rubric's expressions were all parsed, each with its own
+/// [`Kind`], when `rubric::load` checked them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "Literal", into = "Literal")]
+pub struct Expr {
+    literal: Literal,
+    parsed: std::sync::OnceLock<Result<Expression, String>>,
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Self) -> bool {
+        self.literal == other.literal
+    }
+}
+
+impl From<Literal> for Expr {
+    fn from(literal: Literal) -> Self {
+        Expr {
+            literal,
+            parsed: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+impl From<Expr> for Literal {
+    fn from(e: Expr) -> Self {
+        e.literal
+    }
+}
+
 impl Expr {
+    pub fn int(i: i64) -> Expr {
+        Literal::Int(i).into()
+    }
+
+    pub fn text(s: &str) -> Expr {
+        Literal::Text(s.to_string()).into()
+    }
+
+    pub fn literal(&self) -> &Literal {
+        &self.literal
+    }
+
     pub fn source(&self) -> String {
-        match self {
-            Expr::Int(i) => i.to_string(),
-            Expr::Float(f) => {
+        match &self.literal {
+            Literal::Int(i) => i.to_string(),
+            Literal::Float(f) => {
                 let s = f.to_string();
                 if s.contains('.') || s.contains('e') || s.contains("inf") || s.contains("NaN") {
                     s
@@ -28,8 +72,33 @@ impl Expr {
                     format!("{s}.0")
                 }
             }
-            Expr::Text(s) => s.clone(),
+            Literal::Text(s) => s.clone(),
         }
+    }
+
+    /// Parse as an expression of `kind`: how `rubric::load` (and a manifest's launch
+    /// override) checks it. The tree kept for evaluation is this one.
+    pub fn parse_as(&self, kind: Kind) -> Result<&Expression, String> {
+        let kept = self
+            .parsed
+            .get_or_init(|| Expression::parse(&self.source(), kind))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        if kind == Kind::Int && kept.kind() == Kind::Real {
+            // Kept as a real expression: an integer one allows less (no `.`, `^`, `sqrt`).
+            Expression::parse(&self.source(), kind)?;
+        }
+        Ok(kept)
+    }
+
+    /// The integer value under `vars` (sizes, lengths, launch dimensions).
+    pub fn eval_int(&self, vars: &Vars) -> Result<i64, String> {
+        self.parse_as(Kind::Int)?.eval_int(vars)
+    }
+
+    /// The real value under `vars` (bounds, tolerances, values).
+    pub fn eval_f64(&self, vars: &Vars) -> Result<f64, String> {
+        self.parse_as(Kind::Real)?.eval_f64(vars)
     }
 }
 
@@ -308,6 +377,9 @@ pub struct Param {
     /// `f32*`, `i32*`, ... for buffers; `i32`, `f32`, ... for scalars.
     #[serde(rename = "type")]
     pub ty: String,
+    /// `ty` parsed, the first time it is asked for (`Param::param_type`).
+    #[serde(skip)]
+    pub parsed_ty: std::sync::OnceLock<Option<ParamType>>,
     /// Buffers only.
     #[serde(default)]
     pub dir: Direction,
@@ -338,6 +410,32 @@ pub struct Param {
     /// as a kernel argument. Buffers only.
     #[serde(default)]
     pub symbol: bool,
+}
+
+impl Param {
+    /// The parameter's type, `None` for a type the rubric's check refuses.
+    pub fn param_type(&self) -> Option<ParamType> {
+        *self.parsed_ty.get_or_init(|| ParamType::parse(&self.ty))
+    }
+}
+
+/// A parameter's type, parsed: a buffer of elements, or a scalar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    Buffer(ScalarType),
+    Scalar(ScalarType),
+}
+
+impl ParamType {
+    /// `f32*`, `const float*`, `int`, `u64` ...
+    pub fn parse(s: &str) -> Option<ParamType> {
+        let t = s.trim().trim_start_matches("const ").trim();
+        if let Some(elem) = t.strip_suffix('*') {
+            ScalarType::parse(elem.trim()).map(ParamType::Buffer)
+        } else {
+            ScalarType::parse(t).map(ParamType::Scalar)
+        }
+    }
 }
 
 /// How input values are drawn from the seeded generator.
@@ -421,7 +519,7 @@ pub struct Case {
     pub budget_s: Option<f64>,
     /// Performance cases: `cold` (default: L2 flushed before every timed launch) or `warm`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<crate::measure::CacheMode>,
+    pub cache: Option<CacheMode>,
     /// Performance cases: floating-point operations of one launch (an expression over the
     /// case's variables, e.g. `2 * M * N * K`), for the roofline's lower bound on time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -539,4 +637,14 @@ pub struct MetricSpec {
     pub max: Option<f64>,
     #[serde(default)]
     pub points: f64,
+}
+
+/// Whether L2 is flushed before every timed launch (`cold`, the default) or left as the
+/// previous launch left it (`warm`: for a case where the hot-cache time is the point).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    #[default]
+    Cold,
+    Warm,
 }

@@ -21,7 +21,7 @@ pub fn can_grade(r: &LoadedRubric) -> bool {
             r.contract(&m.contract)
                 .params
                 .iter()
-                .all(|p| ParamType::parse(&p.ty).is_some())
+                .all(|p| p.param_type().is_some())
         })
 }
 
@@ -74,7 +74,7 @@ fn param_notes(contract: &Contract) -> Vec<String> {
         .iter()
         .map(|p| {
             let name = py_name(&p.name);
-            match ParamType::parse(&p.ty) {
+            match p.param_type() {
                 Some(ParamType::Buffer(t)) => {
                     let len = p.len.as_ref().map_or("?".into(), |e| e.source());
                     let role = match p.dir {
@@ -269,8 +269,10 @@ mod tests {
                 assert_eq!(defs.len(), 1, "{}: {kernel}\n{src}", lab.name);
                 assert!(defs[0].1, "{}: {kernel} is not a stub", lab.name);
                 // As many parameters as Numba's signature for the contract has entries.
-                let sig =
-                    &crate::compile::numba::signatures(r.contract(contract), Default::default())[0];
+                let sig = &crate::rubric::convention::signatures(
+                    r.contract(contract),
+                    Default::default(),
+                )[0];
                 let head = src
                     .lines()
                     .skip(defs[0].0 - 1)

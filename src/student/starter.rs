@@ -5,7 +5,7 @@
 
 use crate::labs::Lab;
 use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
-use crate::rubric::schema::{Contract, Direction, Expr, ScalarType};
+use crate::rubric::schema::{Contract, Direction, Literal, ScalarType};
 use crate::rubric::{self, LoadedRubric, ParamType};
 use crate::submission::Submission;
 use std::collections::BTreeMap;
@@ -146,7 +146,7 @@ pub fn signature(kernel: &str, contract: &Contract) -> String {
         .params
         .iter()
         .filter(|p| !p.symbol)
-        .map(|p| match ParamType::parse(&p.ty) {
+        .map(|p| match p.param_type() {
             Some(ParamType::Buffer(t)) if p.dir == Direction::In => {
                 format!("const {}* {}", c_type(t), p.name)
             }
@@ -166,12 +166,12 @@ fn symbols(r: &LoadedRubric, kernels: &[(&str, &str)]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (_, contract) in kernels {
         for p in r.contract(contract).params.iter().filter(|p| p.symbol) {
-            let elem = match ParamType::parse(&p.ty) {
+            let elem = match p.param_type() {
                 Some(ParamType::Buffer(t) | ParamType::Scalar(t)) => c_type(t),
                 None => "float",
             };
             let len = match &p.len {
-                Some(Expr::Int(n)) => n.to_string(),
+                Some(e) if matches!(e.literal(), Literal::Int(_)) => e.source(),
                 Some(e) => format!("/* {} */ 1", e.source()),
                 None => "1".into(),
             };

@@ -5,6 +5,7 @@
 
 pub mod child;
 pub mod interrupt;
+pub mod nsight;
 pub mod parent;
 pub mod profiled;
 pub mod protocol;

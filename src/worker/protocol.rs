@@ -310,7 +310,7 @@ mod tests {
         }
         assert_eq!(spec.deadline_ms, u64::MAX);
         let plan = GenPlan {
-            kind: 4,
+            kind: crate::measure::session::DrawKind::Values,
             a: f64::NEG_INFINITY,
             b: f64::NAN,
             values: odd64.to_vec(),
@@ -332,7 +332,7 @@ mod tests {
                 probe_ms: f64::INFINITY,
                 student_ms: odd64.to_vec(),
                 estimates: vec![f64::NAN, -0.0],
-                problem: Some(Problem::Wrong {
+                problem: Some(Problem::Wrong(crate::measure::session::WrongLaunch {
                     launch: u32::MAX,
                     buffer: "C".into(),
                     mismatches: u64::MAX,
@@ -343,7 +343,7 @@ mod tests {
                     unwritten: u64::MAX,
                     gross: 0,
                     bound: f64::NAN,
-                }),
+                })),
                 ..Default::default()
             };
             let mut buf = Vec::new();
@@ -354,13 +354,13 @@ mod tests {
             };
             assert_eq!(bits64(&r.student_ms), bits64(&odd64));
             assert_eq!(r.probe_ms, f64::INFINITY);
-            let Some(Problem::Wrong {
+            let Some(Problem::Wrong(crate::measure::session::WrongLaunch {
                 got: g,
                 expected: e,
                 mismatches,
                 unwritten,
                 ..
-            }) = r.problem
+            })) = r.problem
             else {
                 panic!("{:?}", r.problem)
             };

@@ -5,7 +5,7 @@
 
 use crate::labs_common::*;
 use cugrade::backend::Metrics;
-use cugrade::rubric::schema::{Against, Expr, Rubric};
+use cugrade::rubric::schema::{Against, Expr, Literal, Rubric};
 use std::collections::{BTreeMap, BTreeSet};
 
 const LABS: &[&str] = &[
@@ -62,7 +62,9 @@ fn var_names(r: &Rubric) -> BTreeSet<String> {
 
 /// Identifiers an expression mentions (good enough to catch a misspelt variable).
 fn idents(e: &Expr) -> Vec<String> {
-    let Expr::Text(s) = e else { return vec![] };
+    let Literal::Text(s) = e.literal() else {
+        return vec![];
+    };
     s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .filter(|w| {
             w.chars()

@@ -544,7 +544,7 @@ fn matmul_bound_holds_for_same_sign_terms() {
     let mut c = r.contract("matmul").clone();
     for p in &mut c.params {
         if p.generator.is_some() {
-            p.generator = Some(Gen::Uniform([Expr::Int(0), Expr::Int(1)]));
+            p.generator = Some(Gen::Uniform([Expr::int(0), Expr::int(1)]));
         }
     }
     for (vars, seed) in [

@@ -22,13 +22,13 @@ fn sanitize(example: &str, milestone: &str) -> Option<Vec<cugrade::result::Check
     let src: &SourceFile = &sub.sources[0];
     let compiled = compile::compile(src, &sub.headers, &compile::options("sm_90", &[]));
     assert!(compiled.ok, "{}", compiled.log);
-    let m = rubric
-        .rubric
+    let plan = cugrade::grade::plan_for(&rubric, &sub);
+    let m = plan
         .milestones
         .iter()
-        .find(|m| m.id == milestone)
+        .find(|m| m.milestone.id == milestone)
         .unwrap();
-    Some(sanitizer::on_emulator(&rubric, m, &sub, &compiled.ptx, None, 7, &[]).0)
+    Some(sanitizer::on_emulator(m, &compiled.ptx, None, 7, &[]).0)
 }
 
 /// The same for a Numba example: compiled by Numba, its arrays passed as Numba's array structs
@@ -44,15 +44,15 @@ fn sanitize_numba(example: &str, milestone: &str) -> Option<Vec<cugrade::result:
     let rubric = cugrade::rubric::load(&root().join("rubrics/reduction.yaml")).unwrap();
     let dir = root().join("submissions-example/reduction").join(example);
     let sub = cugrade::submission::load(&dir).unwrap();
-    let m = rubric
-        .rubric
+    let plan = cugrade::grade::plan_for(&rubric, &sub);
+    let m = plan
         .milestones
         .iter()
-        .find(|m| m.id == milestone)
+        .find(|m| m.milestone.id == milestone)
         .unwrap();
     let kernel = numba::NumbaKernel {
         name: m.kernel.clone(),
-        signatures: numba::signatures(rubric.contract(&m.contract), rubric.rubric.numba_arrays),
+        signatures: m.numba_signatures.clone(),
         params: vec![],
     };
     let temp = tempfile::tempdir().unwrap();
@@ -69,7 +69,7 @@ fn sanitize_numba(example: &str, milestone: &str) -> Option<Vec<cugrade::result:
     let sig = &kernel.signatures[out[0].signature];
     // As grading does: the entry gets the Python name, the PTX names the `.py` file.
     let ptx = numba::rename_entry(out[0].ptx.as_deref().unwrap(), &m.kernel, "reduce.py");
-    Some(sanitizer::on_emulator(&rubric, m, &sub, &ptx, Some(sig), 7, &[]).0)
+    Some(sanitizer::on_emulator(m, &ptx, Some(sig), 7, &[]).0)
 }
 
 #[test]
@@ -96,8 +96,8 @@ fn numba_kernels_run_on_the_emulator_after_the_gpu() {
 #[test]
 fn the_smallest_cases_are_chosen() {
     let rubric = cugrade::rubric::load(&root().join("rubrics/reduction.yaml")).unwrap();
-    let m = &rubric.rubric.milestones[1];
-    let names: Vec<&str> = sanitizer::smallest_cases(&rubric, m)
+    let plan = rubric.plan(&|_, l| l.clone());
+    let names: Vec<&str> = sanitizer::smallest_cases(&plan.milestones[1])
         .iter()
         .map(|c| c.name.as_str())
         .collect();

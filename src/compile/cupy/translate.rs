@@ -111,7 +111,7 @@ fn bind<'a>(params: &[CupyParam], contract: &'a Contract) -> Result<Vec<Bound<'a
         .filter(|p| !p.symbol)
         .enumerate()
         .collect();
-    let kind = |p: &Param| match ParamType::parse(&p.ty) {
+    let kind = |p: &Param| match p.param_type() {
         Some(ParamType::Buffer(t)) => Some((true, t)),
         Some(ParamType::Scalar(t)) => Some((false, t)),
         None => None,
@@ -227,7 +227,7 @@ fn c_expr(src: &str, contract: &Contract) -> Result<String, String> {
             .filter(|p| !p.symbol)
             .enumerate()
             .find(|(_, p)| {
-                matches!(ParamType::parse(&p.ty), Some(ParamType::Scalar(_)))
+                matches!(p.param_type(), Some(ParamType::Scalar(_)))
                     && p.value.as_ref().map(|v| v.source()).as_deref() == Some(word)
             });
         match found {
@@ -300,7 +300,7 @@ fn frame(
         .iter()
         .filter(|p| !p.symbol)
         .enumerate()
-        .map(|(i, p)| match ParamType::parse(&p.ty) {
+        .map(|(i, p)| match p.param_type() {
             Some(ParamType::Buffer(t)) => format!("{}* __restrict__ _cg_p{i}", scalar_c(t)),
             Some(ParamType::Scalar(t)) => format!("{} _cg_p{i}", scalar_c(t)),
             None => format!("void* _cg_p{i}"),
@@ -456,9 +456,11 @@ extern \"C\" __global__ void {kernel}({sig}) {{\n\
 pub fn reduction(def: &Definition, kernel: &str, contract: &Contract) -> Result<String, Refused> {
     let params = params_of(def)?;
     let f = frame(def, kernel, contract, &params, true).map_err(|m| refuse(def, m))?;
-    for p in contract.params.iter().filter(|p| {
-        p.dir != Direction::In && matches!(ParamType::parse(&p.ty), Some(ParamType::Buffer(_)))
-    }) {
+    for p in contract
+        .params
+        .iter()
+        .filter(|p| p.dir != Direction::In && matches!(p.param_type(), Some(ParamType::Buffer(_))))
+    {
         if len_src(p) != "1" {
             return Err(refuse(
                 def,

@@ -1,0 +1,195 @@
+//! Stage 2 of a milestone: the kernel's module in the student's worker (the one kept from the
+//! student's last milestone, else a fresh, confined one), the kernel's parameters against the
+//! contract, and its resources at the launch its speed is measured with.
+
+use super::context::{Ctx, Infrastructure, Kernel, Stage, Student, worker_options};
+use super::locate::Located;
+use super::resources;
+use super::run::variant;
+use crate::backend::{BackendKind, KernelInfo};
+use crate::hints;
+use crate::result::{Check, CheckKind};
+use crate::rubric::ParamType;
+use crate::worker::protocol::{Request, Response};
+use crate::worker::{Role, Worker};
+use std::time::Duration;
+
+pub(super) fn stage<'b>(
+    ctx: &Ctx,
+    found: Located<'b>,
+    student: &mut Student,
+    sandbox: &mut Vec<String>,
+) -> Result<Stage<Kernel<'b>>, Infrastructure> {
+    // A worker that fails this stage ends here: the next milestone gets a fresh one.
+    let mut worker = worker_for(ctx, student)?;
+    if sandbox.is_empty() {
+        *sandbox = worker.ready.sandbox.clone();
+    }
+    if let Some(c) = load_module(ctx, &mut worker, &found) {
+        return Ok(Stage::stop(vec![c]));
+    }
+    let info = match kernel_info(ctx, &mut worker) {
+        Ok(info) => info,
+        Err(c) => return Ok(Stage::stop(vec![c])),
+    };
+    let signature = signature_check(ctx, &info, found.numba.as_ref());
+    if signature.status != crate::result::Status::Pass {
+        return Ok(Stage::stop(vec![signature]));
+    }
+    student.worker = Some(worker);
+    let kernel = Kernel {
+        tensor_ops: found.ptx.contains("mma."),
+        ptx: found.ptx,
+        numba: found.numba,
+        info,
+    };
+    let mut checks = vec![signature];
+    // Resources at the launch the speed is measured with (else the first case's).
+    let dims = ctx.plan.resource_case().and_then(|c| {
+        let d = c.launch.clone().ok()?;
+        crate::inputs::check_limits(&d, kernel.info.max_threads_per_block).ok()?;
+        Some(d)
+    });
+    if let Some(dims) = dims {
+        let compiled = ctx.compiled.iter().find(|k| k.name == ctx.plan.kernel);
+        checks.push(resources::check(
+            &ctx.plan.kernel,
+            &kernel.info,
+            compiled,
+            dims,
+        ));
+    }
+    Ok(Stage::go(checks, kernel))
+}
+
+/// The student's worker from an earlier milestone, else a fresh, confined one, whose CPU-time
+/// limit covers every milestone's budget.
+fn worker_for(ctx: &Ctx, student: &mut Student) -> Result<Worker, Infrastructure> {
+    if let Some(w) = student
+        .worker
+        .take()
+        .and_then(|mut w| w.is_alive().then_some(w))
+    {
+        return Ok(w);
+    }
+    student.timing_modules_loaded = false;
+    let mut o = worker_options(
+        &ctx.opts.protected,
+        Role::Run,
+        ctx.opts.backend,
+        ctx.opts.device,
+    );
+    let all = ctx.rubric.timeouts.milestone_s * ctx.rubric.milestones.len() as f64;
+    o.cpu_seconds = o.cpu_seconds.max((all + 600.0) as u64);
+    Worker::spawn(&o).map_err(|e| Infrastructure(format!("cannot start a worker: {e}")))
+}
+
+/// Load the module; a check when it does not load.
+fn load_module(ctx: &Ctx, worker: &mut Worker, found: &Located) -> Option<Check> {
+    let file = found.file;
+    match worker.call(
+        &Request::Load,
+        &[found.ptx.as_bytes()],
+        Duration::from_secs(120),
+    ) {
+        Ok((Response::Loaded { error: None }, _)) => None,
+        Ok((Response::Loaded { error: Some(e) }, _)) if ctx.opts.backend == BackendKind::Emu => {
+            // Our emulator's limit, not the student's mistake.
+            Some(Check::error(CheckKind::Compile, format!("load {file}"), format!("the PTX emulator cannot run this module: {e}")).with_hint("Grade this submission on a GPU (--backend cuda), and report the unsupported instruction to the course staff."))
+        }
+        Ok((Response::Loaded { error: Some(e) }, _)) => Some(
+            Check::fail(
+                CheckKind::Compile,
+                format!("load {file}"),
+                format!("the module does not load: {e}"),
+            )
+            .with_hint(hints::COMPILE),
+        ),
+        other => {
+            let msg = match other {
+                Err(f) => f.to_string(),
+                Ok((r, _)) => format!("unexpected answer {}", variant(&r)),
+            };
+            Some(
+                Check::error(
+                    CheckKind::Runtime,
+                    "load",
+                    format!("loading the module failed: {msg}"),
+                )
+                .with_details(worker.output().text()),
+            )
+        }
+    }
+}
+
+/// What the backend says of the kernel; a check when it has no such kernel.
+fn kernel_info(ctx: &Ctx, worker: &mut Worker) -> Result<KernelInfo, Check> {
+    let kernel = &ctx.plan.kernel;
+    let request = Request::KernelInfo {
+        kernel: kernel.clone(),
+    };
+    match worker.call(&request, &[], Duration::from_secs(30)) {
+        Ok((Response::KernelInfo(Ok(info)), _)) => Ok(info),
+        Ok((Response::KernelInfo(Err(e)), _)) => {
+            Err(
+                Check::fail(CheckKind::Kernel, format!("kernel {kernel}"), e.to_string())
+                    .with_hint(hints::MISSING_KERNEL.replace("NAME", kernel)),
+            )
+        }
+        other => Err(Check::error(
+            CheckKind::Runtime,
+            "kernel info",
+            format!("{:?}", other.err()),
+        )),
+    }
+}
+
+/// The kernel's parameters (count and sizes) against the contract's (Numba's calling
+/// convention for a Numba kernel).
+fn signature_check(
+    ctx: &Ctx,
+    info: &KernelInfo,
+    numba: Option<&crate::rubric::convention::Signature>,
+) -> Check {
+    let contract = &ctx.plan.contract;
+    let kernel = &ctx.plan.kernel;
+    let passed: Vec<_> = contract.params.iter().filter(|p| !p.symbol).collect();
+    let expected_sizes: Vec<usize> = match numba {
+        Some(sig) => crate::rubric::convention::param_sizes(sig, contract),
+        None => passed
+            .iter()
+            .map(|p| match p.param_type() {
+                Some(ParamType::Buffer(_)) => 8,
+                Some(ParamType::Scalar(t)) => t.size(),
+                None => 0,
+            })
+            .collect(),
+    };
+    let expected_params = if numba.is_some() {
+        expected_sizes.len()
+    } else {
+        passed.len()
+    };
+    if info.param_count != expected_params
+        || (info.param_sizes.len() == expected_sizes.len() && info.param_sizes != expected_sizes)
+    {
+        let sig: Vec<String> = passed
+            .iter()
+            .map(|p| format!("{} {}", p.ty, p.name))
+            .collect();
+        return Check::fail(
+            CheckKind::Kernel,
+            format!("kernel {kernel}"),
+            format!("`{kernel}` takes {} parameters of sizes {:?}; the contract is ({}) with sizes {:?}", info.param_count, info.param_sizes, sig.join(", "), expected_sizes),
+        )
+        .with_hint(hints::MISSING_KERNEL.replace("NAME", kernel));
+    }
+    Check::pass(
+        CheckKind::Kernel,
+        format!("kernel {kernel}"),
+        format!(
+            "`{kernel}` found with the contract's {} parameters",
+            info.param_count
+        ),
+    )
+}

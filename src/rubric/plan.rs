@@ -1,0 +1,229 @@
+//! The rubric resolved for one submission: what grading runs, typed and evaluated once.
+//!
+//! `rubric::load` checks a rubric; [`LoadedRubric::plan`] resolves it into a [`Plan`]: per
+//! milestone, its contract (parameters with parsed types), every case with its variables, the
+//! student's launch (the submission's override applied where the rubric allows one) and the
+//! reference's, its buffer lengths and element count, the performance checks with their case,
+//! bar, tier edges and points, the metric checks with their case, the precision, and the Numba
+//! calling convention should the kernel be a Numba one. No stage looks the rubric up again.
+
+use super::convention::{self, Signature};
+use super::expr::Vars;
+use super::schema::{
+    Contract, Language, Launch, MetricSpec, Milestone, PerfSpec, Rubric, Timeouts, Tolerance,
+};
+use super::{LoadedRubric, case_vars, eval_launch, eval_len, milestone_max, perf_bar, perf_max};
+use crate::backend::LaunchDims;
+use crate::check::precision::Precision;
+
+/// What grading a submission against a rubric runs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub assignment: String,
+    pub milestones: Vec<MilestonePlan>,
+    pub timeouts: Timeouts,
+    pub trials: u32,
+    pub max_score: f64,
+    /// The languages the rubric accepts (`None`: every one).
+    pub languages: Option<Vec<Language>>,
+    /// The rubric file (pinned CPU baselines are looked up beside it).
+    pub path: std::path::PathBuf,
+}
+
+/// One milestone, resolved.
+#[derive(Debug, Clone)]
+pub struct MilestonePlan {
+    /// The rubric's entry (id, title, points, hint).
+    pub milestone: Milestone,
+    pub kernel: String,
+    /// The kernel of the reference module that computes the expected outputs.
+    pub reference_kernel: String,
+    pub contract: Contract,
+    pub precision: Precision,
+    /// The milestone's own tolerance, else `None` (the contract's applies).
+    pub tolerance: Option<Tolerance>,
+    /// The correctness cases, in rubric order.
+    pub cases: Vec<CasePlan>,
+    pub performance: Vec<PerfPlan>,
+    pub metrics: Vec<MetricPlan>,
+    /// Points the milestone can award.
+    pub max_points: f64,
+    /// The signatures a Numba kernel is compiled with, in the order they are tried.
+    pub numba_signatures: Vec<Signature>,
+    /// The rubric's deadlines.
+    pub timeouts: Timeouts,
+}
+
+/// One case of a milestone: its variables evaluated against the contract.
+#[derive(Debug, Clone)]
+pub struct CasePlan {
+    pub name: String,
+    pub vars: Vars,
+    /// The student's launch (with the submission's override where allowed), or why it cannot
+    /// be evaluated.
+    pub launch: Result<LaunchDims, String>,
+    /// The reference kernel's launch: always the contract's own.
+    pub reference_launch: Result<LaunchDims, String>,
+    /// Elements of every buffer with a `len`, summed (what "the largest case" means).
+    pub elements: usize,
+    /// The case as the rubric gives it (budget, cache mode, flops).
+    pub case: super::schema::Case,
+}
+
+/// One performance check, resolved.
+#[derive(Debug, Clone)]
+pub struct PerfPlan {
+    pub spec: PerfSpec,
+    /// `None`: the rubric names no such case (the check reports it).
+    pub case: Option<CasePlan>,
+    /// The ratio the check must reach to pass.
+    pub bar: f64,
+    /// Points the check can award.
+    pub max_points: f64,
+}
+
+/// One metric check, resolved.
+#[derive(Debug, Clone)]
+pub struct MetricPlan {
+    pub spec: MetricSpec,
+    pub case: Option<CasePlan>,
+}
+
+impl LoadedRubric {
+    /// Resolve the rubric for a submission whose launch of a kernel is `launch_for(kernel,
+    /// contract's launch)` (the rubric's own launch unless it allows overrides).
+    pub fn plan(&self, launch_for: &dyn Fn(&str, &Launch) -> Launch) -> Plan {
+        let rb: &Rubric = &self.rubric;
+        let milestones = rb
+            .milestones
+            .iter()
+            .map(|m| self.milestone_plan(m, launch_for))
+            .collect();
+        Plan {
+            assignment: rb.assignment.clone(),
+            milestones,
+            timeouts: rb.timeouts.clone(),
+            trials: rb.trials,
+            max_score: self.max_score(),
+            languages: rb.languages.clone(),
+            path: self.path.clone(),
+        }
+    }
+
+    fn milestone_plan(
+        &self,
+        m: &Milestone,
+        launch_for: &dyn Fn(&str, &Launch) -> Launch,
+    ) -> MilestonePlan {
+        let contract = self.contract(&m.contract).clone();
+        let launch = if self.rubric.allow_launch_override {
+            launch_for(&m.kernel, &contract.launch)
+        } else {
+            contract.launch.clone()
+        };
+        let case = |c: &super::schema::Case| case_plan(&contract, &launch, c);
+        let performance = m
+            .performance
+            .iter()
+            .map(|p| PerfPlan {
+                spec: p.clone(),
+                case: self.performance_case(&p.case).map(case),
+                bar: perf_bar(p),
+                max_points: perf_max(p),
+            })
+            .collect();
+        let metrics = m
+            .metrics
+            .iter()
+            .map(|x| MetricPlan {
+                spec: x.clone(),
+                case: self.correctness_case(&x.case).map(case),
+            })
+            .collect();
+        MilestonePlan {
+            milestone: m.clone(),
+            kernel: m.kernel.clone(),
+            reference_kernel: m
+                .reference_kernel
+                .clone()
+                .unwrap_or_else(|| m.kernel.clone()),
+            precision: self.precision(m),
+            tolerance: m.correctness.tolerance.clone(),
+            cases: self.cases_for(m).into_iter().map(case).collect(),
+            performance,
+            metrics,
+            max_points: milestone_max(m),
+            numba_signatures: convention::signatures(&contract, self.rubric.numba_arrays),
+            timeouts: self.rubric.timeouts.clone(),
+            contract,
+        }
+    }
+}
+
+fn case_plan(contract: &Contract, launch: &Launch, c: &super::schema::Case) -> CasePlan {
+    let vars = case_vars(c);
+    let elements = contract
+        .params
+        .iter()
+        .filter(|p| p.len.is_some())
+        .filter_map(|p| eval_len(p, &vars).ok())
+        .fold(0usize, usize::saturating_add);
+    CasePlan {
+        name: c.name.clone(),
+        launch: eval_launch(launch, &vars),
+        reference_launch: eval_launch(&contract.launch, &vars),
+        elements,
+        case: c.clone(),
+        vars,
+    }
+}
+
+impl MilestonePlan {
+    /// The case the kernel's resources are reported at: the first performance case (the launch
+    /// its speed is measured with), else the first correctness case.
+    pub fn resource_case(&self) -> Option<&CasePlan> {
+        self.performance
+            .first()
+            .and_then(|p| p.case.as_ref())
+            .or_else(|| self.cases.first())
+    }
+
+    /// A correctness case by name.
+    pub fn case(&self, name: &str) -> Option<&CasePlan> {
+        self.cases.iter().find(|c| c.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_plan_resolves_launches_lengths_bars_and_the_override() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("ref.cu"),
+            "extern \"C\" __global__ void k(const float* x, float* y, int n) {}",
+        )
+        .unwrap();
+        let path = dir.path().join("r.yaml");
+        std::fs::write(
+            &path,
+            "assignment: a\nreference: ref.cu\nallow_launch_override: true\ncontracts:\n  c:\n    params:\n      - { name: x, type: f32*, len: n, gen: { uniform: [-1, 1] } }\n      - { name: y, type: f32*, dir: out, len: \"2 * n\" }\n      - { name: n, type: i32, value: n }\n    launch: { block: [256], grid: [\"ceil_div(n, 256)\"] }\ncases:\n  correctness:\n    - { name: small, vars: { n: 1000 } }\n  performance:\n    - { name: big, vars: { n: 4096 } }\nmilestones:\n  - id: m\n    kernel: k\n    contract: c\n    correctness: { points: 1 }\n    performance:\n      - { name: speed, case: big, against: { copy_bandwidth: { bytes: \"8 * n\" } }, tiers: [{ min: 2, points: 1 }, { min: 8, points: 3 }] }\n",
+        )
+        .unwrap();
+        let r = crate::rubric::load(&path).unwrap();
+        let plan = r.plan(&|_, l| {
+            let mut l = l.clone();
+            l.block = vec![crate::rubric::schema::Expr::int(128)];
+            l
+        });
+        let m = &plan.milestones[0];
+        assert_eq!(m.cases[0].elements, 3000);
+        assert_eq!(m.cases[0].launch.as_ref().unwrap().block, [128, 1, 1]);
+        assert_eq!(
+            m.cases[0].reference_launch.as_ref().unwrap().block,
+            [256, 1, 1]
+        );
+        assert_eq!(m.performance[0].bar, 8.0);
+        assert_eq!(m.max_points, 4.0);
+    }
+}
