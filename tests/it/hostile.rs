@@ -32,7 +32,8 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The attacks are heavy (a fork bomb, a 1 GiB tmpfs): one at a time.
+/// The attacks are heavy (a fork bomb, a 1 GiB tmpfs): one at a time. (Other modules' tests
+/// run beside them in this process; the bomb is bounded by its worker's RLIMIT_NPROC.)
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const NOBODY: u32 = 65534;

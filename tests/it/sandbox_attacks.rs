@@ -351,7 +351,9 @@ fn resource_limits_hold() {
 #[test]
 fn workers_get_a_scrubbed_environment_and_no_inherited_descriptors() {
     let s = scene();
-    // A descriptor without close-on-exec, as a careless parent might leave lying around.
+    // A descriptor without close-on-exec, as a careless parent might leave lying around. Other
+    // tests of this process that spawn meanwhile inherit it too; it names a file of this
+    // test's scratch folder only, and prepared (sandboxed) children close it.
     let leak_path = s.root.join("leaked.txt");
     std::fs::write(&leak_path, "secret").unwrap();
     let file = std::fs::File::open(&leak_path).unwrap();
