@@ -6,7 +6,7 @@
 #   ci/golden.sh BIN OUT [COHORT] [BACKEND]
 #
 # BIN: the cugrade binary. OUT: a new folder. COHORT: a cohort folder to `grade` as well (the
-# 50-student fixture: `CUGRADE_KEEP_COHORT=DIR cargo test --test cohort fifty` leaves it in
+# 50-student fixture: `CUGRADE_KEEP_COHORT=DIR cargo test --test it cohort::fifty` leaves it in
 # DIR/cohort). BACKEND: emu (default) or cuda. Then `diff -r OUT_BEFORE OUT_AFTER`.
 set -euo pipefail
 bin=$(realpath "$1")

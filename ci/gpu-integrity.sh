@@ -2,7 +2,7 @@
 # GPU validation of issue 19 (docs/integrity.md, "Cheats cugrade catches on the GPU"): grades
 # every cheat of tests/cheats/ and honest counterparts with `--backend cuda` and checks each
 # verdict. The cheats' expectations are the `cuda` half of their expected.json (the emulator
-# half is checked by `cargo test --test cheats`, with the same rules); the honest ones are below.
+# half is checked by `cargo test --test it cheats::`, with the same rules); the honest ones are below.
 #   - precision_sgemm / precision_everywhere: "results less precise than float accumulation
 #     allows" (cause `imprecise`) on the timed launches / the correctness cases;
 #   - timer_transpose / latency_transpose: the metric checks read the GPU's counters (Nsight

@@ -2,7 +2,7 @@
 # The sandbox on a GPU machine, as root AND as an unprivileged user (nobody): CUDA grading works
 # with every layer (a PID namespace per worker, the worker's own uid when cugrade is root, a
 # private mount view with the driver's device files, seccomp, Landlock), and the hostile-import
-# attacks of tests/hostile.rs are contained on the `--backend cuda` path too.
+# attacks of tests/it/hostile.rs are contained on the `--backend cuda` path too.
 #
 # Usage (from the repository root, as root, after ci/gpu-numba.sh --unpack installed Numba):
 #   ci/gpu-sandbox.sh BINARY OUTDIR [LEG...]     (LEG: root, nobody; default both)

@@ -1,0 +1,435 @@
+//! `cugrade grade` over the 50-student fixture cohort (tests/it/cohort_fixture.rs) on the emulator:
+//! grades.csv, integrity.csv and three students' Gradescope results.json are pinned in
+//! tests/fixtures/cohort/expected/ (run with `UPDATE_SNAPSHOTS=1` to write them after an intended
+//! change, then read the diff); every results.json is validated against Gradescope's format;
+//! `cugrade merge` of the run split in two equals the run.
+
+use crate::cohort_fixture;
+use crate::support::{BIN, cugrade, nvrtc, root, tree};
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn expected_dir() -> PathBuf {
+    root().join("tests/fixtures/cohort/expected")
+}
+
+/// Compare `got` with the pinned file (`UPDATE_SNAPSHOTS=1` writes it).
+fn pinned(name: &str, got: &str) {
+    crate::support::assert_snapshot(&expected_dir().join(name), got);
+}
+
+/// results.json with its one timing zeroed and its submission-level output (which must be
+/// the student's report.md, pinned by the report tests) replaced by a marker.
+fn redacted_gradescope(text: &str, report_md: &str, tmp: &Path) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+    v["execution_time"] = serde_json::json!(0);
+    assert_eq!(v["output"].as_str(), Some(report_md), "output is report.md");
+    v["output"] = serde_json::json!("<report.md>");
+    let text = serde_json::to_string_pretty(&v).unwrap() + "\n";
+    // A message about an unreadable submission names its path, inside this run's temp dir.
+    text.replace(tmp.to_str().unwrap(), "<tmp>")
+}
+
+#[test]
+fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
+    if !nvrtc() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cohort = tmp.path().join("cohort");
+    assert_eq!(cohort_fixture::write(&root(), &cohort), 50);
+    let out = tmp.path().join("out");
+    let started = std::time::Instant::now();
+    let o = cugrade()
+        .args(["grade", "--rubric"])
+        .arg(root().join("tests/fixtures/cohort/reduction-small.yaml"))
+        .arg(&cohort)
+        .arg("--out")
+        .arg(&out)
+        .args(["--backend", "emu", "--seed", "11", "--jobs", "2"])
+        .env("CI", "1")
+        // Pinned outputs: no speed estimates (their numbers move whenever the cost model is
+        // re-fitted; tests/it/estimate.rs covers them and their determinism).
+        .env("CUGRADE_ESTIMATE_GPU", "none")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    eprintln!(
+        "graded the 50-student fixture cohort in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    // Not a terminal: plain progress lines with the counts, one per student.
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("graded "))
+        .collect();
+    assert_eq!(lines.len(), 50, "{stderr}");
+    assert!(
+        lines.iter().all(|l| l.contains("failing so far")),
+        "{stderr}"
+    );
+    assert!(lines.last().unwrap().contains("[50/50, "), "{stderr}");
+
+    // ci/golden.sh keeps the cohort and its outputs, to compare two builds byte for byte.
+    if let Some(keep) = std::env::var_os("CUGRADE_KEEP_COHORT") {
+        let keep = PathBuf::from(keep);
+        for (name, dir) in [("cohort", &cohort), ("out", &out)] {
+            for (rel, bytes) in tree(dir) {
+                let to = keep.join(name).join(rel);
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::write(to, bytes).unwrap();
+            }
+        }
+    }
+    let read = |p: &str| std::fs::read_to_string(out.join(p)).unwrap();
+    let grades = read("grades.csv");
+    pinned("grades.csv", &grades);
+    pinned("integrity.csv", &read("integrity.csv"));
+
+    // The planted duplicates are flagged, identical after normalization.
+    let integrity = read("integrity.csv");
+    for pair in [
+        "s01-optimized,s24-copy-of-s01,1.00,yes",
+        "s01-optimized,s25-disguised-s01,1.00,yes",
+        "s04-alt-b.tar.gz,s05-single-file.cu,1.00,yes",
+    ] {
+        assert!(integrity.contains(pair), "{pair} not in\n{integrity}");
+    }
+    // Starter and reference code are not matches: the one-kernel submissions whose kernel is
+    // the reference's own are not paired with each other.
+    assert!(
+        !integrity.contains("SUM(A1;A2),s16-claims-s02s-id"),
+        "{integrity}"
+    );
+
+    // grades.csv: keyed by the manifest's id, a claimed id refused, formula names defused,
+    // speed marked as not measured on the emulator.
+    let mut csv = csv::Reader::from_reader(grades.as_bytes());
+    let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header[0], "student");
+    assert_eq!(
+        &header[header.len() - 6..],
+        [
+            "total",
+            "max_score",
+            "speed_measured",
+            "status",
+            "entry",
+            "id"
+        ]
+    );
+    let rows: Vec<Vec<String>> = csv
+        .records()
+        .map(|r| r.unwrap().iter().map(String::from).collect())
+        .collect();
+    assert_eq!(rows.len(), 50);
+    let keys: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert!(
+        !keys.contains(&"S1002"),
+        "an id two manifests claim is refused: {keys:?}"
+    );
+    assert!(keys.contains(&"s02-naive") && keys.contains(&"s16-claims-s02s-id"));
+    assert!(keys.contains(&"'=SUM(A1;A2)"), "{keys:?}");
+    assert!(rows.iter().all(|r| r[header.len() - 4] == "no"), "{rows:?}");
+    // Every row has its own id, and its folder under students/.
+    let ids: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r[header.len() - 1].as_str()).collect();
+    assert_eq!(ids.len(), 50);
+    for id in &ids {
+        assert!(
+            out.join("students").join(id).join("result.json").is_file(),
+            "{id}"
+        );
+    }
+    let summary = read("summary.md");
+    assert!(
+        summary.contains("claims the student id `S1002`"),
+        "{summary}"
+    );
+    assert!(summary.contains("## Duplicates") && summary.contains("## Most common failure causes"));
+    assert!(summary.contains("charts/scores.svg"));
+    assert!(read("charts/scores.svg").starts_with("<svg"));
+    assert!(read("charts/milestones.svg").contains("reduce_shuffle"));
+
+    // Gradescope: every student's results.json in the documented format; three pinned.
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../data/gradescope-results.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut students = 0;
+    for e in std::fs::read_dir(out.join("students")).unwrap() {
+        let p = e.unwrap().path().join("results.json");
+        if !p.is_file() {
+            continue;
+        }
+        students += 1;
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&v)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", p.display());
+    }
+    assert_eq!(students, 50);
+    for s in ["s01-optimized", "s09-off-by-one", "s17-bad-manifest"] {
+        pinned(
+            &format!("gradescope/{s}.json"),
+            &redacted_gradescope(
+                &read(&format!("students/{s}/results.json")),
+                &read(&format!("students/{s}/report.md")),
+                tmp.path(),
+            ),
+        );
+    }
+
+    // merge of the run split in two halves equals the run, byte for byte.
+    let (a, b) = (tmp.path().join("half-a"), tmp.path().join("half-b"));
+    let mut i = 0;
+    for e in std::fs::read_dir(out.join("students")).unwrap() {
+        let p = e.unwrap().path();
+        if !p.join("result.json").is_file() {
+            continue;
+        }
+        let dest = if i % 2 == 0 { &a } else { &b }
+            .join("students")
+            .join(p.file_name().unwrap());
+        std::fs::create_dir_all(&dest).unwrap();
+        for f in std::fs::read_dir(&p).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, dest.join(f.file_name().unwrap())).unwrap();
+        }
+        i += 1;
+    }
+    let merged = tmp.path().join("merged");
+    let o = cugrade()
+        .arg("merge")
+        .arg("--out")
+        .arg(&merged)
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (want, got) = (tree(&out), tree(&merged));
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>()
+    );
+    // Byte for byte, except when each junit.xml was written (its `timestamp` attributes).
+    let stamp = regex::Regex::new(r#"timestamp="[^"]*""#).unwrap();
+    let unstamped = |b: &[u8]| {
+        stamp
+            .replace_all(&String::from_utf8_lossy(b), "")
+            .into_owned()
+    };
+    for (k, v) in &want {
+        if k.ends_with("junit.xml") {
+            assert_eq!(unstamped(&got[k]), unstamped(v), "{k} differs after merge");
+        } else {
+            assert!(got[k] == *v, "{k} differs after merge");
+        }
+    }
+}
+
+#[test]
+fn merge_refuses_conflicting_shards_and_bad_usage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |args: &[&Path]| {
+        let o = cugrade()
+            .arg("merge")
+            .arg("--out")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[&tmp.path().join("m"), &tmp.path().join("missing")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot read shard output"), "{err}");
+
+    let (a, b) = (
+        tmp.path().join("a/students/x"),
+        tmp.path().join("b/students/x"),
+    );
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("result.json"), "{not json").unwrap();
+    let (code, err) = run(&[&tmp.path().join("m"), &tmp.path().join("a")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is not a cugrade result.json"), "{err}");
+    // A shard of the layout before students/ is read too.
+    let legacy = tmp.path().join("legacy/x");
+    std::fs::create_dir_all(&legacy).unwrap();
+    std::fs::write(legacy.join("result.json"), "{not json").unwrap();
+    let (code, err) = run(&[&tmp.path().join("m2"), &tmp.path().join("legacy")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("legacy/x/result.json"), "{err}");
+}
+
+/// ci/gradescope/run_autograder in a fake /autograder: a graded submission, and one cugrade
+/// cannot read (a malformed manifest, exit 2) still give a results.json in Gradescope's format.
+#[test]
+fn gradescope_run_autograder_writes_valid_results_even_for_unreadable_submissions() {
+    if !nvrtc() {
+        return;
+    }
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../data/gradescope-results.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for (files, want_score) in [
+        (
+            vec![("reduce.cu", cohort_fixture::ALT_A)],
+            Some(60.0), // correctness of all three on the emulator; speed not measured
+        ),
+        (
+            vec![
+                ("reduce.cu", cohort_fixture::ALT_A),
+                ("cugrade.yaml", "student: [unclosed\n"),
+            ],
+            Some(0.0),
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let ag = tmp.path();
+        std::fs::create_dir_all(ag.join("source/rubrics")).unwrap();
+        std::fs::create_dir_all(ag.join("source/reference-kernels")).unwrap();
+        std::fs::create_dir_all(ag.join("submission")).unwrap();
+        // The bundle's layout (ci/gradescope/make-bundle.sh): the reference beside rubrics/.
+        std::fs::copy(
+            root().join("reference-kernels/reduction.cu"),
+            ag.join("source/reference-kernels/reduction.cu"),
+        )
+        .unwrap();
+        let rubric =
+            std::fs::read_to_string(root().join("tests/fixtures/cohort/reduction-small.yaml"))
+                .unwrap()
+                .replace(
+                    "../../../reference-kernels/reduction.cu",
+                    "../reference-kernels/reduction.cu",
+                );
+        std::fs::write(ag.join("source/rubrics/reduction.yaml"), rubric).unwrap();
+        for (n, t) in files {
+            std::fs::write(ag.join("submission").join(n), t).unwrap();
+        }
+        let o = Command::new(root().join("ci/gradescope/run_autograder"))
+            .env("AUTOGRADER_ROOT", ag)
+            .env("CUGRADE", BIN)
+            .env("CUGRADE_BACKEND", "emu")
+            .env("CUGRADE_SEED", "3")
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(ag.join("results/results.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}\n{text}");
+        assert_eq!(v["score"].as_f64(), want_score, "{text}");
+        if want_score == Some(0.0) {
+            assert!(
+                v["output"].as_str().unwrap().contains("cugrade.yaml"),
+                "{text}"
+            );
+        }
+    }
+}
+
+/// summary.md's leaderboard ranks measured speeds without names; failure causes group across
+/// students; grades.csv marks who was timed.
+#[test]
+fn leaderboard_is_anonymous_and_causes_group_across_students() {
+    use cugrade::result::{Check, CheckKind, GradeResult, MilestoneResult, RunInfo, Status};
+    let student = |name: &str, speedup: Option<f64>, wrong: bool| {
+        let mut checks = vec![];
+        if wrong {
+            checks.push(Check::fail(
+                CheckKind::Correctness,
+                "correctness n257",
+                format!(
+                    "wrong results on case n257 (trial 1): out[0] is {}",
+                    name.len()
+                ),
+            ));
+        }
+        checks.push(match speedup {
+            Some(x) => Check::pass(CheckKind::Performance, "speedup", "fast").with_measure(
+                x,
+                Some(10.0),
+                "x",
+            ),
+            None => Check::skipped(CheckKind::Performance, "speedup", "not measured"),
+        });
+        GradeResult {
+            assignment: "reduction".into(),
+            student: name.into(),
+            student_id: None,
+            id: String::new(),
+            entry: String::new(),
+            backend: "cuda".into(),
+            seed: 1,
+            score: 10.0,
+            max_score: 20.0,
+            milestones: vec![MilestoneResult {
+                id: "reduce_shared".into(),
+                title: "Shared".into(),
+                status: if wrong { Status::Fail } else { Status::Pass },
+                score: 10.0,
+                max_score: 20.0,
+                checks,
+                kernel: "reduce_shared".into(),
+                provisional: false,
+            }],
+            submission_sha256: String::new(),
+            rubric_sha256: String::new(),
+            compile: None,
+            run: RunInfo {
+                timed: speedup.is_some(),
+                ..Default::default()
+            },
+            notes: vec![],
+            flags: vec![],
+        }
+    };
+    let results = vec![
+        student("ann", Some(12.5), false),
+        student("bob", Some(31.0), true),
+        student("cy", None, true),
+    ];
+    let md = cugrade::report::cohort::summary_md(&results);
+    let board = &md[md.find("## Speed leaderboard").expect(&md)..];
+    let board = &board[..board.find("## Duplicates").unwrap_or(board.len())];
+    assert!(
+        board.contains("| 1 | 31x |") && board.contains("| 2 | 12.5x |"),
+        "{board}"
+    );
+    assert!(board.contains("2 students measured"), "{board}");
+    for name in ["ann", "bob", "cy"] {
+        assert!(!board.contains(name), "{board}");
+    }
+    let causes = &md[md.find("## Most common failure causes").expect(&md)..];
+    assert!(
+        causes.contains("| 2 | reduce\\_shared | correctness |"),
+        "{causes}"
+    );
+    let csv = cugrade::report::cohort::grades_csv(&results).unwrap();
+    let speed: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(4).unwrap())
+        .collect();
+    assert_eq!(speed, ["yes", "yes", "no"], "{csv}");
+}
