@@ -8,6 +8,7 @@
 # BIN: the cugrade binary. OUT: a new folder. COHORT: a cohort folder to `grade` as well (the
 # 50-student fixture: `CUGRADE_KEEP_COHORT=DIR cargo test --test it cohort::fifty` leaves it in
 # DIR/cohort). BACKEND: emu (default) or cuda. Then `diff -r OUT_BEFORE OUT_AFTER`.
+# GOLDEN_ONLY=REGEX grades only the examples whose name (lab_example) matches.
 set -euo pipefail
 bin=$(realpath "$1")
 out=$2
@@ -54,6 +55,9 @@ while IFS= read -r expected; do
   dir=$(dirname "$expected")
   lab=$(echo "$dir" | cut -d/ -f2)
   name=$(echo "${dir#submissions-example/}" | tr / _)
+  if [ -n "${GOLDEN_ONLY:-}" ] && ! [[ $name =~ $GOLDEN_ONLY ]]; then
+    continue
+  fi
   o="$out/examples/$name"
   mkdir -p "$o"
   code=0

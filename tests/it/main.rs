@@ -8,6 +8,7 @@
 //! `support` for what a test may not change.
 
 mod adversarial;
+mod architecture;
 mod cheats;
 mod cli;
 mod cohort;
