@@ -378,6 +378,7 @@ fn profile_kernel(
         std::slice::from_ref(&k.kernel),
         dir.path(),
         NCU_METRICS,
+        opts.gpu.as_deref(),
     )
     .map(|rows| (case.name.clone(), rows))
 }

@@ -241,6 +241,7 @@ fn gpu_metrics(
         std::slice::from_ref(name),
         dir.path(),
         &wanted,
+        ctx.opts.gpu.as_deref(),
     )?;
     if !rows.iter().any(|r| &r.kernel == name) {
         return Err("Nsight Compute measured no launch of the kernel".into());

@@ -91,10 +91,11 @@ pub fn merge_findings(emulator: Vec<Check>, gpu: Option<Vec<Check>>) -> Vec<Chec
                 && c.status == crate::result::Status::Fail
                 && g.name == c.name
         });
+        const TOO: &str = "; the PTX emulator's check found it too";
         match twin {
-            Some(g) => g
-                .message
-                .push_str("; the PTX emulator's check found it too"),
+            // Said once, however many of the emulator's findings are at that line.
+            Some(g) if g.message.ends_with(TOO) => {}
+            Some(g) => g.message.push_str(TOO),
             None => gpu.push(c),
         }
     }
@@ -286,4 +287,30 @@ pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Che
     .with_hint(hint)
     .with_cause(d.tool.clone())
     .with_details(format!("PTX: {}", d.instruction))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finding_both_made_is_listed_once_and_says_so_once() {
+        let fail = |name: &str| Check::fail(CheckKind::Sanitizer, name, "memcheck: invalid read");
+        let gpu = vec![fail("memcheck k.cu:3")];
+        // The emulator saw the same line on two cases, and another line once.
+        let emulator = vec![
+            fail("memcheck k.cu:3"),
+            fail("memcheck k.cu:3"),
+            fail("racecheck k.cu:9"),
+        ];
+        let merged = merge_findings(emulator, Some(gpu));
+        assert_eq!(merged.len(), 2, "{merged:#?}");
+        assert_eq!(
+            merged[0].message,
+            "memcheck: invalid read; the PTX emulator's check found it too"
+        );
+        assert_eq!(merged[1].name, "racecheck k.cu:9");
+        // Without compute-sanitizer, the emulator's findings as they are.
+        assert_eq!(merge_findings(vec![fail("x")], None).len(), 1);
+    }
 }

@@ -193,7 +193,8 @@ fn metric_list(metrics: &[&str]) -> String {
     list.join(",")
 }
 
-/// Run `exe args` under ncu and return the rows it measured for `kernels` (one launch each).
+/// Run `exe args` under ncu and return the rows it measured for `kernels` (one launch each),
+/// holding GPU `gpu`'s timing lock (`measure::lock`).
 /// The program's own output is discarded; ncu writes its CSV to a log file in `dir` (also the
 /// run's TMPDIR), so that nothing the kernel prints can pass for a metric. Killed after
 /// [`NCU_TIMEOUT`].
@@ -204,8 +205,16 @@ pub fn run_ncu(
     kernels: &[String],
     dir: &Path,
     metrics: &[&str],
+    gpu: Option<&str>,
 ) -> Result<Vec<NcuRow>, String> {
     use wait_timeout::ChildExt;
+    // The GPU's timing lock, exclusively: the counters are one session's at a time (a second
+    // ncu on the GPU fails with no rows), and ncu's replays would disturb timed sections.
+    let _held = match gpu.map(crate::measure::lock::timing) {
+        Some(Err(e)) => return Err(format!("cannot take the GPU's timing lock: {e}")),
+        Some(Ok(l)) => Some(l),
+        None => None,
+    };
     let log = dir.join("ncu.csv");
     let filter = format!("regex:^({})$", kernels.join("|"));
     let mut child = Command::new(ncu)
