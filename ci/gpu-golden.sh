@@ -28,9 +28,16 @@ export REDACT_MEASURED=1
 started=$(date +%s)
 # GOLDEN_TIMEOUT (seconds): stop both there; the examples both finished are compared.
 limit=${GOLDEN_TIMEOUT:-0}
-timeout "$limit" bash ci/golden.sh "$before" "$work/before" "" cuda >"$work/before.log" 2>&1 &
-timeout "$limit" bash ci/golden.sh "$after" "$work/after" "" cuda >"$work/after.log" 2>&1 &
-wait
+# GOLDEN_SERIAL=1: one after the other (builds older than the Nsight lock ran ncu sessions
+# side by side, and one of them then read no counters).
+if [ "${GOLDEN_SERIAL:-0}" = 1 ]; then
+  timeout "$limit" bash ci/golden.sh "$before" "$work/before" "" cuda >"$work/before.log" 2>&1
+  timeout "$limit" bash ci/golden.sh "$after" "$work/after" "" cuda >"$work/after.log" 2>&1
+else
+  timeout "$limit" bash ci/golden.sh "$before" "$work/before" "" cuda >"$work/before.log" 2>&1 &
+  timeout "$limit" bash ci/golden.sh "$after" "$work/after" "" cuda >"$work/after.log" 2>&1 &
+  wait
+fi
 # An example the timeout cut short in either run is left out of the comparison.
 for d in "$work"/before/examples/* "$work"/after/examples/*; do
   n=$(basename "$d")
