@@ -73,21 +73,14 @@ pub struct Submission {
 }
 
 /// Why a submission could not be read.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SubmissionError {
     /// The manifest is malformed (exit 2 for `check`).
+    #[error("{0}")]
     Manifest(ConfigError),
     /// Anything else (missing path, no sources, too large).
+    #[error("{0}")]
     Other(String),
-}
-
-impl std::fmt::Display for SubmissionError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SubmissionError::Manifest(e) => write!(f, "{e}"),
-            SubmissionError::Other(m) => write!(f, "{m}"),
-        }
-    }
 }
 
 /// Read a submission from a file or directory.
