@@ -116,8 +116,8 @@ summary() {
 import glob, json, os, sys
 out = sys.argv[1]
 rows = []
-for f in sorted(glob.glob(f"{out}/grade/*/*/result.json")):
-    lab = f.split("/")[-3]
+for f in sorted(glob.glob(f"{out}/grade/*/*/result.json") + glob.glob(f"{out}/grade/*/students/*/result.json")):
+    lab = f.split("/grade/")[1].split("/")[0]
     try:
         r = json.load(open(f))
     except Exception as e:

@@ -171,11 +171,14 @@ fn measured(dir: &Path) -> Medians {
     let grade = dir.join("grade");
     if grade.is_dir() {
         for lab in std::fs::read_dir(&grade).into_iter().flatten().flatten() {
-            for e in std::fs::read_dir(lab.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
+            // A cohort's `--out` keeps each student under `students/` (older runs: at the top).
+            let students = lab.path().join("students");
+            let entries = if students.is_dir() {
+                students
+            } else {
+                lab.path()
+            };
+            for e in std::fs::read_dir(entries).into_iter().flatten().flatten() {
                 let f = e.path().join("result.json");
                 if f.is_file() {
                     files.push((
