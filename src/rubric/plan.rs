@@ -12,7 +12,9 @@ use super::expr::Vars;
 use super::schema::{
     Contract, Language, Launch, MetricSpec, Milestone, PerfSpec, Rubric, Timeouts, Tolerance,
 };
-use super::{LoadedRubric, case_vars, eval_launch, eval_len, milestone_max, perf_bar, perf_max};
+use super::{
+    LoadedRubric, case_elements, case_vars, eval_launch, milestone_max, perf_bar, perf_max,
+};
 use crate::backend::LaunchDims;
 use crate::compare::precision::Precision;
 
@@ -162,17 +164,11 @@ impl LoadedRubric {
 
 fn case_plan(contract: &Contract, launch: &Launch, c: &super::schema::Case) -> CasePlan {
     let vars = case_vars(c);
-    let elements = contract
-        .params
-        .iter()
-        .filter(|p| p.len.is_some())
-        .filter_map(|p| eval_len(p, &vars).ok())
-        .fold(0usize, usize::saturating_add);
     CasePlan {
         name: c.name.clone(),
         launch: eval_launch(launch, &vars),
         reference_launch: eval_launch(&contract.launch, &vars),
-        elements,
+        elements: case_elements(contract, c),
         case: c.clone(),
         vars,
     }
