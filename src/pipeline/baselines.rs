@@ -105,13 +105,7 @@ fn gpu_baseline(against: &Against, case: &CasePlan) -> Result<BaselineChoice, St
                 scale: 1.0,
                 unit: "x",
                 what: format!("faster than the reference `{k}`"),
-                record: Some(BaselineRecord {
-                    kind: format!("reference:{k}"),
-                    median_ms: 0.0,
-                    paired: true,
-                    source: None,
-                    cpu: None,
-                }),
+                record: Some(paired(format!("reference:{k}"))),
             })
         }
         Against::Cublas => {
@@ -125,13 +119,7 @@ fn gpu_baseline(against: &Against, case: &CasePlan) -> Result<BaselineChoice, St
                 scale: 1.0,
                 unit: "x",
                 what: "of cuBLAS SGEMM's speed".into(),
-                record: Some(BaselineRecord {
-                    kind: "cublas".into(),
-                    median_ms: 0.0,
-                    paired: true,
-                    source: None,
-                    cpu: None,
-                }),
+                record: Some(paired("cublas".into())),
             })
         }
         Against::CopyBandwidth { bytes } => {
@@ -144,16 +132,22 @@ fn gpu_baseline(against: &Against, case: &CasePlan) -> Result<BaselineChoice, St
                 scale: 100.0 * b / (2.0 * copy_bytes as f64),
                 unit: "%",
                 what: "of the device-to-device copy bandwidth".into(),
-                record: Some(BaselineRecord {
-                    kind: "copy".into(),
-                    median_ms: 0.0,
-                    paired: true,
-                    source: None,
-                    cpu: None,
-                }),
+                record: Some(paired("copy".into())),
             })
         }
+        // Measured on the host by `cpu_baseline`; `baseline` never sends it here.
         Against::Cpu | Against::CpuParallel => Err("a CPU baseline is measured on the host".into()),
+    }
+}
+
+/// The record of a baseline timed in the timed section, paired with the student's launches.
+fn paired(kind: String) -> BaselineRecord {
+    BaselineRecord {
+        kind,
+        median_ms: 0.0,
+        paired: true,
+        source: None,
+        cpu: None,
     }
 }
 
