@@ -258,22 +258,30 @@ pub fn ensure_headers() -> Result<(), String> {
 
 /// The Numba wheels into `dest` (stamped with the pins), replacing an install with other pins.
 pub fn numba_into(dest: &Path) -> Result<(), String> {
-    let staging = staging_for(dest, "numba")?;
-    let r = pip_into(
-        &staging,
+    pins_into(
+        dest,
         toolchain::NUMBA_WHEELS,
         "numba-cuda 0.30.4 with NVVM 13.0 (for Numba submissions)",
         "~250 MB download, ~700 MB on disk",
-        dest,
     )
-    .and_then(|()| {
-        let stamp = staging.join(toolchain::PINS_STAMP);
-        std::fs::write(&stamp, toolchain::pins_stamp())
-            .map_err(|e| format!("cannot write the pins' stamp: {e}"))?;
-        add_mode(&stamp, 0o444);
-        Ok(())
-    })
-    .and_then(|()| replace_dir(&staging, dest));
+}
+
+/// Install `pins` into `dest` (staged, then renamed into place) with a stamp naming them
+/// ([`toolchain::PINS_STAMP`]), so that a cache made with other pins is installed anew.
+pub fn pins_into(dest: &Path, pins: &[&str], what: &str, size: &str) -> Result<(), String> {
+    let tag = dest
+        .file_name()
+        .map_or_else(|| "pins".into(), |n| n.to_string_lossy().into_owned());
+    let staging = staging_for(dest, &tag)?;
+    let r = pip_into(&staging, pins, what, size, dest)
+        .and_then(|()| {
+            let stamp = staging.join(toolchain::PINS_STAMP);
+            std::fs::write(&stamp, pins.join(" ") + "\n")
+                .map_err(|e| format!("cannot write the pins' stamp: {e}"))?;
+            add_mode(&stamp, 0o444);
+            Ok(())
+        })
+        .and_then(|()| replace_dir(&staging, dest));
     let _ = std::fs::remove_dir_all(&staging);
     r
 }

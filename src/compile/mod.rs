@@ -13,6 +13,7 @@
 //! submissions (`.py`) compile in the same kind of worker through [`numba`]; CuPy submissions
 //! (`.py`) are read there through [`cupy`] and become CUDA C++ for NVRTC.
 
+pub mod arrays;
 pub mod cupy;
 pub mod install;
 pub mod jitlink;

@@ -24,6 +24,8 @@ mod correctness;
 mod cross;
 mod cupy;
 mod estimated;
+mod function;
+mod function_run;
 mod gpu_sanitizer;
 mod load;
 mod locate;
@@ -62,6 +64,9 @@ pub fn grade(
 ) -> Result<GradeResult, Infrastructure> {
     let started = Instant::now();
     let plan = plan_for(rubric, sub);
+    if plan.is_function_lab() {
+        return grade_function_lab(&plan, sub, opts, reference, started);
+    }
     let built = build::stage(&plan, sub, opts)?;
     let mut run = run_info(opts);
     // One worker serves all of a student's milestones while it stays healthy (a fault or a
@@ -108,6 +113,38 @@ pub fn grade(
         run,
         notes: sub.notes.clone(),
         flags,
+    })
+}
+
+/// A Python function lab (`function`, `function_run`): no kernels to build.
+fn grade_function_lab(
+    plan: &Plan,
+    sub: &Submission,
+    opts: &Options,
+    reference: &mut Reference,
+    started: Instant,
+) -> Result<GradeResult, Infrastructure> {
+    let mut run = run_info(opts);
+    let milestones = function_run::grade(plan, sub, opts, reference, &mut run.notes)?;
+    let score: f64 = milestones.iter().map(|m| m.score).sum();
+    run.seconds = Some(started.elapsed().as_secs_f64());
+    Ok(GradeResult {
+        assignment: plan.assignment.clone(),
+        student: sub.student.clone(),
+        student_id: None,
+        id: String::new(),
+        entry: String::new(),
+        backend: opts.backend.as_str().to_string(),
+        seed: opts.seed,
+        score: (score * 100.0).round() / 100.0,
+        max_score: plan.max_score,
+        milestones,
+        submission_sha256: sub.sha256.clone(),
+        rubric_sha256: String::new(),
+        compile: None,
+        run,
+        notes: sub.notes.clone(),
+        flags: vec![],
     })
 }
 

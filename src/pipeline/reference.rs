@@ -32,6 +32,8 @@ pub(super) struct Expected {
 /// The trusted side: the reference module in its own worker, with caches.
 pub struct Reference {
     pub(super) ptx: String,
+    /// A function lab's reference file (NumPy), run in a Python worker of its own.
+    pub(super) python: Option<SourceFile>,
     pub(super) worker: Option<Client>,
     /// Expected allocations by (kernel, case, trial), shared by every [`Reference::share`]d
     /// handle: a cohort computes each once, whatever its `--jobs`.
@@ -67,6 +69,10 @@ impl Reference {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let src = SourceFile { name, text };
+        if rubric.reference_path.extension().is_some_and(|e| e == "py") {
+            // A function lab's NumPy reference: run by `function`, never compiled.
+            return Ok(Reference::new(String::new(), Some(src), vec![], opts));
+        }
         let ptx_file = rubric
             .reference_path
             .extension()
@@ -98,8 +104,18 @@ impl Reference {
                 summary.log
             )));
         };
-        Ok(Reference {
+        Ok(Reference::new(ptx, None, summary.kernels.clone(), opts))
+    }
+
+    fn new(
+        ptx: String,
+        python: Option<SourceFile>,
+        resources: Vec<crate::result::KernelResources>,
+        opts: &Options,
+    ) -> Reference {
+        Reference {
             ptx,
+            python,
             worker: None,
             outputs: Arc::default(),
             baselines: HashMap::new(),
@@ -108,9 +124,9 @@ impl Reference {
             backend: opts.backend,
             device: opts.device,
             protected: opts.protected.clone(),
-            resources: summary.kernels.clone(),
+            resources,
             estimates: Arc::default(),
-        })
+        }
     }
 
     /// Another handle on the same compiled module and expected-output cache, with a worker of
@@ -120,6 +136,7 @@ impl Reference {
     pub fn share(&self, device: usize, gpu: Option<String>) -> Reference {
         Reference {
             ptx: self.ptx.clone(),
+            python: self.python.clone(),
             worker: None,
             outputs: Arc::clone(&self.outputs),
             baselines: HashMap::new(),

@@ -304,6 +304,17 @@ fn check_all(r: &LoadedRubric) -> Vec<ConfigError> {
     if rb.milestones.is_empty() {
         errors.push(r.error_at("milestones", "a rubric needs at least one milestone"));
     }
+    let function = |m: &Milestone| {
+        rb.contracts
+            .get(&m.contract)
+            .is_some_and(Contract::is_function)
+    };
+    if rb.milestones.iter().any(function) && !rb.milestones.iter().all(function) {
+        errors.push(r.error_at(
+            "milestones",
+            "a rubric grades kernels or Python functions (`returns:`), not both: split it in two",
+        ));
+    }
     errors.extend(numbers::check(r).err());
     // File order: what an editor shows top to bottom.
     errors.sort_by_key(|e| e.pos.map(|p| (p.line, p.col)));
@@ -325,6 +336,29 @@ fn check_reference_names(
         .reference_path
         .file_name()
         .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+    if r.rubric
+        .contracts
+        .get(&m.contract)
+        .is_some_and(Contract::is_function)
+    {
+        let name = m.reference_kernel.as_deref().unwrap_or(&m.kernel);
+        let def = regex::Regex::new(&format!(r"(?m)^def\s+{}\s*\(", regex::escape(name)))
+            .expect("escaped regex");
+        if def.is_match(reference) {
+            return vec![];
+        }
+        let key = if m.reference_kernel.is_some() {
+            "reference_kernel"
+        } else {
+            "kernel"
+        };
+        return vec![r.error_at(
+            &format!("{at}.{key}"),
+            format!(
+                "function `{name}` is not defined at the top level of the reference file `{file}`"
+            ),
+        )];
+    }
     let mut named: Vec<(String, &str)> = vec![match &m.reference_kernel {
         Some(k) => (format!("{at}.reference_kernel"), k.as_str()),
         None => (format!("{at}.kernel"), m.kernel.as_str()),
@@ -576,6 +610,9 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
             }
         }
     }
+    if let Some(ret) = &c.returns {
+        return check_function(r, &at, c, ret, &tol_vars);
+    }
     for (key, list) in [("block", &c.launch.block), ("grid", &c.launch.grid)] {
         if list.is_empty() || list.len() > 3 {
             return Err(r.error_at(
@@ -591,6 +628,49 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
         parse_at(r, &format!("{at}.launch.shared_bytes"), s, Kind::Int, &vars)?;
     }
     check_tolerance(r, &format!("{at}.tolerance"), &c.tolerance, &tol_vars)
+}
+
+/// A Python function's contract (`returns:`): it returns one `out` buffer and takes the rest;
+/// no launch, no symbols, no built-in CPU implementation (the reference file is the CPU's).
+fn check_function(
+    r: &LoadedRubric,
+    at: &str,
+    c: &Contract,
+    ret: &str,
+    tol_vars: &[String],
+) -> Result<(), ConfigError> {
+    if !(c.launch.block.is_empty() && c.launch.grid.is_empty() && c.launch.shared_bytes.is_none()) {
+        return Err(r.error_at(
+            &format!("{at}.launch"),
+            "a function contract (`returns:`) has no launch: the function runs its own kernels",
+        ));
+    }
+    if c.cpu.is_some() {
+        return Err(r.error_at(
+            &format!("{at}.cpu"),
+            "a function contract compares with its reference file's own function: drop `cpu`",
+        ));
+    }
+    for (i, p) in c.params.iter().enumerate() {
+        let returned = p.name == ret;
+        let out = p.dir != Direction::In;
+        if p.symbol || returned != out || (returned && p.dir != Direction::Out) {
+            return Err(r.error_at(
+                &format!("{at}.params[{i}]"),
+                format!(
+                    "a function contract's parameters are its table's entries (`dir: in`) and the                      one `out` buffer it returns (`returns: {ret}`); `{}` is neither",
+                    p.name
+                ),
+            ));
+        }
+    }
+    if !c.params.iter().any(|p| p.name == ret) {
+        return Err(r.error_at(
+            &format!("{at}.returns"),
+            format!("`returns: {ret}` names no parameter of this contract"),
+        ));
+    }
+    check_tolerance(r, &format!("{at}.tolerance"), &c.tolerance, tol_vars)
 }
 
 /// Variables the contract's expressions read (a case must define all of them).
@@ -625,6 +705,12 @@ fn check_milestone(r: &LoadedRubric, at: &str, m: &Milestone) -> Result<(), Conf
             ),
         ));
     };
+    if contract.is_function() && !m.metrics.is_empty() {
+        return Err(r.error_at(
+            &format!("{at}.metrics"),
+            "a function lab has no emulator metrics: they are a kernel's",
+        ));
+    }
     let needed = contract_variables(contract);
     let missing_vars = |case: &Case| needed.iter().find(|v| !case.vars.contains_key(*v)).cloned();
     for (i, name) in m.correctness.cases.iter().enumerate() {
@@ -683,6 +769,13 @@ fn check_milestone(r: &LoadedRubric, at: &str, m: &Milestone) -> Result<(), Conf
             return Err(r.error_at(&pat, "a performance check needs `min` or `tiers`"));
         }
         match &p.against {
+            Against::Cpu if contract.is_function() => {}
+            _ if contract.is_function() => {
+                return Err(r.error_at(
+                    &format!("{pat}.against"),
+                    "a function lab's speed compares with `cpu`: its reference file's function",
+                ));
+            }
             Against::Cpu | Against::CpuParallel if contract.cpu.is_none() => {
                 return Err(r.error_at(
                     &format!("{pat}.against"),

@@ -32,6 +32,13 @@ pub struct Plan {
     pub path: std::path::PathBuf,
 }
 
+impl Plan {
+    /// Whether the rubric grades Python functions (`returns:`), not kernels.
+    pub fn is_function_lab(&self) -> bool {
+        !self.milestones.is_empty() && self.milestones.iter().all(|m| m.contract.is_function())
+    }
+}
+
 /// One milestone, resolved.
 #[derive(Debug, Clone)]
 pub struct MilestonePlan {

@@ -296,6 +296,14 @@ pub struct Contract {
     /// `validate` cross-checks the reference against it and `against: cpu` times it.
     #[serde(default)]
     pub cpu: Option<String>,
+    /// A Python function lab (docs/labs/preprocess.md): the contract is a function
+    /// `f(table)`, not a kernel. Its `in` buffers and scalars are the table's entries, and the
+    /// `out` buffer named here is what it returns. Such a contract has no `launch`, and
+    /// `against: cpu` times the reference file's own (NumPy) function.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returns: Option<String>,
+    /// Kernels only.
+    #[serde(default)]
     pub launch: Launch,
     /// Default tolerance for every output buffer of this contract.
     #[serde(default)]
@@ -412,6 +420,13 @@ pub struct Param {
     pub symbol: bool,
 }
 
+impl Contract {
+    /// Whether this is a Python function's contract (`returns:`), not a kernel's.
+    pub fn is_function(&self) -> bool {
+        self.returns.is_some()
+    }
+}
+
 impl Param {
     /// The parameter's type, `None` for a type the rubric's check refuses.
     pub fn param_type(&self) -> Option<ParamType> {
@@ -489,7 +504,7 @@ pub struct Tolerance {
     pub exact: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Launch {
     /// 1 to 3 expressions; missing ones are 1.

@@ -11,7 +11,7 @@ use crate::sandbox;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::{Duration, Instant};
 
 /// What a worker is for.
@@ -23,6 +23,9 @@ pub enum Role {
     Run,
     /// Extract a student's archive: no backend, no toolchain.
     Unpack,
+    /// Become the Python harness of a function lab (`worker::python`): no backend here; CuPy
+    /// starts its own CUDA after the `exec`.
+    Python,
 }
 
 /// Everything the worker is told on its command line (one JSON argument).
@@ -109,6 +112,20 @@ pub fn main(config_json: &str) -> i32 {
                 return 3;
             }
         };
+        if let Request::PythonStart(start) = &req {
+            let message = if config.role == Role::Python {
+                let _ = out.flush();
+                let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+                let why = super::python::exec(start, &temp, out.get_ref().as_raw_fd());
+                // SAFETY: point fd 1 back at the captured stderr after a failed exec.
+                unsafe { libc::dup2(2, 1) };
+                why
+            } else {
+                "this worker is not a Python worker".into()
+            };
+            let _ = write_frame(&mut out, &Response::Failed { message }, &[]);
+            return 3;
+        }
         let (resp, out_blobs, fatal) = {
             // A `Measure` tells the parent it is set up and waits for its `Go`.
             let max = config.max_request_bytes;
@@ -389,6 +406,13 @@ fn serve(
         Request::Go => (
             Response::Failed {
                 message: "go without a measurement in progress".into(),
+            },
+            vec![],
+            false,
+        ),
+        Request::PythonStart(_) | Request::Python { .. } => (
+            Response::Failed {
+                message: "this worker is not a Python harness".into(),
             },
             vec![],
             false,

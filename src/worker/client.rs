@@ -125,7 +125,7 @@ impl Client {
         self.timing_loaded
     }
 
-    fn call(
+    pub(super) fn call(
         &mut self,
         req: &Request,
         blobs: &[&[u8]],
@@ -135,7 +135,7 @@ impl Client {
     }
 
     /// An answer of the wrong kind: the worker is ended, and the failure says what came.
-    fn unexpected(&mut self, r: &Response) -> WorkerFailure {
+    pub(super) fn unexpected(&mut self, r: &Response) -> WorkerFailure {
         self.worker.kill();
         WorkerFailure::Protocol(match r {
             Response::Failed { message } => format!("unexpected answer Failed ({message})"),
@@ -464,5 +464,6 @@ fn variant(r: &Response) -> &'static str {
         Response::Unreadable { .. } => "Unreadable",
         Response::Failed { .. } => "Failed",
         Response::Unpacked(_) => "Unpacked",
+        Response::Python { .. } => "Python",
     }
 }

@@ -11,6 +11,7 @@ pub mod nsight;
 pub mod parent;
 pub mod profiled;
 pub mod protocol;
+pub mod python;
 
 pub use child::Role;
 pub use client::Client;

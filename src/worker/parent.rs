@@ -207,6 +207,7 @@ impl Worker {
     /// reason and what it printed.
     pub fn spawn(opts: &WorkerOptions) -> Result<Worker, String> {
         let gpu = opts.backend == BackendKind::Cuda && opts.role == Role::Run;
+        // (A Python worker's CUDA starts after `exec`, in CuPy: no retry for it.)
         if !gpu {
             return Worker::spawn_with(opts, None);
         }
@@ -245,7 +246,7 @@ impl Worker {
             .map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let mut policy = sandbox::Policy::worker(
             temp.path(),
-            opts.backend == BackendKind::Cuda && opts.role == Role::Run,
+            opts.backend == BackendKind::Cuda && matches!(opts.role, Role::Run | Role::Python),
         );
         policy.compat = compat;
         policy.data_bytes = opts.data_limit_bytes;

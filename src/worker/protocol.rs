@@ -90,6 +90,11 @@ pub enum Request {
         /// The archive's file name, for messages.
         name: String,
     },
+    /// Role `Python` only, first request: become the Python harness for a function lab
+    /// (`worker::python`). Answer: the harness's first `Python` frame.
+    PythonStart(Box<crate::worker::python::PythonStart>),
+    /// To the Python harness: a call (`worker::python::Call` as JSON; blobs: the columns).
+    Python { json: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,6 +150,10 @@ pub enum Response {
     /// The paths of the files an `Unpack` kept (their bytes are the blobs), or why the
     /// archive was refused.
     Unpacked(Result<Vec<String>, String>),
+    /// From the Python harness (JSON; a returned array's bytes as the blob).
+    Python {
+        json: String,
+    },
     /// The worker could not serve the request (e.g. the backend failed to start).
     Failed {
         message: String,

@@ -1,0 +1,365 @@
+//! Python function labs (docs/labs/preprocess.md): the submission is a function over a table
+//! of arrays (`preprocess(table) -> features`), graded against the lab's NumPy reference.
+//!
+//! Both run in Python workers of their own (`worker::python`): the reference with NumPy, the
+//! student's with CuPy on a GPU, or with NumPy standing in for CuPy without one (its speed is
+//! then not measured). The parent generates every table (`inputs`), sends the same table to
+//! both, and compares the returned arrays itself (`compare`, the contract's tolerance). Speed
+//! (`function_timed`) is the parent's wall clock around each call.
+
+use super::context::{Infrastructure, Options, worker_options};
+use super::reference::Reference;
+use crate::compare::{self, Resolved};
+use crate::compile::SourceFile;
+use crate::compile::arrays::{self, ArrayEnv};
+use crate::inputs::{self, Invocation};
+use crate::result::{Check, CheckKind, Status};
+use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
+use crate::rubric::schema::{Direction, ParamType, ScalarType};
+use crate::submission::Submission;
+use crate::worker::python::{Answer, Call, Column, PyError, PythonStart, Started};
+use crate::worker::{Client, Role, WorkerFailure};
+use std::time::Duration;
+
+/// A Python worker running one side of the lab.
+pub(super) struct Side {
+    pub(super) client: Client,
+    /// What `cupy` is there (`CuPy 14.0.1`, `NumPy 2.4.6 standing in for CuPy`).
+    pub(super) backend: String,
+}
+
+/// Why a side could not start.
+pub(super) enum NotStarted {
+    /// The student's modules: no function, or an import failed (the student's).
+    Student(Check),
+    /// The machine (NumPy or CuPy missing, a worker that would not start).
+    Machine(String),
+}
+
+/// Start a Python worker for `files` and turn it into the harness for `function`.
+pub(super) fn start(
+    opts: &Options,
+    env: &ArrayEnv,
+    files: Vec<SourceFile>,
+    function: &str,
+    student: bool,
+    timeout: Duration,
+) -> Result<Side, NotStarted> {
+    let mut wo = worker_options(&opts.protected, Role::Python, opts.backend, opts.device);
+    wo.extra_read.extend(env.read_dirs.iter().cloned());
+    let mut client = Client::spawn(&wo).map_err(NotStarted::Machine)?;
+    let modules = modules_for(&files, function);
+    let start = PythonStart {
+        python: env.python.clone(),
+        files,
+        modules,
+        function: function.to_string(),
+        sites: env.sites.clone(),
+        stand_in: student && !on_gpu(opts),
+        cupy: student,
+        env: env.env.clone(),
+    };
+    match client.python_start(&start, timeout) {
+        Ok(Started::Ready { backend }) => Ok(Side { client, backend }),
+        Ok(Started::Machine(e)) => Err(NotStarted::Machine(format!(
+            "the Python array library does not import: {}\n{}",
+            e.message, e.details
+        ))),
+        Ok(Started::NoFunction(errors)) if student => {
+            Err(NotStarted::Student(no_function(function, &errors)))
+        }
+        Ok(Started::NoFunction(errors)) => Err(NotStarted::Machine(format!(
+            "the reference file defines no function `{function}`: {}",
+            errors.first().map_or("", |e| e.details.as_str())
+        ))),
+        Err(f) => {
+            let out = client.output().text();
+            Err(NotStarted::Machine(format!(
+                "the Python worker did not start: {f}\n{out}"
+            )))
+        }
+    }
+}
+
+pub(super) fn on_gpu(opts: &Options) -> bool {
+    opts.backend == crate::backend::BackendKind::Cuda
+}
+
+/// The modules to import, those whose text defines `def FUNCTION(` first: top-level `.py`
+/// files by their stems.
+fn modules_for(files: &[SourceFile], function: &str) -> Vec<String> {
+    let def = regex::Regex::new(&format!(r"(?m)^def\s+{}\s*\(", regex::escape(function)))
+        .expect("escaped regex");
+    let mut mods: Vec<(bool, String)> = files
+        .iter()
+        .filter(|f| !f.name.contains('/'))
+        .filter_map(|f| {
+            let stem = f.name.strip_suffix(".py")?;
+            let ok =
+                !stem.is_empty() && stem.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            ok.then(|| (!def.is_match(&f.text), stem.to_string()))
+        })
+        .collect();
+    mods.sort();
+    mods.into_iter().map(|(_, m)| m).collect()
+}
+
+/// No module defines the function: what each import said, at its line.
+fn no_function(function: &str, errors: &[PyError]) -> Check {
+    let name = format!("function {function}");
+    match errors.first() {
+        Some(e) => Check::fail(
+            CheckKind::Compile,
+            name,
+            format!("importing the submission failed: {}", e.message),
+        )
+        .with_location(location(e))
+        .with_details(e.details.clone())
+        .with_cause("import"),
+        None => Check::fail(
+            CheckKind::Kernel,
+            name,
+            format!(
+                "no module of the submission defines a function `{function}(table)` at its top \
+                 level"
+            ),
+        )
+        .with_hint(format!(
+            "Define `def {function}(table):` in a `.py` file of the submission (`cugrade init \
+             LAB --lang cupy` writes a starter)."
+        )),
+    }
+}
+
+pub(super) fn location(e: &PyError) -> Option<String> {
+    Some(format!("{}:{}", e.file.as_deref()?, e.line?))
+}
+
+/// NumPy's name for an element type (`<f4`).
+fn dtype(t: ScalarType) -> &'static str {
+    match t {
+        ScalarType::I32 => "<i4",
+        ScalarType::U32 => "<u4",
+        ScalarType::I64 => "<i8",
+        ScalarType::U64 => "<u8",
+        ScalarType::F32 => "<f4",
+        ScalarType::F64 => "<f8",
+    }
+}
+
+/// A case's table for one trial (seeded like a kernel's inputs), the call that sends it, and
+/// the returned buffer's description.
+pub(super) fn table(
+    plan: &MilestonePlan,
+    case: &CasePlan,
+    seed: u64,
+) -> Result<(Invocation, Call), String> {
+    let inv = inputs::generate(&plan.contract, &case.vars, seed)?;
+    let mut call = Call::default();
+    for b in inv.buffers.iter().filter(|b| b.dir == Direction::In) {
+        call.columns.push(Column {
+            name: b.name.clone(),
+            dtype: dtype(b.elem).into(),
+            shape: b.shape.clone().unwrap_or_else(|| vec![b.len]),
+        });
+    }
+    for p in &plan.contract.params {
+        if let (Some(ParamType::Scalar(t)), Some(v)) = (p.param_type(), &p.value) {
+            let x = v.eval_f64(&case.vars)?;
+            let value = if t.is_float() {
+                serde_json::json!(x)
+            } else {
+                serde_json::json!(x as i64)
+            };
+            call.scalars.insert(p.name.clone(), value);
+        }
+    }
+    Ok((inv, call))
+}
+
+/// The columns' bytes, in the call's order.
+pub(super) fn columns(inv: &Invocation) -> Vec<&[u8]> {
+    inv.buffers
+        .iter()
+        .filter(|b| b.dir == Direction::In)
+        .map(|b| b.data.as_slice())
+        .collect()
+}
+
+/// What is wrong with the student's answer against the reference's, if anything: a message,
+/// its cause and the evidence. `None`: within tolerance.
+pub(super) fn wrong(
+    plan: &MilestonePlan,
+    inv: &Invocation,
+    case: &CasePlan,
+    expected: &[u8],
+    got: &Answer,
+) -> Option<(String, &'static str, String)> {
+    let Some(out) = inv.buffers.iter().find(|b| b.dir == Direction::Out) else {
+        return Some((
+            "the contract returns no buffer".into(),
+            "rubric",
+            String::new(),
+        ));
+    };
+    let (dt, shape, bytes) = match got {
+        Answer::Raised(e) => return Some((raised(e), "exception", e.details.clone())),
+        Answer::Array {
+            dtype,
+            shape,
+            bytes,
+        } => (dtype, shape, bytes),
+    };
+    let want_shape = out.shape.clone().unwrap_or_else(|| vec![out.len]);
+    if dt.as_str() != dtype(out.elem) {
+        return Some((
+            format!(
+                "returned {} features; the lab asks for {} ({})",
+                numpy_name(dt),
+                numpy_name(dtype(out.elem)),
+                if dt.ends_with("f8") {
+                    "an array made with a float64 default, such as `cp.zeros((n, k))`, or a Python float mixed with a float64 array, upcasts"
+                } else {
+                    "cast the result with `.astype(...)`"
+                }
+            ),
+            "dtype",
+            String::new(),
+        ));
+    }
+    if *shape != want_shape {
+        return Some((
+            format!("returned shape {shape:?}; the lab asks for {want_shape:?}"),
+            "shape",
+            String::new(),
+        ));
+    }
+    let t = out
+        .tolerance
+        .as_ref()
+        .or(plan.tolerance.as_ref())
+        .or(Some(&plan.contract.tolerance));
+    let vars = inv.tolerance_vars(&case.vars);
+    let tol = match Resolved::with_precision(t, out.elem, &vars, plan.precision) {
+        Ok(t) => t,
+        Err(e) => return Some((format!("tolerance: {e}"), "rubric", String::new())),
+    };
+    let c = compare::compare(out, expected, bytes, tol);
+    if c.ok() {
+        return None;
+    }
+    Some((
+        format!(
+            "wrong results: {} of {} values differ from the reference",
+            c.bad, c.total
+        ),
+        "wrong",
+        c.describe(),
+    ))
+}
+
+fn numpy_name(dt: &str) -> String {
+    match dt {
+        "<f4" => "float32".into(),
+        "<f8" => "float64".into(),
+        "<f2" => "float16".into(),
+        "<i4" => "int32".into(),
+        "<i8" => "int64".into(),
+        other => format!("dtype `{other}`"),
+    }
+}
+
+fn raised(e: &PyError) -> String {
+    match e.kind.as_str() {
+        "memory" => format!("ran out of memory: {}", e.message),
+        _ => format!("raised {}", e.message),
+    }
+}
+
+/// The parent's expected array from the reference's answer, or why the reference failed (the
+/// machine's problem: the reference is trusted).
+pub(super) fn expected(a: Result<Answer, WorkerFailure>) -> Result<Vec<u8>, Infrastructure> {
+    match a {
+        Ok(Answer::Array { bytes, .. }) => Ok(bytes),
+        Ok(Answer::Raised(e)) => Err(Infrastructure(format!(
+            "the lab's reference function raised {}\n{}",
+            e.message, e.details
+        ))),
+        Err(f) => Err(Infrastructure(format!(
+            "the reference's worker failed: {f}"
+        ))),
+    }
+}
+
+/// The environments of both sides: NumPy for the reference; CuPy (GPU) or NumPy (the
+/// stand-in) for the student.
+pub(super) fn environments(opts: &Options) -> Result<(ArrayEnv, ArrayEnv), Infrastructure> {
+    let numpy = arrays::numpy().map_err(Infrastructure)?;
+    let student = if on_gpu(opts) {
+        arrays::cupy().map_err(Infrastructure)?
+    } else {
+        numpy.clone()
+    };
+    Ok((numpy, student))
+}
+
+/// Everything the milestones need, started once per submission.
+pub(super) struct Sides {
+    pub(super) reference: Side,
+    pub(super) student: Result<Side, Check>,
+}
+
+/// Start both sides (the reference's failure is the machine's: `Err`).
+pub(super) fn sides(
+    plan: &Plan,
+    m: &MilestonePlan,
+    sub: &Submission,
+    opts: &Options,
+    reference: &Reference,
+) -> Result<Sides, Infrastructure> {
+    let (numpy, env) = environments(opts)?;
+    let startup = Duration::from_secs_f64(plan.timeouts.import_s.max(30.0));
+    let file = reference
+        .python
+        .clone()
+        .ok_or_else(|| Infrastructure("the rubric's reference is not a Python file".into()))?;
+    let ref_name = m.reference_kernel.clone();
+    let reference = match start(opts, &numpy, vec![file], &ref_name, false, startup) {
+        Ok(s) => s,
+        Err(NotStarted::Machine(m)) => return Err(Infrastructure(m)),
+        Err(NotStarted::Student(c)) => return Err(Infrastructure(c.message)),
+    };
+    let student = match start(opts, &env, sub.python.clone(), &m.kernel, true, startup) {
+        Ok(s) => Ok(s),
+        Err(NotStarted::Student(c)) => Err(c),
+        Err(NotStarted::Machine(m)) => return Err(Infrastructure(m)),
+    };
+    Ok(Sides { reference, student })
+}
+
+/// A failed call's check (a timeout or a crash ends the student's worker).
+pub(super) fn failed_call(name: String, case: &CasePlan, f: &WorkerFailure) -> Check {
+    let msg = match f {
+        WorkerFailure::Timeout(d) => format!(
+            "did not return within {:.0} s: an endless loop, or far too slow for this case",
+            d.as_secs_f64()
+        ),
+        other => format!("the Python process died: {other}"),
+    };
+    Check::error(CheckKind::Runtime, name, msg).with_case(case.name.clone())
+}
+
+/// How long one call may take: a generous multiple of the reference's own time.
+pub(super) fn call_timeout(plan: &Plan, reference_s: f64) -> Duration {
+    let s = (reference_s * 50.0).max(plan.timeouts.launch_s.max(10.0));
+    Duration::from_secs_f64(s.min(plan.timeouts.milestone_s.max(10.0)))
+}
+
+/// Status of a correctness check from what was found.
+pub(super) fn status_of(found: &Option<(String, &'static str, String)>) -> Status {
+    if found.is_some() {
+        Status::Fail
+    } else {
+        Status::Pass
+    }
+}

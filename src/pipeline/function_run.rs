@@ -1,0 +1,324 @@
+//! A Python function lab's milestones: correctness on every case and trial, then speed on a
+//! GPU (see `function` for the sides and the comparison).
+//!
+//! Speed is the parent's wall clock around each call: the table leaves the parent, the
+//! function runs (uploads, kernels, downloads), and the clock stops when the last byte of the
+//! returned array has arrived. Nothing the student's process does can stop it early: its
+//! answer is the array itself, and every timed call's answer is checked against the
+//! reference's on the same, freshly generated table. The reference (NumPy, on the CPU) is
+//! timed the same way in the same round, under the GPU's timing lock, so the ratio compares
+//! like with like; both include the harness's own transfers.
+
+use super::context::{Infrastructure, Options};
+use super::function::{
+    self, Side, call_timeout, columns, expected, failed_call, location, on_gpu, table, wrong,
+};
+use super::reference::Reference;
+use crate::inputs;
+use crate::measure::{decide, lock};
+use crate::result::{Check, CheckKind, MilestoneResult};
+use crate::rubric::plan::{CasePlan, MilestonePlan, PerfPlan, Plan};
+use crate::score;
+use crate::submission::Submission;
+use crate::worker::python::Answer;
+use std::time::{Duration, Instant};
+
+/// Timed calls per performance check, after one untimed warm-up (CuPy compiles its kernels on
+/// first use).
+const ROUNDS: u32 = 5;
+
+/// Grade every milestone of a function lab; `notes` gets what `cupy` was.
+pub(super) fn grade(
+    plan: &Plan,
+    sub: &Submission,
+    opts: &Options,
+    reference: &Reference,
+    notes: &mut Vec<String>,
+) -> Result<Vec<MilestoneResult>, Infrastructure> {
+    let mut out = Vec::new();
+    for m in &plan.milestones {
+        let sides = function::sides(plan, m, sub, opts, reference)?;
+        let mut ref_side = sides.reference;
+        let checks = match sides.student {
+            Err(c) => vec![c],
+            Ok(mut student) => {
+                let note = format!(
+                    "Python function labs: the submission's `cupy` was {}",
+                    student.backend
+                );
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+                let mut checks = correctness(plan, m, opts, &mut ref_side, &mut student)?;
+                let correct = score::nothing_wrong(&checks);
+                checks.extend(performance(
+                    plan,
+                    m,
+                    opts,
+                    &mut ref_side,
+                    &mut student,
+                    correct,
+                )?);
+                student.client.kill();
+                checks
+            }
+        };
+        ref_side.client.kill();
+        out.push(score::finish(&m.milestone, m.max_points, checks));
+    }
+    Ok(out)
+}
+
+/// One check per case: every trial's answer within tolerance of the reference's.
+fn correctness(
+    plan: &Plan,
+    m: &MilestonePlan,
+    opts: &Options,
+    reference: &mut Side,
+    student: &mut Side,
+) -> Result<Vec<Check>, Infrastructure> {
+    let mut checks = Vec::new();
+    let mut stopped = false;
+    let mut reference_s: f64 = 0.0;
+    for case in &m.cases {
+        let name = format!("correctness {}", case.name);
+        if stopped {
+            checks.push(
+                Check::skipped(
+                    CheckKind::Correctness,
+                    name,
+                    "not run: an earlier case failed to return",
+                )
+                .with_case(case.name.clone()),
+            );
+            continue;
+        }
+        let (check, stop) = one_case(plan, m, opts, reference, student, case, &mut reference_s)?;
+        stopped = stop;
+        checks.push(check);
+    }
+    Ok(checks)
+}
+
+/// Every trial of one case; `true` when the student's worker is gone.
+#[allow(clippy::too_many_arguments)]
+fn one_case(
+    plan: &Plan,
+    m: &MilestonePlan,
+    opts: &Options,
+    reference: &mut Side,
+    student: &mut Side,
+    case: &CasePlan,
+    reference_s: &mut f64,
+) -> Result<(Check, bool), Infrastructure> {
+    let name = format!("correctness {}", case.name);
+    let ref_timeout = Duration::from_secs_f64(plan.timeouts.milestone_s.max(60.0));
+    for trial in 0..plan.trials {
+        let seed = inputs::trial_seed(opts.seed, &case.name, trial);
+        let (inv, call) =
+            table(m, case, seed).map_err(|e| Infrastructure(format!("case {}: {e}", case.name)))?;
+        let cols = columns(&inv);
+        let t0 = Instant::now();
+        let exp = expected(reference.client.python_call(&call, &cols, ref_timeout))?;
+        *reference_s = reference_s.max(t0.elapsed().as_secs_f64());
+        let got = match student
+            .client
+            .python_call(&call, &cols, call_timeout(plan, *reference_s))
+        {
+            Ok(a) => a,
+            Err(f) => return Ok((failed_call(name, case, &f), true)),
+        };
+        if let Answer::Raised(e) = &got
+            && e.kind == "unsupported"
+        {
+            let c = Check::skipped(
+                CheckKind::Correctness,
+                name,
+                format!("not run without a GPU: {}", e.message),
+            )
+            .with_case(case.name.clone())
+            .with_location(location(e));
+            return Ok((c, false));
+        }
+        if let Some((msg, cause, evidence)) = wrong(m, &inv, case, &exp, &got) {
+            let at = match &got {
+                Answer::Raised(e) => location(e),
+                Answer::Array { .. } => None,
+            };
+            let hint = match cause {
+                "wrong" => m.milestone.hint.clone(),
+                _ => None,
+            };
+            let c = Check::fail(CheckKind::Correctness, name, msg)
+                .with_case(case.name.clone())
+                .with_cause(cause)
+                .with_location(at)
+                .with_hint_opt(hint)
+                .with_details(format!(
+                    "case {}, trial {}:\n{evidence}",
+                    case.name,
+                    trial + 1
+                ));
+            return Ok((c, false));
+        }
+    }
+    let c = Check::pass(
+        CheckKind::Correctness,
+        name,
+        format!("matches the reference on {} fresh tables", plan.trials),
+    )
+    .with_case(case.name.clone());
+    Ok((c, false))
+}
+
+/// Every performance check: timed on a GPU when the pipeline is correct.
+fn performance(
+    plan: &Plan,
+    m: &MilestonePlan,
+    opts: &Options,
+    reference: &mut Side,
+    student: &mut Side,
+    correct: bool,
+) -> Result<Vec<Check>, Infrastructure> {
+    let mut out = Vec::new();
+    for p in &m.performance {
+        let skipped = |why: &str| {
+            Check::skipped(CheckKind::Performance, p.spec.name.clone(), why)
+                .with_case(p.spec.case.clone())
+        };
+        let c = if !on_gpu(opts) {
+            skipped(&format!(
+                "speed is not measured: without a GPU, NumPy {} stood in for CuPy; grade on a GPU \
+                 (--backend cuda) for this check's points",
+                student.backend.split_whitespace().nth(1).unwrap_or("")
+            ))
+        } else if !correct {
+            skipped("not timed: the pipeline is not correct yet")
+        } else {
+            let t0 = Instant::now();
+            let mut c = timed(plan, m, opts, reference, student, p)?;
+            c.seconds = Some(t0.elapsed().as_secs_f64());
+            c
+        };
+        out.push(c);
+    }
+    Ok(out)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// One performance check: ROUNDS calls of each side on fresh tables, every answer checked.
+fn timed(
+    plan: &Plan,
+    m: &MilestonePlan,
+    opts: &Options,
+    reference: &mut Side,
+    student: &mut Side,
+    p: &PerfPlan,
+) -> Result<Check, Infrastructure> {
+    let name = p.spec.name.clone();
+    let Some(case) = &p.case else {
+        return Ok(Check::error(
+            CheckKind::Performance,
+            name,
+            format!("unknown case {}", p.spec.case),
+        ));
+    };
+    let (mut ref_s, mut stu_s) = (Vec::new(), Vec::new());
+    let ref_timeout = Duration::from_secs_f64(plan.timeouts.milestone_s.max(60.0));
+    for round in 0..=ROUNDS {
+        let seed = inputs::trial_seed(opts.seed, &format!("{}:timed", case.name), round);
+        let (inv, call) =
+            table(m, case, seed).map_err(|e| Infrastructure(format!("case {}: {e}", case.name)))?;
+        let cols = columns(&inv);
+        // Nothing else is timed on this GPU meanwhile (other graders' timed sections wait).
+        let held = opts
+            .gpu
+            .as_deref()
+            .map(lock::timing)
+            .transpose()
+            .map_err(|e| Infrastructure(format!("the GPU's timing lock: {e}")))?;
+        let t0 = Instant::now();
+        let exp = reference.client.python_call(&call, &cols, ref_timeout);
+        let t_ref = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let got = student
+            .client
+            .python_call(&call, &cols, call_timeout(plan, t_ref));
+        let t_stu = t1.elapsed().as_secs_f64();
+        drop(held);
+        let exp = expected(exp)?;
+        let got = match got {
+            Ok(a) => a,
+            Err(f) => return Ok(failed_call(name, case, &f).with_case(case.name.clone())),
+        };
+        if let Some((msg, cause, evidence)) = wrong(m, &inv, case, &exp, &got) {
+            return Ok(Check::fail(
+                CheckKind::Performance,
+                name,
+                format!(
+                    "timed call {} of {} on a fresh table: {msg} (a result kept from an earlier \
+                     call, or work left for later, gets no points)",
+                    round + 1,
+                    ROUNDS + 1
+                ),
+            )
+            .with_case(case.name.clone())
+            .with_cause(if cause == "wrong" {
+                "timed-output"
+            } else {
+                cause
+            })
+            .with_details(evidence));
+        }
+        if round > 0 {
+            ref_s.push(t_ref);
+            stu_s.push(t_stu);
+        }
+    }
+    let (r, s) = (median(&mut ref_s), median(&mut stu_s));
+    let ratio = r / s;
+    let points = decide::tier_points(ratio, p.bar, &p.spec.tiers, p.spec.points);
+    let msg = format!(
+        "{ratio:.1}x the NumPy reference end to end: {:.2} ms per call against {:.2} ms (medians \
+         of {ROUNDS} calls on fresh tables, transfers included); needs {}x",
+        s * 1e3,
+        r * 1e3,
+        p.bar
+    );
+    let details = format!(
+        "student (ms): {}\nreference (ms): {}",
+        stu_s
+            .iter()
+            .map(|x| format!("{:.2}", x * 1e3))
+            .collect::<Vec<_>>()
+            .join(" "),
+        ref_s
+            .iter()
+            .map(|x| format!("{:.2}", x * 1e3))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let c = if ratio >= p.bar {
+        Check::pass(CheckKind::Performance, name, msg)
+    } else {
+        Check::fail(CheckKind::Performance, name, msg).with_cause("slow")
+    };
+    let mut c = c
+        .with_case(case.name.clone())
+        .with_measure(ratio, Some(p.bar), "x")
+        .with_details(details);
+    c.points = Some(points);
+    Ok(c)
+}
