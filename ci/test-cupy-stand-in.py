@@ -101,6 +101,10 @@ grp = cp.asarray(np.array([0, 1, 1, 3], np.int32))
 bc = cp.bincount(grp, weights=cp.asarray(np.ones(4, np.float32)), minlength=5)
 check("bincount", is_dev(bc) and bc.shape == (5,) and bc.dtype == np.float64)
 check("argsort", is_dev(cp.argsort(a)) and is_dev(a.argsort()))
+ties = cp.asarray(np.zeros(1000, np.float32))  # NumPy's default quicksort is not stable
+check("argsort stable", (cp.argsort(ties).get() == np.arange(1000)).all())
+check("method argsort stable", (ties.argsort().get() == np.arange(1000)).all())
+check("sort", is_dev(cp.sort(a)) and float(cp.sort(-a)[0]) == -9.0)
 oh = cp.zeros((4, 4), dtype=cp.float32)
 oh[cp.arange(4), grp] = 1
 check("one-hot assignment", float(oh.sum()) == 4.0 and is_dev(oh))

@@ -48,6 +48,13 @@ class ndarray(_np.ndarray):
         # __array_function__); NumPy alone would return a plain ndarray.
         return _wrap(super().__array_function__(func, types, args, kwargs))
 
+    # CuPy's sorts are stable (kind=None means "stable"); NumPy's default quicksort is not.
+    def argsort(self, axis=-1, kind=None, order=None, *, stable=None):
+        return super().argsort(axis=axis, kind="stable")
+
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None):
+        super().sort(axis=axis, kind="stable")
+
     def get(self, stream=None, order="C", out=None, blocking=True):
         host = _np.array(self, order=order)  # a plain numpy.ndarray copy
         if out is not None:
@@ -187,6 +194,14 @@ def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
         out[...] = host
         return out
     return host
+
+
+def argsort(a, axis=-1, kind=None):
+    return _wrap(_np.argsort(a, axis=axis, kind="stable"))
+
+
+def sort(a, axis=-1, kind=None):
+    return _wrap(_np.sort(a, axis=axis, kind="stable"))
 
 
 def get_array_module(*args):
