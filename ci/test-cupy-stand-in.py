@@ -34,6 +34,8 @@ def is_dev(x):
 check("stand-in flag", cp.__cugrade_stand_in__ is True)
 check("version", cp.__version__ == "numpy-stand-in " + np.__version__)
 check("get_array_module", cp.get_array_module(cp.zeros(1)) is cp)
+check("get_array_module host", cp.get_array_module(np.zeros(1), 1.0) is np)
+check("get_array_module mixed", cp.get_array_module(np.zeros(1), cp.zeros(1)) is cp)
 check("dtypes are numpy's", cp.float32 is np.float32 and cp.int32 is np.int32)
 check("dtype works", cp.dtype("float32") == np.float32)
 check("constants", cp.pi == np.pi and cp.newaxis is None and cp.inf == np.inf)
