@@ -73,10 +73,11 @@ def compare(got, ref):
 
 
 def expected_emu(folder):
-    for line in open(os.path.join(folder, "expected.yaml")):
-        s = line.strip()
-        if s.startswith("preprocess:"):
-            return s.split(":", 1)[1].strip()  # the first one is under `milestones:`
+    with open(os.path.join(folder, "expected.yaml")) as f:
+        for line in f:
+            s = line.strip()
+            if s.startswith("preprocess:"):
+                return s.split(":", 1)[1].strip()  # the first one is under `milestones:`
     return None
 
 
