@@ -164,9 +164,7 @@ class _Random(_Wrapped):
         return call
 
 
-random = _Random(_np.random)
-linalg = _Wrapped(_np.linalg)
-fft = _Wrapped(_np.fft)
+random = _Random(_np.random)  # cp.linalg, cp.fft, ...: module __getattr__ wraps them
 
 
 # --- host <-> "device" -------------------------------------------------------------------
@@ -180,10 +178,6 @@ def asarray(a, dtype=None, order=None, *, blocking=False):
 
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False):
     return _np.array(obj, dtype=dtype, copy=copy, order=order, ndmin=ndmin).view(ndarray)
-
-
-def ascontiguousarray(a, dtype=None):
-    return _np.ascontiguousarray(asarray(a), dtype=dtype).view(ndarray)
 
 
 def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
