@@ -11,18 +11,25 @@ pub struct Lab {
     pub name: &'static str,
     /// `rubrics/NAME.yaml`.
     pub rubric: &'static str,
-    /// `reference-kernels/NAME.cu`, which the rubric names as `../reference-kernels/NAME.cu`.
+    /// `reference-kernels/NAME.cu` (`NAME.py` for a Python function lab), which the rubric
+    /// names as `../reference-kernels/NAME.cu`.
     pub reference: &'static str,
+    /// The reference's extension: `cu`, or `py`.
+    pub reference_ext: &'static str,
     /// `docs/labs/NAME.md`.
     pub doc: &'static str,
 }
 
 macro_rules! lab {
     ($name:literal) => {
+        lab!($name, "cu")
+    };
+    ($name:literal, $ext:literal) => {
         Lab {
             name: $name,
             rubric: include_str!(concat!("../rubrics/", $name, ".yaml")),
-            reference: include_str!(concat!("../reference-kernels/", $name, ".cu")),
+            reference: include_str!(concat!("../reference-kernels/", $name, ".", $ext)),
+            reference_ext: $ext,
             doc: include_str!(concat!("../docs/labs/", $name, ".md")),
         }
     };
@@ -40,6 +47,7 @@ pub const LABS: &[Lab] = &[
     lab!("embedding"),
     lab!("fused-gemm"),
     lab!("attention"),
+    lab!("preprocess", "py"),
 ];
 
 pub fn find(name: &str) -> Option<&'static Lab> {
@@ -70,7 +78,7 @@ impl Lab {
             Ok(p)
         };
         write(
-            &format!("reference-kernels/{}.cu", self.name),
+            &format!("reference-kernels/{}.{}", self.name, self.reference_ext),
             self.reference,
         )?;
         let rubric_path = write(&format!("rubrics/{}.yaml", self.name), self.rubric)?;

@@ -13,7 +13,7 @@ use crate::compare::{self, Resolved};
 use crate::compile::SourceFile;
 use crate::compile::arrays::{self, ArrayEnv};
 use crate::inputs::{self, Invocation};
-use crate::result::{Check, CheckKind, Status};
+use crate::result::{Check, CheckKind};
 use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
 use crate::rubric::schema::{Direction, ParamType, ScalarType};
 use crate::submission::Submission;
@@ -175,6 +175,22 @@ pub(super) fn table(
         }
     }
     Ok((inv, call))
+}
+
+/// The same table sent to the harness alone (`Call::null`): an array of the result's dtype
+/// and shape comes back without the function running.
+pub(super) fn null_call(inv: &Invocation, call: &Call) -> Call {
+    let mut c = call.clone();
+    c.null = inv
+        .buffers
+        .iter()
+        .find(|b| b.dir == Direction::Out)
+        .map(|b| Column {
+            name: b.name.clone(),
+            dtype: dtype(b.elem).into(),
+            shape: b.shape.clone().unwrap_or_else(|| vec![b.len]),
+        });
+    c
 }
 
 /// The columns' bytes, in the call's order.
@@ -353,13 +369,4 @@ pub(super) fn failed_call(name: String, case: &CasePlan, f: &WorkerFailure) -> C
 pub(super) fn call_timeout(plan: &Plan, reference_s: f64) -> Duration {
     let s = (reference_s * 50.0).max(plan.timeouts.launch_s.max(10.0));
     Duration::from_secs_f64(s.min(plan.timeouts.milestone_s.max(10.0)))
-}
-
-/// Status of a correctness check from what was found.
-pub(super) fn status_of(found: &Option<(String, &'static str, String)>) -> Status {
-    if found.is_some() {
-        Status::Fail
-    } else {
-        Status::Pass
-    }
 }

@@ -11,7 +11,8 @@
 
 use super::context::{Infrastructure, Options};
 use super::function::{
-    self, Side, call_timeout, columns, expected, failed_call, location, on_gpu, table, wrong,
+    self, Side, call_timeout, columns, expected, failed_call, location, null_call, on_gpu, table,
+    wrong,
 };
 use super::reference::Reference;
 use crate::inputs;
@@ -235,7 +236,7 @@ fn timed(
             format!("unknown case {}", p.spec.case),
         ));
     };
-    let (mut ref_s, mut stu_s) = (Vec::new(), Vec::new());
+    let (mut ref_s, mut stu_s, mut null_s) = (Vec::new(), Vec::new(), Vec::new());
     let ref_timeout = Duration::from_secs_f64(plan.timeouts.milestone_s.max(60.0));
     for round in 0..=ROUNDS {
         let seed = inputs::trial_seed(opts.seed, &format!("{}:timed", case.name), round);
@@ -249,6 +250,11 @@ fn timed(
             .map(lock::timing)
             .transpose()
             .map_err(|e| Infrastructure(format!("the GPU's timing lock: {e}")))?;
+        let tn = Instant::now();
+        let null = reference
+            .client
+            .python_call(&null_call(&inv, &call), &cols, ref_timeout);
+        let t_null = tn.elapsed().as_secs_f64();
         let t0 = Instant::now();
         let exp = reference.client.python_call(&call, &cols, ref_timeout);
         let t_ref = t0.elapsed().as_secs_f64();
@@ -258,6 +264,7 @@ fn timed(
             .python_call(&call, &cols, call_timeout(plan, t_ref));
         let t_stu = t1.elapsed().as_secs_f64();
         drop(held);
+        expected(null)?;
         let exp = expected(exp)?;
         let got = match got {
             Ok(a) => a,
@@ -285,9 +292,10 @@ fn timed(
         if round > 0 {
             ref_s.push(t_ref);
             stu_s.push(t_stu);
+            null_s.push(t_null);
         }
     }
-    let (r, s) = (median(&mut ref_s), median(&mut stu_s));
+    let (r, s, o) = (median(&mut ref_s), median(&mut stu_s), median(&mut null_s));
     let ratio = r / s;
     let points = decide::tier_points(ratio, p.bar, &p.spec.tiers, p.spec.points);
     let msg = format!(
@@ -298,7 +306,9 @@ fn timed(
         p.bar
     );
     let details = format!(
-        "student (ms): {}\nreference (ms): {}",
+        "moving the table in and the features out alone, in the grader's harness: {:.2} ms per \
+         call (median), included in both times\nstudent (ms): {}\nreference (ms): {}",
+        o * 1e3,
         stu_s
             .iter()
             .map(|x| format!("{:.2}", x * 1e3))

@@ -55,6 +55,10 @@ pub struct Column {
 pub struct Call {
     pub columns: Vec<Column>,
     pub scalars: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The harness alone: take the table, answer an array of this dtype and shape without
+    /// calling the function (what moving the data costs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null: Option<Column>,
 }
 
 /// Where in the submission something failed, as the harness saw it.

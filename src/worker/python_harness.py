@@ -31,14 +31,15 @@ MAX_BLOBS = 64
 
 
 def _read_exact(n):
-    chunks = []
-    while n > 0:
-        b = _IN.read(min(n, 1 << 24))
-        if not b:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = _IN.readinto(view[got:])
+        if not k:
             raise EOFError
-        chunks.append(b)
-        n -= len(b)
-    return b"".join(chunks)
+        got += k
+    return buf
 
 
 def _str(s):
@@ -74,10 +75,10 @@ def receive():
         magic = _read_exact(4)
     except EOFError:
         return None
-    if magic != b"CGW2":
+    if bytes(magic) != b"CGW2":
         raise ValueError("bad frame")
     (hlen,) = struct.unpack("<I", _read_exact(4))
-    header = _read_exact(hlen)
+    header = bytes(_read_exact(hlen))
     # {"Python": {"json": TEXT}}: two one-entry maps around the text.
     if header[0] != 0x81:
         raise ValueError("unexpected request")
@@ -208,10 +209,16 @@ while True:
     req, blobs = got
     if req.get("exit"):
         break
+    if req.get("null"):
+        # The harness alone: the table in, an array of the result's size out, no function.
+        # The grader times it in its trusted reference worker: what moving the data costs.
+        out = np.zeros(req["null"]["shape"], dtype=np.dtype(req["null"]["dtype"]))
+        send({"dtype": out.dtype.str, "shape": list(out.shape)}, [out])
+        continue
     table = {}
     for col, blob in zip(req["columns"], blobs):
         # A writable host array: the student may transform it in place.
-        a = np.frombuffer(bytearray(blob), dtype=np.dtype(col["dtype"]))
+        a = np.frombuffer(blob, dtype=np.dtype(col["dtype"]))
         table[col["name"]] = a.reshape(col["shape"])
     for name, value in req.get("scalars", {}).items():
         table[name] = value

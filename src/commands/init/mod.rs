@@ -2,6 +2,7 @@
 //! `--lang numba|cupy`), and `cugrade init --list`.
 
 mod cupy;
+mod function;
 mod numba;
 pub mod starter;
 

@@ -49,6 +49,14 @@ pub fn languages(lab: &Lab) -> Vec<StarterLang> {
         .ok()
         .and_then(|m| rubric::load(&m.rubric_path).ok())
         .is_some_and(|r| super::cupy::can_grade(&r));
+    let function = lab
+        .materialize()
+        .ok()
+        .and_then(|m| rubric::load(&m.rubric_path).ok())
+        .is_some_and(|r| super::function::is_function_lab(&r));
+    if function {
+        return vec![StarterLang::Cupy];
+    }
     let mut v = vec![StarterLang::Cuda];
     if numba {
         v.push(StarterLang::Numba);
@@ -67,7 +75,25 @@ pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, Str
         .materialize()
         .map_err(|e| format!("cannot unpack the lab: {e}"))?;
     let r = rubric::load(&m.rubric_path).map_err(|e| e.to_string())?;
+    let function_lab = super::function::is_function_lab(&r);
+    if function_lab && lang == StarterLang::Numba {
+        return Err(format!(
+            "the {} lab grades a Python function over CuPy arrays: its starter is CuPy \
+             (`cugrade init {} --lang cupy`)",
+            lab.name, lab.name
+        ));
+    }
+    // A function lab's starter is CuPy whatever the (default) language.
+    let lang = if function_lab {
+        StarterLang::Cupy
+    } else {
+        lang
+    };
     let (source_name, source) = match lang {
+        StarterLang::Cupy if function_lab => (
+            super::cupy::file_name(lab),
+            super::function::source(lab, &r),
+        ),
         StarterLang::Cuda => (format!("{}.cu", lab.name), kernel_source(lab, &r)),
         StarterLang::Numba => {
             if !super::numba::can_grade(&r) {
@@ -99,7 +125,14 @@ pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, Str
     let files = [
         (source_name.clone(), source),
         ("cugrade.yaml".to_string(), manifest(lab)),
-        ("README.md".to_string(), readme(&r, &source_name, lang)),
+        (
+            "README.md".to_string(),
+            if function_lab {
+                function_readme(&r, &source_name)
+            } else {
+                readme(&r, &source_name, lang)
+            },
+        ),
         ("lab.md".to_string(), lab.doc.to_string()),
         (".gitignore".to_string(), "cugrade-out/\n".to_string()),
     ];
@@ -282,6 +315,30 @@ fn manifest(lab: &Lab) -> String {
     )
 }
 
+fn function_readme(r: &LoadedRubric, source: &str) -> String {
+    let mut s = format!(
+        "# {}\n\nWrite the function in `{source}`, then grade it from this folder:\n\n\
+         ```sh\ncugrade check\n```\n\n\
+         On a GPU it runs with CuPy and its speed is measured against the NumPy reference. No\n\
+         GPU? NumPy then stands in for CuPy: correctness is graded, speed is not measured.\n\
+         cugrade runs it with Python 3.10+ and NumPy (installed into its cache on first use\n\
+         when Python has none). `cugrade check --watch` grades again each time you save.\n\n\
+         | milestone | function | points |\n| --- | --- | --- |\n",
+        r.rubric.title.replace('\n', " ")
+    );
+    for m in &r.rubric.milestones {
+        let _ = writeln!(
+            s,
+            "| `{}` | `{}` | {} |",
+            m.id,
+            m.kernel,
+            rubric::milestone_max(m)
+        );
+    }
+    let _ = writeln!(s, "\nThe lab's full description is in `lab.md`.");
+    s
+}
+
 fn readme(r: &LoadedRubric, source: &str, lang: StarterLang) -> String {
     let first_use = match lang {
         StarterLang::Cuda => {
@@ -416,6 +473,26 @@ fn definitions(src: &str, kernel: &str) -> Vec<(usize, bool)> {
 /// C++ or Numba), with the `file:line` of the (first) definition. PTX is never taken for a
 /// stub.
 pub fn stubs(sub: &Submission, r: &LoadedRubric) -> BTreeMap<String, String> {
+    if super::function::is_function_lab(r) {
+        let mut out = BTreeMap::new();
+        for m in &r.rubric.milestones {
+            // Every file that defines the function still has the stub.
+            let head = format!("def {}(", m.kernel);
+            let defs: Vec<Option<String>> = sub
+                .python
+                .iter()
+                .filter(|f| f.text.lines().any(|l| l.starts_with(&head)))
+                .map(|f| {
+                    super::function::stub_line(&f.text, &m.kernel)
+                        .map(|line| format!("{}:{line}", f.name))
+                })
+                .collect();
+            if let Some(Some(at)) = defs.first().filter(|_| defs.iter().all(Option::is_some)) {
+                out.insert(m.kernel.clone(), at.clone());
+            }
+        }
+        return out;
+    }
     // Files in a language the rubric refuses are not its kernels: grading says so instead.
     let accepts = |l: crate::rubric::schema::Language| {
         r.rubric.languages.as_ref().is_none_or(|v| v.contains(&l))
