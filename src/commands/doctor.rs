@@ -34,6 +34,8 @@ pub struct Needs {
     pub numba: bool,
     /// A Python for reading CuPy kernels.
     pub cupy: bool,
+    /// NumPy (and CuPy on a GPU) for a Python function lab (docs/labs/preprocess.md).
+    pub arrays: bool,
     pub gpu: bool,
     pub cublas: bool,
     pub what: String,
@@ -43,7 +45,11 @@ pub struct Needs {
 /// when every language the rubric accepts counts (an instructor's `--rubric`).
 pub fn needs_of(r: &LoadedRubric, python: bool, accepts_all: bool, gpu: bool) -> Needs {
     let accepts = |l: Language| r.rubric.languages.as_ref().is_none_or(|v| v.contains(&l));
-    let reference_cu = r.reference_path.extension().is_none_or(|e| e != "ptx");
+    let reference_cu = r
+        .reference_path
+        .extension()
+        .is_none_or(|e| e != "ptx" && e != "py");
+    let arrays = crate::commands::init::is_function_lab(r);
     let nvrtc = reference_cu || (accepts_all && accepts(Language::Cuda));
     let cublas = gpu
         && r.rubric
@@ -55,7 +61,8 @@ pub fn needs_of(r: &LoadedRubric, python: bool, accepts_all: bool, gpu: bool) ->
         nvrtc,
         headers: nvrtc,
         numba: accepts(Language::Numba) && (python || accepts_all),
-        cupy: accepts(Language::Cupy) && accepts_all,
+        cupy: accepts(Language::Cupy) && accepts_all && !arrays,
+        arrays,
         gpu,
         cublas,
         what: r.rubric.assignment.clone(),
@@ -96,6 +103,7 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
         headers: true,
         numba: python,
         cupy,
+        arrays: false,
         gpu,
         cublas: false,
         what: "CUDA C++ submissions".into(),
@@ -171,6 +179,21 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
         "a Python for CuPy kernels",
         line,
     );
+    // NumPy and CuPy for Python function labs (what is found; nothing installed here).
+    for (i, line) in crate::compile::arrays::describe().into_iter().enumerate() {
+        let found = !line.contains("not found")
+            && !line.contains("not installed")
+            && !line.contains("no Python");
+        // NumPy is needed for a function lab; CuPy only on a GPU.
+        let needed = needs.arrays && (i == 0 || needs.gpu);
+        add(
+            &mut lines,
+            found,
+            needed,
+            "an array library for Python function labs",
+            line,
+        );
+    }
     // ptxas's registers for PTX and Numba kernels without a GPU (never needed: without it the
     // resources check says the registers are unknown).
     let (ok, line) = crate::compile::jitlink::describe();
@@ -285,6 +308,12 @@ fn install(needs: &Needs) {
     }
     if needs.numba {
         report(toolchain::ensure_numba().map(|_| ()));
+    }
+    if needs.arrays {
+        report(crate::compile::arrays::numpy().map(|_| ()));
+        if needs.gpu {
+            report(crate::compile::arrays::cupy().map(|_| ()));
+        }
     }
 }
 

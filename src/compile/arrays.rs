@@ -46,38 +46,55 @@ pub fn cupy_dir() -> PathBuf {
     cache_root().join("cupy")
 }
 
-/// `module`'s version and the folder that holds it, as `python -I` with `sites` sees it.
-fn probe(python: &Path, sites: &[PathBuf], module: &str) -> Option<(String, PathBuf)> {
+/// What `python -I` (as the user names it: a venv's `python3` stays the venv's) finds of
+/// `module` with `sites` appended to its path.
+#[derive(Debug, Clone)]
+struct Found {
+    version: String,
+    /// The folder holding the package (a site-packages folder).
+    dir: PathBuf,
+    /// `sys.executable` as started (not resolved: a venv's interpreter is a link whose venv
+    /// is found beside it) and `sys.prefix`.
+    executable: PathBuf,
+    prefix: PathBuf,
+}
+
+fn probe(sites: &[PathBuf], module: &str) -> Option<Found> {
     let code = format!(
         "import os,sys\nsys.path+={:?}\nimport {module} as m\nprint(m.__version__)\n\
-         print(os.path.dirname(os.path.dirname(os.path.realpath(m.__file__))))",
+         print(os.path.dirname(os.path.dirname(os.path.realpath(m.__file__))))\n\
+         print(os.path.abspath(sys.executable))\nprint(sys.prefix)",
         sites
             .iter()
             .map(|s| s.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
     );
-    let out = Command::new(python)
+    let out = Command::new(super::install::python_exe())
         .args(["-I", "-B", "-c", &code])
-        .env_remove("PYTHONPATH")
         .stdin(std::process::Stdio::null())
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut lines = text.lines();
-    match (out.status.success(), lines.next(), lines.next()) {
-        (true, Some(v), Some(dir)) => Some((v.trim().to_string(), PathBuf::from(dir.trim()))),
-        _ => None,
+    let l: Vec<&str> = text.lines().map(str::trim).collect();
+    if !out.status.success() || l.len() < 4 {
+        return None;
     }
+    Some(Found {
+        version: l[0].to_string(),
+        dir: PathBuf::from(l[1]),
+        executable: PathBuf::from(l[2]),
+        prefix: PathBuf::from(l[3]),
+    })
 }
 
 fn stamped(dir: &Path, pins: &[&str]) -> bool {
     std::fs::read_to_string(dir.join(PINS_STAMP)).is_ok_and(|s| s == pins.join(" ") + "\n")
 }
 
-/// NumPy as found without installing anything: (sites, version, its folder).
-fn find_numpy(python: &Path) -> Option<(Vec<PathBuf>, String, PathBuf)> {
-    if let Some((v, d)) = probe(python, &[], "numpy") {
-        return Some((vec![], v, d));
+/// NumPy as found without installing anything: the sites it needs, and what was found.
+fn find_numpy() -> Option<(Vec<PathBuf>, Found)> {
+    if let Some(f) = probe(&[], "numpy") {
+        return Some((vec![], f));
     }
     let mut candidates = vec![];
     if numba_dir().join("numpy").is_dir() {
@@ -86,29 +103,32 @@ fn find_numpy(python: &Path) -> Option<(Vec<PathBuf>, String, PathBuf)> {
     if stamped(&numpy_dir(), NUMPY_WHEELS) {
         candidates.push(numpy_dir());
     }
-    candidates.into_iter().find_map(|site| {
-        probe(python, std::slice::from_ref(&site), "numpy").map(|(v, d)| (vec![site], v, d))
-    })
+    candidates
+        .into_iter()
+        .find_map(|site| probe(std::slice::from_ref(&site), "numpy").map(|f| (vec![site], f)))
 }
 
+/// The environment of an interpreter that found `dirs` (the packages' folders).
 fn env_for(
-    python: PathBuf,
-    mut read: Vec<PathBuf>,
+    found: &Found,
     sites: Vec<PathBuf>,
     dirs: &[PathBuf],
     describe: String,
-) -> ArrayEnv {
+) -> Result<ArrayEnv, String> {
+    let (_, mut read) = python_interpreter()?;
+    read.push(found.executable.clone());
+    read.push(found.prefix.clone());
     read.extend(sites.iter().cloned());
     read.extend(dirs.iter().cloned());
     read.sort();
     read.dedup();
-    ArrayEnv {
-        python,
+    Ok(ArrayEnv {
+        python: found.executable.clone(),
         sites,
         read_dirs: read,
         env: vec![],
         describe,
-    }
+    })
 }
 
 /// NumPy, installed into the cache first when the interpreter and the cache have none.
@@ -121,8 +141,8 @@ pub fn numpy() -> Result<ArrayEnv, String> {
         return r.clone();
     }
     let r = (|| {
-        let (python, read) = python_interpreter()?;
-        let found = match find_numpy(&python) {
+        python_interpreter()?;
+        let found = match find_numpy() {
             Some(f) => f,
             None => {
                 super::install::pins_into(
@@ -131,7 +151,7 @@ pub fn numpy() -> Result<ArrayEnv, String> {
                     "NumPy (for Python function labs)",
                     "~20 MB download, ~60 MB on disk",
                 )?;
-                find_numpy(&python).ok_or_else(|| {
+                find_numpy().ok_or_else(|| {
                     format!(
                         "NumPy was installed into {} but does not import",
                         numpy_dir().display()
@@ -139,9 +159,9 @@ pub fn numpy() -> Result<ArrayEnv, String> {
                 })?
             }
         };
-        let (sites, version, dir) = found;
-        let describe = format!("NumPy {version} ({})", dir.display());
-        Ok(env_for(python, read, sites, &[dir], describe))
+        let (sites, f) = found;
+        let describe = format!("NumPy {} ({})", f.version, f.dir.display());
+        env_for(&f, sites, std::slice::from_ref(&f.dir), describe)
     })();
     *once = Some(r.clone());
     r
@@ -157,12 +177,12 @@ fn cuda_path() -> Option<PathBuf> {
         .and_then(|p| p.canonicalize().ok())
 }
 
-/// CuPy as found without installing anything: (sites, version, the folders it needs).
-fn find_cupy(python: &Path) -> Option<(Vec<PathBuf>, String, Vec<PathBuf>)> {
+/// CuPy as found without installing anything: the sites it needs, CuPy's and NumPy's.
+fn find_cupy() -> Option<(Vec<PathBuf>, Found, Found)> {
     let found = |sites: Vec<PathBuf>| {
-        let (v, d) = probe(python, &sites, "cupy")?;
-        let (_, n) = probe(python, &sites, "numpy")?;
-        Some((sites, v, vec![d, n]))
+        let c = probe(&sites, "cupy")?;
+        let n = probe(&sites, "numpy")?;
+        Some((sites, c, n))
     };
     found(vec![]).or_else(|| {
         stamped(&cupy_dir(), CUPY_WHEELS)
@@ -182,8 +202,8 @@ pub fn cupy() -> Result<ArrayEnv, String> {
         return r.clone();
     }
     let r = (|| {
-        let (python, read) = python_interpreter()?;
-        let found = match find_cupy(&python) {
+        python_interpreter()?;
+        let found = match find_cupy() {
             Some(f) => f,
             None => {
                 super::install::pins_into(
@@ -192,7 +212,7 @@ pub fn cupy() -> Result<ArrayEnv, String> {
                     "CuPy 14.0.1 for CUDA 13 (for CuPy pipelines on a GPU)",
                     "~150 MB download, ~500 MB on disk",
                 )?;
-                find_cupy(&python).ok_or_else(|| {
+                find_cupy().ok_or_else(|| {
                     format!(
                         "CuPy was installed into {} but does not import",
                         cupy_dir().display()
@@ -200,11 +220,12 @@ pub fn cupy() -> Result<ArrayEnv, String> {
                 })?
             }
         };
-        let (sites, version, mut dirs) = found;
-        let describe = format!("CuPy {version} ({})", dirs[0].display());
+        let (sites, c, n) = found;
+        let describe = format!("CuPy {} ({})", c.version, c.dir.display());
         let cuda = cuda_path();
+        let mut dirs = vec![c.dir.clone(), n.dir.clone()];
         dirs.extend(cuda.iter().cloned());
-        let mut env = env_for(python, read, sites, &dirs, describe);
+        let mut env = env_for(&c, sites, &dirs, describe)?;
         env.env
             .extend(cuda.map(|c| ("CUDA_PATH".to_string(), c.to_string_lossy().into_owned())));
         Ok(env)
@@ -215,21 +236,22 @@ pub fn cupy() -> Result<ArrayEnv, String> {
 
 /// What `cugrade doctor` says of the array libraries (nothing is installed).
 pub fn describe() -> Vec<String> {
-    let Ok((python, _)) = python_interpreter() else {
+    if python_interpreter().is_err() {
         return vec!["Python function labs: no Python 3.10+ (install python3)".into()];
-    };
-    let numpy = match find_numpy(&python) {
-        Some((_, v, d)) => format!("NumPy {v} ({})", d.display()),
+    }
+    let numpy = match find_numpy() {
+        Some((_, f)) => format!("NumPy {} ({})", f.version, f.dir.display()),
         None => format!(
             "NumPy not found; installed into {} on first use ({})",
             numpy_dir().display(),
             NUMPY_WHEELS.join(" ")
         ),
     };
-    let cupy = match find_cupy(&python) {
-        Some((sites, v, d)) => format!(
-            "CuPy {v} ({}{})",
-            d[0].display(),
+    let cupy = match find_cupy() {
+        Some((sites, c, _)) => format!(
+            "CuPy {} ({}{})",
+            c.version,
+            c.dir.display(),
             if sites.is_empty() {
                 ", the interpreter's own"
             } else {

@@ -316,6 +316,18 @@ impl Worker {
                 cgroup: cgroup.as_ref().map(|c| c.dir().to_path_buf()),
             },
         );
+        // Pipes of 1 MiB rather than 64 KiB: a function lab's table and features (hundreds of
+        // MiB per call) cross them inside the timed section.
+        for fd in [
+            child.stdin.as_ref().map(std::os::fd::AsRawFd::as_raw_fd),
+            child.stdout.as_ref().map(std::os::fd::AsRawFd::as_raw_fd),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            // SAFETY: fcntl on a pipe this process holds; failure leaves the default size.
+            unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20) };
+        }
         let stdin = child.stdin.take().map(BufWriter::new);
         let stdout = child.stdout.take().ok_or("worker has no stdout")?;
         let stderr = child.stderr.take().ok_or("worker has no stderr")?;

@@ -3,6 +3,7 @@
 
 mod cupy;
 mod function;
+pub use function::is_function_lab;
 mod numba;
 pub mod starter;
 
