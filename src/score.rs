@@ -31,7 +31,12 @@ pub fn nothing_wrong(checks: &[Check]) -> bool {
 
 /// Assemble a milestone's result from its checks.
 pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneResult {
-    let correct = nothing_wrong(&checks) && checks.iter().any(|c| c.kind == CheckKind::Correctness);
+    // Correct: nothing wrong, and some correctness case actually ran and passed (a case that
+    // could not run here, such as a CuPy kernel in a pipeline without a GPU, shows nothing).
+    let correct = nothing_wrong(&checks)
+        && checks
+            .iter()
+            .any(|c| c.kind == CheckKind::Correctness && c.status == Status::Pass);
     let mut score = 0.0;
     if correct {
         score += m.correctness.points;

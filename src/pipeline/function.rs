@@ -65,9 +65,11 @@ pub(super) fn start(
             "the Python array library does not import: {}\n{}",
             e.message, e.details
         ))),
-        Ok(Started::NoFunction(errors)) if student => {
-            Err(NotStarted::Student(no_function(function, &errors)))
-        }
+        Ok(Started::NoFunction(errors)) if student => Err(NotStarted::Student(no_function(
+            function,
+            &errors,
+            &start.files,
+        ))),
         Ok(Started::NoFunction(errors)) => Err(NotStarted::Machine(format!(
             "the reference file defines no function `{function}`: {}",
             errors.first().map_or("", |e| e.details.as_str())
@@ -87,17 +89,24 @@ pub(super) fn on_gpu(opts: &Options) -> bool {
 
 /// The modules to import, those whose text defines `def FUNCTION(` first: top-level `.py`
 /// files by their stems.
+fn defines(function: &str) -> regex::Regex {
+    regex::Regex::new(&format!(r"(?m)^def\s+{}\s*\(", regex::escape(function)))
+        .expect("escaped regex")
+}
+
+fn importable(stem: &str) -> bool {
+    stem.chars().next().is_some_and(|c| !c.is_ascii_digit())
+        && stem.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 fn modules_for(files: &[SourceFile], function: &str) -> Vec<String> {
-    let def = regex::Regex::new(&format!(r"(?m)^def\s+{}\s*\(", regex::escape(function)))
-        .expect("escaped regex");
+    let def = defines(function);
     let mut mods: Vec<(bool, String)> = files
         .iter()
         .filter(|f| !f.name.contains('/'))
         .filter_map(|f| {
             let stem = f.name.strip_suffix(".py")?;
-            let ok =
-                !stem.is_empty() && stem.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            ok.then(|| (!def.is_match(&f.text), stem.to_string()))
+            importable(stem).then(|| (!def.is_match(&f.text), stem.to_string()))
         })
         .collect();
     mods.sort();
@@ -105,8 +114,29 @@ fn modules_for(files: &[SourceFile], function: &str) -> Vec<String> {
 }
 
 /// No module defines the function: what each import said, at its line.
-fn no_function(function: &str, errors: &[PyError]) -> Check {
+fn no_function(function: &str, errors: &[PyError], files: &[SourceFile]) -> Check {
     let name = format!("function {function}");
+    let def = defines(function);
+    let unimportable = files.iter().find(|f| {
+        def.is_match(&f.text)
+            && (f.name.contains('/') || !f.name.strip_suffix(".py").is_some_and(importable))
+    });
+    if let (None, Some(f)) = (errors.first(), unimportable) {
+        return Check::fail(
+            CheckKind::Kernel,
+            name,
+            format!(
+                "`{}` defines `{function}`, but cugrade imports the submission's top-level \
+                 modules by name and this is not one",
+                f.name
+            ),
+        )
+        .with_hint(
+            "Put the function in a top-level file whose name is a Python module name (letters, \
+             digits and `_`, such as `preprocess.py`)."
+                .to_string(),
+        );
+    }
     match errors.first() {
         Some(e) => Check::fail(
             CheckKind::Compile,
@@ -335,10 +365,12 @@ pub(super) fn sides(
 ) -> Result<Sides, Infrastructure> {
     let (numpy, env) = environments(opts)?;
     let startup = Duration::from_secs_f64(plan.timeouts.import_s.max(30.0));
-    let file = reference
+    let mut file = reference
         .python
         .clone()
         .ok_or_else(|| Infrastructure("the rubric's reference is not a Python file".into()))?;
+    // Imported as a module whatever the file's own name (`reference-preprocess.py`).
+    file.name = "cugrade_reference.py".into();
     let ref_name = m.reference_kernel.clone();
     let reference = match start(opts, &numpy, vec![file], &ref_name, false, startup) {
         Ok(s) => s,

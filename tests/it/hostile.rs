@@ -68,6 +68,11 @@ struct Scene {
 }
 
 fn scene(leg: Leg, rubric_extra: &str) -> Scene {
+    scene_of(leg, "vector-add", "cu", rubric_extra)
+}
+
+/// A scene grading against lab `lab`, whose reference is `lab.EXT`.
+fn scene_of(leg: Leg, lab: &str, ext: &str, rubric_extra: &str) -> Scene {
     let d = tempfile::Builder::new()
         .prefix("cugrade-hostile-")
         .tempdir()
@@ -77,14 +82,18 @@ fn scene(leg: Leg, rubric_extra: &str) -> Scene {
     open(&dir).unwrap();
     let bin = dir.join("cugrade");
     std::fs::copy(BIN, &bin).unwrap();
-    let reference = dir.join("vector-add.cu");
-    std::fs::copy(root().join("reference-kernels/vector-add.cu"), &reference).unwrap();
-    let text = std::fs::read_to_string(root().join("rubrics/vector-add.yaml")).unwrap();
+    let reference = dir.join(format!("{lab}.{ext}"));
+    std::fs::copy(
+        root().join(format!("reference-kernels/{lab}.{ext}")),
+        &reference,
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(root().join(format!("rubrics/{lab}.yaml"))).unwrap();
     let text = text.replace(
-        "../reference-kernels/vector-add.cu",
+        &format!("../reference-kernels/{lab}.{ext}"),
         &reference.to_string_lossy(),
     );
-    let rubric = dir.join("vector-add.yaml");
+    let rubric = dir.join(format!("{lab}.yaml"));
     std::fs::write(&rubric, format!("{text}\n{rubric_extra}\n")).unwrap();
     let (tmp, home, outside) = (dir.join("tmp"), dir.join("home"), dir.join("outside"));
     for p in [&tmp, &home, &outside] {
@@ -361,6 +370,63 @@ fn unix_socket_outside_the_sandbox_is_unreachable() {
             "{leg:?}: the host listener got a connection"
         );
         s.assert_clean("unix socket");
+    }
+}
+
+#[test]
+fn a_python_function_is_confined_while_the_grader_calls_it() {
+    if !ready() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for leg in legs() {
+        let s = scene_of(leg, "preprocess", "py", "");
+        let path = s.outside.join("agent.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let secret = s.outside.join("secret");
+        std::fs::write(&secret, "answers").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // At call time (the function runs in the Python worker the grader talks to), every
+        // way out: a host socket, the rubric and a host file, a write outside, the network.
+        let body = format!(
+            "def preprocess(table):\n    import socket\n    out = {{}}\n    \
+             for name, f in (('connect', lambda: socket.socket(socket.AF_UNIX).connect({sock:?})),\n\
+             \x20                   ('rubric', lambda: open({rubric:?}).read()),\n\
+             \x20                   ('secret', lambda: open({secret:?}).read()),\n\
+             \x20                   ('write', lambda: open({write:?}, 'w').write('x')),\n\
+             \x20                   ('tcp', lambda: socket.create_connection(('127.0.0.1', 22), timeout=2))):\n\
+             \x20       try:\n\
+             \x20           f()\n\
+             \x20           out[name] = 'ok'\n\
+             \x20       except OSError as e:\n\
+             \x20           out[name] = 'denied'\n\
+             \x20   raise RuntimeError('RESULT ' + json.dumps(out, sort_keys=True))\n",
+            sock = path.display().to_string(),
+            rubric = s.rubric.display().to_string(),
+            secret = secret.display().to_string(),
+            write = s.outside.join("pwned").display().to_string(),
+        );
+        let sub = s.submission(
+            "mallory",
+            "preprocess.py",
+            &format!("import json\nimport cupy as cp\n\n{body}"),
+        );
+        let r = s.check(&sub);
+        let got = reported(&r);
+        for what in ["connect", "rubric", "secret", "write", "tcp"] {
+            assert!(
+                got.contains(&format!("\"{what}\": \"denied\"")),
+                "{leg:?} {what}: {got}"
+            );
+        }
+        assert!(
+            listener.accept().is_err(),
+            "{leg:?}: the host listener got a connection"
+        );
+        assert!(!s.outside.join("pwned").exists(), "{leg:?}");
+        s.assert_clean("python function");
     }
 }
 

@@ -19,6 +19,7 @@ mod cupy_submissions;
 mod emu_corpus;
 mod estimate;
 mod first_contact;
+mod function_lab;
 mod gpu;
 mod gpus;
 mod hostile;

@@ -140,7 +140,12 @@ pub fn course_copy(dir: &Path, name: &str) -> PathBuf {
 /// beside it (a rubric reads files of its own course tree only) and `extra` appended.
 pub fn lab_rubric(dir: &Path, name: &str, extra: &str) -> PathBuf {
     let text = std::fs::read_to_string(root().join(format!("rubrics/{name}.yaml"))).unwrap();
-    let file = format!("{name}.cu");
+    // `NAME.cu`, or `NAME.py` for a Python function lab.
+    let file = ["cu", "py"]
+        .iter()
+        .map(|e| format!("{name}.{e}"))
+        .find(|f| text.contains(&format!("../reference-kernels/{f}")))
+        .unwrap_or_else(|| format!("{name}.cu"));
     std::fs::copy(
         root().join("reference-kernels").join(&file),
         dir.join(format!("reference-{file}")),

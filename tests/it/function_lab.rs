@@ -1,0 +1,196 @@
+//! Python function labs end to end through the binary (`cugrade check --backend emu`, NumPy
+//! standing in for CuPy): what a student's function can do wrong and how it is reported, and
+//! that what the function prints never reaches the grader's channel. The lab's examples
+//! (`submissions-example/preprocess/`) are graded by tests/it/labs_examples.rs; the sandbox
+//! around the function, as root and as nobody, by tests/it/hostile.rs.
+//!
+//! Needs `python3` with NumPy (cugrade's Numba cache has it under ci/with-nvrtc).
+
+use crate::support::{first_failure, grade_files as grade, lab_rubric, milestone, nvrtc};
+use serde_json::Value;
+
+/// The good port from the lab's examples (a correct pipeline).
+fn good() -> String {
+    std::fs::read_to_string(
+        crate::support::root().join("submissions-example/preprocess/cupy_port/preprocess.py"),
+    )
+    .unwrap()
+}
+
+fn checks(r: &Value) -> Vec<Value> {
+    milestone(r, "preprocess")["checks"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn ready() -> bool {
+    nvrtc() && cugrade::compile::arrays::numpy().is_ok()
+}
+
+#[test]
+fn what_the_function_prints_stays_out_of_the_channel() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = lab_rubric(d.path(), "preprocess", "");
+    // A megabyte on stdout and on stderr at every call, and on stdout at import, with bytes
+    // that look like the protocol's frames.
+    let noisy = good().replace(
+        "def preprocess(table):",
+        "import sys, os\nprint('CGW2' * 1000)\n\ndef preprocess(table):\n    \
+         print('CGW2\\x00\\x01' * 200000)\n    sys.stderr.write('x' * 1000000)\n    \
+         os.write(1, b'CGW2' * 1000)",
+    );
+    let r = grade(&rubric, &[("preprocess.py", &noisy)]);
+    let c = checks(&r);
+    for check in c.iter().filter(|c| c["kind"] == "correctness") {
+        assert_eq!(check["status"], "pass", "{check}");
+    }
+    assert_eq!(milestone(&r, "preprocess")["score"], 60.0, "{r}");
+}
+
+#[test]
+fn a_function_that_never_returns_is_stopped_and_reported() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = lab_rubric(d.path(), "preprocess", "");
+    let hang = good().replace(
+        "def preprocess(table):",
+        "def preprocess(table):\n    while True:\n        pass",
+    );
+    let started = std::time::Instant::now();
+    let r = grade(&rubric, &[("preprocess.py", &hang)]);
+    let f = first_failure(&r, "preprocess");
+    assert_eq!(f["kind"], "runtime", "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not return within"),
+        "{f}"
+    );
+    // The other cases are not run on a dead worker.
+    let skipped = checks(&r)
+        .iter()
+        .filter(|c| c["status"] == "skipped")
+        .count();
+    assert!(skipped >= 3, "{r}");
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_missing_function_an_import_error_and_a_non_array_are_named() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = lab_rubric(d.path(), "preprocess", "");
+    let none = grade(
+        &rubric,
+        &[(
+            "pipeline.py",
+            "import cupy as cp\n\ndef prepare(table):\n    return None\n",
+        )],
+    );
+    let f = first_failure(&none, "preprocess");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("defines a function `preprocess(table)`"),
+        "{f}"
+    );
+
+    let broken = grade(
+        &rubric,
+        &[(
+            "preprocess.py",
+            "import cupy as cp\n\n\ndef preprocess(table)\n    return 1\n",
+        )],
+    );
+    let f = first_failure(&broken, "preprocess");
+    assert!(
+        f["message"].as_str().unwrap().contains("SyntaxError"),
+        "{f}"
+    );
+    assert_eq!(f["location"], "preprocess.py:4", "{f}");
+
+    let raises = grade(
+        &rubric,
+        &[(
+            "preprocess.py",
+            "import cupy as cp\n\ndef preprocess(table):\n    x = cp.asarray(table['amount'])\n    return x[10**9]\n",
+        )],
+    );
+    let f = first_failure(&raises, "preprocess");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("raised IndexError"),
+        "{f}"
+    );
+    assert_eq!(f["location"], "preprocess.py:5", "{f}");
+
+    let listed = grade(
+        &rubric,
+        &[(
+            "preprocess.py",
+            "import cupy as cp\n\ndef preprocess(table):\n    return [1.0]\n",
+        )],
+    );
+    let f = first_failure(&listed, "preprocess");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("returned list, not an array"),
+        "{f}"
+    );
+}
+
+#[test]
+fn cupy_kernels_inside_a_pipeline_wait_for_a_gpu() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = lab_rubric(d.path(), "preprocess", "");
+    let src = "import cupy as cp\n\nclip = cp.ElementwiseKernel('float32 x', 'float32 y', 'y = min(max(x, 18.0f), 90.0f)', 'clip')\n\n\
+               def preprocess(table):\n    return clip(cp.asarray(table['age']))\n";
+    let r = grade(&rubric, &[("preprocess.py", src)]);
+    let c = checks(&r);
+    let first = &c[0];
+    assert_eq!(first["status"], "skipped", "{first}");
+    assert!(
+        first["message"]
+            .as_str()
+            .unwrap()
+            .contains("not run without a GPU"),
+        "{first}"
+    );
+    // Nothing wrong was found, and nothing was shown correct: no points yet.
+    assert_eq!(milestone(&r, "preprocess")["score"], 0.0, "{r}");
+}
+
+#[test]
+fn a_function_in_a_file_that_is_not_a_module_name_is_explained() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = lab_rubric(d.path(), "preprocess", "");
+    let r = grade(&rubric, &[("my-pipeline.py", &good())]);
+    let f = first_failure(&r, "preprocess");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("`my-pipeline.py` defines `preprocess`"),
+        "{f}"
+    );
+}
