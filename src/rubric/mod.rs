@@ -651,6 +651,12 @@ fn check_function(
             "a function contract compares with its reference file's own function: drop `cpu`",
         ));
     }
+    if !c.params.iter().any(|p| p.name == ret) {
+        return Err(r.error_at(
+            &format!("{at}.returns"),
+            format!("`returns: {ret}` names no parameter of this contract"),
+        ));
+    }
     for (i, p) in c.params.iter().enumerate() {
         let returned = p.name == ret;
         let out = p.dir != Direction::In;
@@ -658,17 +664,11 @@ fn check_function(
             return Err(r.error_at(
                 &format!("{at}.params[{i}]"),
                 format!(
-                    "a function contract's parameters are its table's entries (`dir: in`) and the                      one `out` buffer it returns (`returns: {ret}`); `{}` is neither",
+                    "a function contract's parameters are its table's entries (`dir: in`) and the one `out` buffer it returns (`returns: {ret}`); `{}` is neither",
                     p.name
                 ),
             ));
         }
-    }
-    if !c.params.iter().any(|p| p.name == ret) {
-        return Err(r.error_at(
-            &format!("{at}.returns"),
-            format!("`returns: {ret}` names no parameter of this contract"),
-        ));
     }
     check_tolerance(r, &format!("{at}.tolerance"), &c.tolerance, tol_vars)
 }

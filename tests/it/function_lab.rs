@@ -194,3 +194,105 @@ fn a_function_in_a_file_that_is_not_a_module_name_is_explained() {
         "{f}"
     );
 }
+
+/// The student's first hour, as they walk it: `cugrade init preprocess` in a fresh HOME with
+/// an empty cugrade cache, `cugrade check` on the untouched starter, then on a port. NumPy
+/// comes from the interpreter, or is installed into the cache on first use (from PyPI).
+#[test]
+fn init_check_and_a_port_from_a_fresh_home() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("home");
+    let cache = d.path().join("cache");
+    std::fs::create_dir_all(&home).unwrap();
+    let run = |args: &[&str], cwd: &std::path::Path| {
+        let mut c = crate::support::cugrade();
+        c.args(args)
+            .current_dir(cwd)
+            .env_remove("CUGRADE_PYTHON")
+            .env("HOME", &home)
+            .env("CUGRADE_NVRTC_CACHE", &cache)
+            .env("NO_COLOR", "1");
+        c.output().unwrap()
+    };
+    let o = run(&["init", "preprocess"], &home);
+    assert!(o.status.success(), "{}", crate::support::output_text(&o));
+    let lab = home.join("preprocess");
+    let starter = std::fs::read_to_string(lab.join("preprocess.py")).unwrap();
+    assert!(starter.contains("def preprocess(table):"), "{starter}");
+    let o = run(&["check"], &lab);
+    let text = crate::support::output_text(&o);
+    assert!(text.contains("not implemented yet"), "{text}");
+    std::fs::write(lab.join("preprocess.py"), good()).unwrap();
+    let o = run(&["check", "--format", "json"], &lab);
+    let r: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", crate::support::output_text(&o)));
+    assert_eq!(milestone(&r, "preprocess")["score"], 60.0, "{r}");
+    let notes = r["run"]["notes"].to_string();
+    assert!(notes.contains("standing in for CuPy"), "{notes}");
+    // NumPy was the interpreter's, or is now in the cache with the pins it was installed with.
+    let installed = cache.join("numpy");
+    if installed.exists() {
+        let stamp = std::fs::read_to_string(installed.join(".cugrade-pins")).unwrap();
+        assert_eq!(
+            stamp.trim(),
+            cugrade::compile::arrays::NUMPY_WHEELS.join(" ")
+        );
+    }
+}
+
+/// A rubric's function contract is checked like a kernel's, at the line of the mistake.
+#[test]
+fn function_contract_mistakes_are_rubric_errors() {
+    let base = std::fs::read_to_string(crate::support::root().join("rubrics/preprocess.yaml"))
+        .unwrap()
+        .replace("../reference-kernels/preprocess.py", "preprocess.py");
+    let load = |text: &str| {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            crate::support::root().join("reference-kernels/preprocess.py"),
+            d.path().join("preprocess.py"),
+        )
+        .unwrap();
+        let p = d.path().join("r.yaml");
+        std::fs::write(&p, text).unwrap();
+        cugrade::rubric::load(&p)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    load(&base).unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "    returns: features\n",
+            "    returns: feature\n",
+            "`returns: feature` names no parameter",
+        ),
+        (
+            "    returns: features\n",
+            "    returns: features\n    launch: {block: [256], grid: [1]}\n",
+            "has no launch",
+        ),
+        (
+            "        against: cpu\n",
+            "        against: cublas\n",
+            "a function lab's speed compares with `cpu`",
+        ),
+        (
+            "{name: age, type: \"f32*\", dir: in,",
+            "{name: age, type: \"f32*\", dir: inout,",
+            "`age` is neither",
+        ),
+        (
+            "    kernel: preprocess\n",
+            "    kernel: prepare\n",
+            "function `prepare` is not defined",
+        ),
+    ];
+    for (from, to, want) in cases {
+        assert!(base.contains(from), "{from}");
+        let err = load(&base.replacen(from, to, 1)).unwrap_err();
+        assert!(err.contains(want), "{to}: {err}");
+    }
+}
