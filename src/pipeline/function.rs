@@ -31,7 +31,7 @@ pub(super) struct Side {
 /// Why a side could not start.
 pub(super) enum NotStarted {
     /// The student's modules: no function, or an import failed (the student's).
-    Student(Check),
+    Student(Box<Check>),
     /// The machine (NumPy or CuPy missing, a worker that would not start).
     Machine(String),
 }
@@ -65,10 +65,8 @@ pub(super) fn start(
             "the Python array library does not import: {}\n{}",
             e.message, e.details
         ))),
-        Ok(Started::NoFunction(errors)) if student => Err(NotStarted::Student(no_function(
-            function,
-            &errors,
-            &start.files,
+        Ok(Started::NoFunction(errors)) if student => Err(NotStarted::Student(Box::new(
+            no_function(function, &errors, &start.files),
         ))),
         Ok(Started::NoFunction(errors)) => Err(NotStarted::Machine(format!(
             "the reference file defines no function `{function}`: {}",
@@ -352,7 +350,7 @@ pub(super) fn environments(opts: &Options) -> Result<(ArrayEnv, ArrayEnv), Infra
 /// Everything the milestones need, started once per submission.
 pub(super) struct Sides {
     pub(super) reference: Side,
-    pub(super) student: Result<Side, Check>,
+    pub(super) student: Result<Side, Box<Check>>,
 }
 
 /// Start both sides (the reference's failure is the machine's: `Err`).

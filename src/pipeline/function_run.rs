@@ -41,7 +41,7 @@ pub(super) fn grade(
         let sides = function::sides(plan, m, sub, opts, reference)?;
         let mut ref_side = sides.reference;
         let checks = match sides.student {
-            Err(c) => vec![c],
+            Err(c) => vec![*c],
             Ok(mut student) => {
                 let note = format!(
                     "Python function labs: the submission's `cupy` was {}",
