@@ -219,6 +219,14 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// Wall times of the timed rounds (seconds): the reference, the student, the harness alone.
+#[derive(Default)]
+struct Times {
+    reference: Vec<f64>,
+    student: Vec<f64>,
+    null: Vec<f64>,
+}
+
 /// One performance check: ROUNDS calls of each side on fresh tables, every answer checked.
 fn timed(
     plan: &Plan,
@@ -236,79 +244,108 @@ fn timed(
             format!("unknown case {}", p.spec.case),
         ));
     };
-    let (mut ref_s, mut stu_s, mut null_s) = (Vec::new(), Vec::new(), Vec::new());
-    let ref_timeout = Duration::from_secs_f64(plan.timeouts.milestone_s.max(60.0));
+    let mut times = Times::default();
     for round in 0..=ROUNDS {
-        let seed = inputs::trial_seed(opts.seed, &format!("{}:timed", case.name), round);
-        let (inv, call) =
-            table(m, case, seed).map_err(|e| Infrastructure(format!("case {}: {e}", case.name)))?;
-        let cols = columns(&inv);
-        // Nothing else is timed on this GPU meanwhile (other graders' timed sections wait).
-        let held = opts
-            .gpu
-            .as_deref()
-            .map(lock::timing)
-            .transpose()
-            .map_err(|e| Infrastructure(format!("the GPU's timing lock: {e}")))?;
-        let tn = Instant::now();
-        let null = reference
-            .client
-            .python_call(&null_call(&inv, &call), &cols, ref_timeout);
-        let t_null = tn.elapsed().as_secs_f64();
-        let t0 = Instant::now();
-        let exp = reference.client.python_call(&call, &cols, ref_timeout);
-        let t_ref = t0.elapsed().as_secs_f64();
-        let t1 = Instant::now();
-        let got = student
-            .client
-            .python_call(&call, &cols, call_timeout(plan, t_ref));
-        let t_stu = t1.elapsed().as_secs_f64();
-        drop(held);
-        expected(null)?;
-        let exp = expected(exp)?;
-        let got = match got {
-            Ok(a) => a,
-            Err(f) => return Ok(failed_call(name, case, &f).with_case(case.name.clone())),
-        };
-        if let Some((msg, cause, evidence)) = wrong(m, &inv, case, &exp, &got) {
-            return Ok(Check::fail(
-                CheckKind::Performance,
-                name,
-                format!(
-                    "timed call {} of {} on a fresh table: {msg} (a result kept from an earlier \
-                     call, or work left for later, gets no points)",
-                    round + 1,
-                    ROUNDS + 1
-                ),
-            )
-            .with_case(case.name.clone())
-            .with_cause(if cause == "wrong" {
-                "timed-output"
-            } else {
-                cause
-            })
-            .with_details(evidence));
-        }
-        if round > 0 {
-            ref_s.push(t_ref);
-            stu_s.push(t_stu);
-            null_s.push(t_null);
+        if let Some(failed) = round_of(
+            plan, m, opts, reference, student, p, case, round, &mut times,
+        )? {
+            return Ok(failed);
         }
     }
+    Ok(speed_check(p, case, &times))
+}
+
+/// One round: the harness alone, the reference and the student on one fresh table, under the
+/// GPU's timing lock; a failing check when the student's answer is wrong or never comes.
+#[allow(clippy::too_many_arguments)]
+fn round_of(
+    plan: &Plan,
+    m: &MilestonePlan,
+    opts: &Options,
+    reference: &mut Side,
+    student: &mut Side,
+    p: &PerfPlan,
+    case: &CasePlan,
+    round: u32,
+    times: &mut Times,
+) -> Result<Option<Check>, Infrastructure> {
+    let name = p.spec.name.clone();
+    let ref_timeout = Duration::from_secs_f64(plan.timeouts.milestone_s.max(60.0));
+    let seed = inputs::trial_seed(opts.seed, &format!("{}:timed", case.name), round);
+    let (inv, call) =
+        table(m, case, seed).map_err(|e| Infrastructure(format!("case {}: {e}", case.name)))?;
+    let cols = columns(&inv);
+    // Nothing else is timed on this GPU meanwhile (other graders' timed sections wait).
+    let held = opts
+        .gpu
+        .as_deref()
+        .map(lock::timing)
+        .transpose()
+        .map_err(|e| Infrastructure(format!("the GPU's timing lock: {e}")))?;
+    let clock = Instant::now();
+    let null = reference
+        .client
+        .python_call(&null_call(&inv, &call), &cols, ref_timeout);
+    let t_null = clock.elapsed().as_secs_f64();
+    let clock = Instant::now();
+    let exp = reference.client.python_call(&call, &cols, ref_timeout);
+    let t_ref = clock.elapsed().as_secs_f64();
+    let clock = Instant::now();
+    let got = student
+        .client
+        .python_call(&call, &cols, call_timeout(plan, t_ref));
+    let t_stu = clock.elapsed().as_secs_f64();
+    drop(held);
+    expected(null)?;
+    let exp = expected(exp)?;
+    let got = match got {
+        Ok(a) => a,
+        Err(f) => return Ok(Some(failed_call(name, case, &f))),
+    };
+    if let Some((msg, cause, evidence)) = wrong(m, &inv, case, &exp, &got) {
+        let c = Check::fail(
+            CheckKind::Performance,
+            name,
+            format!(
+                "timed call {} of {} on a fresh table: {msg} (a result kept from an earlier \
+                 call, or work left for later, gets no points)",
+                round + 1,
+                ROUNDS + 1
+            ),
+        )
+        .with_case(case.name.clone())
+        .with_cause(if cause == "wrong" {
+            "timed-output"
+        } else {
+            cause
+        })
+        .with_details(evidence);
+        return Ok(Some(c));
+    }
+    if round > 0 {
+        times.reference.push(t_ref);
+        times.student.push(t_stu);
+        times.null.push(t_null);
+    }
+    Ok(None)
+}
+
+/// The check from the timed rounds: the ratio of the medians, the harness's own time out.
+fn speed_check(p: &PerfPlan, case: &CasePlan, times: &Times) -> Check {
     // What moving the data between the grader and a harness costs (measured alone, in the
     // trusted worker, in the same round) is the grader's, not the pipeline's: it comes out of
     // both sides' times. A call can never take less than 5 % of its wall time this way.
     let net = |t: &[f64]| -> Vec<f64> {
         t.iter()
-            .zip(&null_s)
+            .zip(&times.null)
             .map(|(t, o)| (t - o).max(0.05 * t))
             .collect()
     };
-    let (mut ref_net, mut stu_net) = (net(&ref_s), net(&stu_s));
+    let (mut ref_net, mut stu_net) = (net(&times.reference), net(&times.student));
     let (r, s, o) = (
         median(&mut ref_net),
         median(&mut stu_net),
-        median(&mut null_s.clone()),
+        median(&mut times.null.clone()),
     );
     let ratio = r / s;
     let points = decide::tier_points(ratio, p.bar, &p.spec.tiers, p.spec.points);
@@ -322,35 +359,29 @@ fn timed(
         o * 1e3,
         p.bar
     );
+    let ms = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{:.2}", x * 1e3))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let details = format!(
         "wall time per call, the grader's clock (ms); the harness alone (null) passes the same \
          table in and an array of the features' size out\nnull: {}\nstudent (ms): {}\n\
          reference (ms): {}",
-        null_s
-            .iter()
-            .map(|x| format!("{:.2}", x * 1e3))
-            .collect::<Vec<_>>()
-            .join(" "),
-        stu_s
-            .iter()
-            .map(|x| format!("{:.2}", x * 1e3))
-            .collect::<Vec<_>>()
-            .join(" "),
-        ref_s
-            .iter()
-            .map(|x| format!("{:.2}", x * 1e3))
-            .collect::<Vec<_>>()
-            .join(" ")
+        ms(&times.null),
+        ms(&times.student),
+        ms(&times.reference)
     );
     let c = if ratio >= p.bar {
-        Check::pass(CheckKind::Performance, name, msg)
+        Check::pass(CheckKind::Performance, p.spec.name.clone(), msg)
     } else {
-        Check::fail(CheckKind::Performance, name, msg).with_cause("slow")
+        Check::fail(CheckKind::Performance, p.spec.name.clone(), msg).with_cause("slow")
     };
     let mut c = c
         .with_case(case.name.clone())
         .with_measure(ratio, Some(p.bar), "x")
         .with_details(details);
     c.points = Some(points);
-    Ok(c)
+    c
 }

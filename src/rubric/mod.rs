@@ -962,7 +962,7 @@ milestones:
         let text = GOOD.replace("    launch:", "    tolerence: 1\n    launch:");
         assert_eq!(
             load_text(&text).unwrap_err(),
-            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `launch`, `tolerance`, `precision`\n \
+            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `returns`, `launch`, `tolerance`, `precision`\n \
              --> r.yaml:9:5\n  |\n9 |     tolerence: 1\n  |     ^"
         );
     }

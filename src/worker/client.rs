@@ -8,11 +8,13 @@
 
 use super::parent::{Captured, ReadyInfo, Worker, WorkerFailure, WorkerOptions};
 use super::protocol::{Request, Response, RunSpec};
+use super::python::{Answer, Call, PyError, PythonStart, Started};
 use crate::backend::{BackendError, KernelInfo, LaunchReport};
 use crate::compile::SourceFile;
 use crate::measure::session::{MeasureSpec, TimingReport};
 use crate::measure::{GpuHold, clocks, lock};
 use crate::sandbox::access::Blocked;
+use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -465,5 +467,83 @@ fn variant(r: &Response) -> &'static str {
         Response::Failed { .. } => "Failed",
         Response::Unpacked(_) => "Unpacked",
         Response::Python { .. } => "Python",
+    }
+}
+
+// Function labs (`worker::python`): the harness's two requests.
+#[derive(Deserialize)]
+pub(super) struct RawAnswer {
+    #[serde(default)]
+    ready: Option<bool>,
+    #[serde(default)]
+    machine: bool,
+    #[serde(default)]
+    backend: String,
+    #[serde(default)]
+    errors: Vec<PyError>,
+    #[serde(default)]
+    error: Option<PyError>,
+    #[serde(default)]
+    dtype: Option<String>,
+    #[serde(default)]
+    shape: Vec<usize>,
+}
+
+impl Client {
+    /// Turn a [`Role::Python`](super::Role) worker into the harness for `start`.
+    pub fn python_start(
+        &mut self,
+        start: &PythonStart,
+        timeout: Duration,
+    ) -> Result<Started, WorkerFailure> {
+        let (r, _) = self.call(&Request::PythonStart(Box::new(start.clone())), &[], timeout)?;
+        let raw = self.python_answer(r)?;
+        Ok(match (raw.ready, raw.machine, raw.error) {
+            (Some(true), _, _) => Started::Ready {
+                backend: raw.backend,
+            },
+            (_, true, Some(e)) => Started::Machine(e),
+            (_, _, Some(e)) => Started::NoFunction(vec![e]),
+            _ => Started::NoFunction(raw.errors),
+        })
+    }
+
+    /// One call of the function on `call`'s table (`columns`: the columns' bytes, in order).
+    pub fn python_call(
+        &mut self,
+        call: &Call,
+        columns: &[&[u8]],
+        timeout: Duration,
+    ) -> Result<Answer, WorkerFailure> {
+        let json =
+            serde_json::to_string(call).map_err(|e| WorkerFailure::Protocol(e.to_string()))?;
+        let (r, mut blobs) = self.call(&Request::Python { json }, columns, timeout)?;
+        let raw = self.python_answer(r)?;
+        if let Some(e) = raw.error {
+            return Ok(Answer::Raised(e));
+        }
+        match (raw.dtype, blobs.len()) {
+            (Some(dtype), 1) => Ok(Answer::Array {
+                dtype,
+                shape: raw.shape,
+                bytes: blobs.pop().unwrap_or_default(),
+            }),
+            _ => {
+                self.kill();
+                Err(WorkerFailure::Protocol(
+                    "the harness answered without an array".into(),
+                ))
+            }
+        }
+    }
+
+    fn python_answer(&mut self, r: Response) -> Result<RawAnswer, WorkerFailure> {
+        match r {
+            Response::Python { json } => serde_json::from_str(&json).map_err(|e| {
+                self.kill();
+                WorkerFailure::Protocol(format!("malformed answer from the harness: {e}"))
+            }),
+            other => Err(self.unexpected(&other)),
+        }
     }
 }

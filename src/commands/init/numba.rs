@@ -259,6 +259,9 @@ mod tests {
         for lab in crate::labs::LABS {
             let m = lab.materialize().unwrap();
             let r = crate::rubric::load(&m.rubric_path).unwrap();
+            if crate::commands::init::is_function_lab(&r) {
+                continue; // a Python function's starter: init::function's tests
+            }
             assert!(can_grade(&r), "{}", lab.name);
             let src = kernel_source(lab, &r);
             for line in src.lines() {

@@ -644,6 +644,9 @@ mod tests {
     #[test]
     fn every_lab_starter_compiles_to_stubs_with_the_contract_signatures() {
         for lab in crate::labs::LABS {
+            if lab.reference_ext == "py" {
+                continue; // a Python function's starter: init::function's tests
+            }
             let d = tempfile::tempdir().unwrap();
             let dir = d.path().join("s");
             let files = init(lab, &dir, StarterLang::Cuda).unwrap();
