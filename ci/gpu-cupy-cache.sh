@@ -41,7 +41,8 @@ done
   for ex in cupy_port float64_upcast; do
     echo "== $ex"
     CUGRADE_PYTHON="$py" CUGRADE_NVRTC_CACHE="$cache" "$bin" check --backend cuda --seed 1 \
-      --rubric rubrics/preprocess.yaml "submissions-example/preprocess/$ex" --json "$out/$ex.json" 2>&1 | tail -6
+      --rubric rubrics/preprocess.yaml "submissions-example/preprocess/$ex" --json "$out/$ex.json" 2>&1 | tail -12
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r[\"run\"][\"notes\"]); [print(c[\"name\"], c[\"status\"], c.get(\"seconds\"), c[\"message\"][:240]) for m in r[\"milestones\"] for c in m[\"checks\"]]" "$out/$ex.json"
   done
 } >"$out/gpu-cupy-cache.log" 2>&1
 rm -rf "$cache" "$stash"

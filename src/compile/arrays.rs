@@ -103,6 +103,10 @@ fn find_numpy() -> Option<(Vec<PathBuf>, Found)> {
     if stamped(&numpy_dir(), NUMPY_WHEELS) {
         candidates.push(numpy_dir());
     }
+    // CuPy's install brings NumPy along.
+    if stamped(&cupy_dir(), CUPY_WHEELS) {
+        candidates.push(cupy_dir());
+    }
     candidates
         .into_iter()
         .find_map(|site| probe(std::slice::from_ref(&site), "numpy").map(|f| (vec![site], f)))

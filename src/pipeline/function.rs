@@ -26,6 +26,9 @@ pub(super) struct Side {
     pub(super) client: Client,
     /// What `cupy` is there (`CuPy 14.0.1`, `NumPy 2.4.6 standing in for CuPy`).
     pub(super) backend: String,
+    /// A call has returned: CuPy compiles its kernels on first use, so the first call gets
+    /// the rubric's compile deadline on top of a call's.
+    pub(super) warm: bool,
 }
 
 /// Why a side could not start.
@@ -60,7 +63,11 @@ pub(super) fn start(
         env: env.env.clone(),
     };
     match client.python_start(&start, timeout) {
-        Ok(Started::Ready { backend }) => Ok(Side { client, backend }),
+        Ok(Started::Ready { backend }) => Ok(Side {
+            client,
+            backend,
+            warm: false,
+        }),
         Ok(Started::Machine(e)) => Err(NotStarted::Machine(format!(
             "the Python array library does not import: {}\n{}",
             e.message, e.details

@@ -122,13 +122,15 @@ fn one_case(
         let t0 = Instant::now();
         let exp = expected(reference.client.python_call(&call, &cols, ref_timeout))?;
         *reference_s = reference_s.max(t0.elapsed().as_secs_f64());
-        let got = match student
-            .client
-            .python_call(&call, &cols, call_timeout(plan, *reference_s))
-        {
+        let mut timeout = call_timeout(plan, *reference_s);
+        if !student.warm {
+            timeout += Duration::from_secs_f64(plan.timeouts.compile_s);
+        }
+        let got = match student.client.python_call(&call, &cols, timeout) {
             Ok(a) => a,
             Err(f) => return Ok((failed_call(name, case, &f), true)),
         };
+        student.warm = true;
         if let Answer::Raised(e) = &got
             && e.kind == "unsupported"
         {
