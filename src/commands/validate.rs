@@ -52,7 +52,7 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
                     estimate_gpu: None,
                 },
                 0,
-                true,
+                !crate::commands::init::is_function_lab(r),
             )?;
             opts.protected = crate::setup::protected_dirs(&[p.as_path()]);
             ok &= validate_reference(r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;

@@ -20,7 +20,7 @@ pub(crate) const STAND_IN: &str = include_str!("cupy_numpy.py");
 /// What the worker turns into.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PythonStart {
-    /// The interpreter (resolved).
+    /// The interpreter as the user's environment names it (a venv's stays the venv's).
     pub python: PathBuf,
     /// The submission's (or the reference's) Python files.
     pub files: Vec<SourceFile>,

@@ -122,7 +122,9 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         .milestones
         .iter()
         .all(|m| stubs.contains_key(&m.kernel));
-    let mut opts = resolve(&o.requested, device, !untouched)?;
+    // A Python function lab compiles nothing: no NVRTC to fetch for it.
+    let function_lab = crate::commands::init::is_function_lab(r);
+    let mut opts = resolve(&o.requested, device, !untouched && !function_lab)?;
     if o.verbosity == Verbosity::Verbose {
         eprintln!(
             "rubric: {} ({}); submission: {} ({} file{}); backend: {} ({}); seed: {}",

@@ -233,7 +233,8 @@ pub fn run(
         req.gpus.clone()
     };
     check_ordinals(req)?;
-    let mut base = resolve(req, devices[0], true)?;
+    let function_lab = crate::commands::init::is_function_lab(&rubric);
+    let mut base = resolve(req, devices[0], !function_lab)?;
     // The GPU of each job: every student a job takes is graded and timed on it.
     let slots = plan_gpus(req, &base, &rubric, &devices, opts.jobs)?;
     base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
