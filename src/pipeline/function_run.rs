@@ -7,7 +7,8 @@
 //! answer is the array itself, and every timed call's answer is checked against the
 //! reference's on the same, freshly generated table. The reference (NumPy, on the CPU) is
 //! timed the same way in the same round, under the GPU's timing lock, so the ratio compares
-//! like with like; both include the harness's own transfers.
+//! like with like; the harness's own transfer of the data, timed alone in the trusted worker
+//! in the same round, is left out of both.
 
 use super::context::{Infrastructure, Options};
 use super::function::{
@@ -51,7 +52,9 @@ pub(super) fn grade(
                     notes.push(note);
                 }
                 let mut checks = correctness(plan, m, opts, &mut ref_side, &mut student)?;
-                let correct = score::nothing_wrong(&checks);
+                // Correct: nothing wrong, and some case ran (not only skipped ones).
+                let correct = score::nothing_wrong(&checks)
+                    && checks.iter().any(|c| c.status == crate::result::Status::Pass);
                 checks.extend(performance(
                     plan,
                     m,
