@@ -54,7 +54,9 @@ pub(super) fn grade(
                 let mut checks = correctness(plan, m, opts, &mut ref_side, &mut student)?;
                 // Correct: nothing wrong, and some case ran (not only skipped ones).
                 let correct = score::nothing_wrong(&checks)
-                    && checks.iter().any(|c| c.status == crate::result::Status::Pass);
+                    && checks
+                        .iter()
+                        .any(|c| c.status == crate::result::Status::Pass);
                 checks.extend(performance(
                     plan,
                     m,
