@@ -135,16 +135,21 @@ fn env_for(
     })
 }
 
-/// NumPy, installed into the cache first when the interpreter and the cache have none.
-pub fn numpy() -> Result<ArrayEnv, String> {
-    static ONCE: Mutex<Option<Result<ArrayEnv, String>>> = Mutex::new(None);
-    let mut once = ONCE
+/// A lookup done once per run: its first answer stands for the whole run (a failed install is
+/// not retried for every student of a cohort).
+type Once = Mutex<Option<Result<ArrayEnv, String>>>;
+
+fn once(cell: &Once, find: impl FnOnce() -> Result<ArrayEnv, String>) -> Result<ArrayEnv, String> {
+    let mut cell = cell
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(r) = once.as_ref() {
-        return r.clone();
-    }
-    let r = (|| {
+    cell.get_or_insert_with(find).clone()
+}
+
+/// NumPy, installed into the cache first when the interpreter and the cache have none.
+pub fn numpy() -> Result<ArrayEnv, String> {
+    static ONCE: Once = Mutex::new(None);
+    once(&ONCE, || {
         python_interpreter()?;
         let found = match find_numpy() {
             Some(f) => f,
@@ -166,9 +171,7 @@ pub fn numpy() -> Result<ArrayEnv, String> {
         let (sites, f) = found;
         let describe = format!("NumPy {} ({})", f.version, f.dir.display());
         env_for(&f, sites, std::slice::from_ref(&f.dir), describe)
-    })();
-    *once = Some(r.clone());
-    r
+    })
 }
 
 /// The CUDA toolkit folder CuPy compiles with (`$CUDA_PATH`, else `/usr/local/cuda`).
@@ -198,14 +201,8 @@ fn find_cupy() -> Option<(Vec<PathBuf>, Found, Found)> {
 /// CuPy for grading on a GPU: the interpreter's own when it has one, else cugrade's cache
 /// (installed on first use).
 pub fn cupy() -> Result<ArrayEnv, String> {
-    static ONCE: Mutex<Option<Result<ArrayEnv, String>>> = Mutex::new(None);
-    let mut once = ONCE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(r) = once.as_ref() {
-        return r.clone();
-    }
-    let r = (|| {
+    static ONCE: Once = Mutex::new(None);
+    once(&ONCE, || {
         python_interpreter()?;
         let found = match find_cupy() {
             Some(f) => f,
@@ -233,9 +230,7 @@ pub fn cupy() -> Result<ArrayEnv, String> {
         env.env
             .extend(cuda.map(|c| ("CUDA_PATH".to_string(), c.to_string_lossy().into_owned())));
         Ok(env)
-    })();
-    *once = Some(r.clone());
-    r
+    })
 }
 
 /// What `cugrade doctor` says of the array libraries (nothing is installed).

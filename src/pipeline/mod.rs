@@ -94,9 +94,30 @@ pub fn grade(
     correctness::attach_snippets(&mut milestones, sub);
     let mut flags = built.device_flags(&plan);
     flags.append(&mut cross_flags);
-    let score: f64 = milestones.iter().map(|m: &MilestoneResult| m.score).sum();
     run.seconds = Some(started.elapsed().as_secs_f64());
-    Ok(GradeResult {
+    Ok(result(
+        &plan,
+        sub,
+        opts,
+        milestones,
+        run,
+        built.summary_if_compiled(),
+        flags,
+    ))
+}
+
+/// The submission's result from its milestones (the score their sum, to the hundredth).
+fn result(
+    plan: &Plan,
+    sub: &Submission,
+    opts: &Options,
+    milestones: Vec<MilestoneResult>,
+    run: RunInfo,
+    compile: Option<crate::result::CompileSummary>,
+    flags: Vec<Flag>,
+) -> GradeResult {
+    let score: f64 = milestones.iter().map(|m: &MilestoneResult| m.score).sum();
+    GradeResult {
         assignment: plan.assignment.clone(),
         student: sub.student.clone(),
         student_id: None,
@@ -109,11 +130,11 @@ pub fn grade(
         milestones,
         submission_sha256: sub.sha256.clone(),
         rubric_sha256: String::new(),
-        compile: built.summary_if_compiled(),
+        compile,
         run,
         notes: sub.notes.clone(),
         flags,
-    })
+    }
 }
 
 /// A Python function lab (`function`, `function_run`): no kernels to build.
@@ -126,26 +147,8 @@ fn grade_function_lab(
 ) -> Result<GradeResult, Infrastructure> {
     let mut run = run_info(opts);
     let milestones = function_run::grade(plan, sub, opts, reference, &mut run.notes)?;
-    let score: f64 = milestones.iter().map(|m| m.score).sum();
     run.seconds = Some(started.elapsed().as_secs_f64());
-    Ok(GradeResult {
-        assignment: plan.assignment.clone(),
-        student: sub.student.clone(),
-        student_id: None,
-        id: String::new(),
-        entry: String::new(),
-        backend: opts.backend.as_str().to_string(),
-        seed: opts.seed,
-        score: (score * 100.0).round() / 100.0,
-        max_score: plan.max_score,
-        milestones,
-        submission_sha256: sub.sha256.clone(),
-        rubric_sha256: String::new(),
-        compile: None,
-        run,
-        notes: sub.notes.clone(),
-        flags: vec![],
-    })
+    Ok(result(plan, sub, opts, milestones, run, None, vec![]))
 }
 
 /// What result.json says of the run before any milestone ran.
