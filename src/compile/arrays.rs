@@ -281,6 +281,16 @@ mod tests {
     }
 
     #[test]
+    fn the_gpu_script_stamps_the_same_pins() {
+        let script = include_str!("../../ci/gpu-cupy-cache.sh");
+        let stamp = format!("printf '%s\\n' \"{}\"", CUPY_WHEELS.join(" "));
+        assert!(
+            script.contains(&stamp),
+            "ci/gpu-cupy-cache.sh lacks {stamp}"
+        );
+    }
+
+    #[test]
     fn a_cache_stamped_with_other_pins_is_not_trusted() {
         let d = tempfile::tempdir().unwrap();
         assert!(!stamped(d.path(), NUMPY_WHEELS));
