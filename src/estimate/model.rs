@@ -333,7 +333,7 @@ mod tests {
         let g = named("h100").unwrap();
         // 137 GFLOP at 52 TFLOPS: 2.6 ms.
         assert!((cublas_ms(4096.0, 4096.0, 4096.0, &g) - 2.645).abs() < 0.05);
-        // 512 MB read and written at the 2.09 TB/s a cudaMemcpy reached on the H100.
-        assert!((copy_ms(256e6, &g) - 0.247).abs() < 0.01);
+        // 256 MB read and 256 MB written at the 3.0 TB/s a cudaMemcpy reached on the H100.
+        assert!((copy_ms(256e6, &g) - 0.173).abs() < 0.005);
     }
 }

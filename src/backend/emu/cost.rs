@@ -16,6 +16,7 @@
 
 use super::decode::*;
 use super::parse::Space;
+use super::vectorize::Merge;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
@@ -80,11 +81,21 @@ pub struct CostConfig {
 pub struct Price {
     pub issue: [f32; CLASSES],
     pub latency: u32,
+    /// Whether ptxas merges this shared load with others ([`super::vectorize`]).
+    pub merge: Merge,
 }
 
 /// Prices of every instruction of `prog`, by program counter.
 pub fn prices(prog: &Program, lat: &Latencies) -> Vec<Price> {
-    prog.insts.iter().map(|i| price(i, lat)).collect()
+    let merges = super::vectorize::merges(prog);
+    prog.insts
+        .iter()
+        .zip(merges)
+        .map(|(i, merge)| Price {
+            merge,
+            ..price(i, lat)
+        })
+        .collect()
 }
 
 fn price(inst: &Inst, lat: &Latencies) -> Price {
@@ -390,12 +401,18 @@ impl L1 {
         }
     }
 
+    /// The set of `line`: hashed, as GPUs' L1s hash their set index, so that a power-of-two
+    /// stride (a matrix's column) does not pile every line into a few sets.
+    fn set_of(&self, line: u64) -> usize {
+        ((line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % self.sets as u64) as usize
+    }
+
     /// A load of `sector` at cycles `at`: whether the L1 holds it (a hit for traffic), and when
     /// its data is there. A miss fetches it with latency `miss`; `hit` is the L1's latency.
     fn access(&mut self, sector: u64, at: Cycles, miss: Cycles, hit: u64) -> (bool, Cycles) {
         let line = sector >> 2;
         let s = (sector & 3) as usize;
-        let set = (line as usize) % self.sets;
+        let set = self.set_of(line);
         self.stamp += 1;
         let fetch = Fill {
             asked: at,
@@ -456,12 +473,25 @@ pub struct BlockCost<'p> {
     /// latency once their addresses are known).
     issued: Cycles,
     l1: L1,
+    /// Merged shared loads: per warp and group, whether its head merged this time; per group,
+    /// whether it was ever found misaligned (then never merged).
+    merge_slots: usize,
+    merged: Vec<bool>,
+    misaligned: Vec<bool>,
     pub profile: BlockProfile,
     pub touched: Touched,
 }
 
 impl<'p> BlockCost<'p> {
     pub fn new(prices: &'p [Price], cfg: &CostConfig, nregs: usize, warps: usize) -> Self {
+        let slots = prices
+            .iter()
+            .filter_map(|p| match p.merge {
+                Merge::Head { slot, .. } => Some(slot as usize + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         BlockCost {
             prices,
             lat: cfg.latencies,
@@ -470,6 +500,9 @@ impl<'p> BlockCost<'p> {
             ready: vec![[0; SCENARIOS]; nregs * warps],
             issued: [0; SCENARIOS],
             l1: L1::new(cfg.l1_bytes),
+            merge_slots: slots,
+            merged: vec![false; slots * warps],
+            misaligned: vec![false; slots],
             profile: BlockProfile::default(),
             touched: Touched::default(),
         }
@@ -658,7 +691,41 @@ impl<'p> BlockCost<'p> {
     }
 
     /// A shared-memory access of warp `w`.
-    pub fn shared(&mut self, w: usize, inst: &Inst, addrs: &[u64; 32], mask: u32, size: u32) {
+    pub fn shared(
+        &mut self,
+        w: usize,
+        pc: u32,
+        inst: &Inst,
+        addrs: &[u64; 32],
+        mask: u32,
+        mut size: u32,
+    ) {
+        match self.prices[pc as usize].merge {
+            Merge::Head { slot, width } => {
+                let s = slot as usize;
+                let bytes = 4 * width as u64;
+                let mut aligned = !self.misaligned[s];
+                let mut m = mask;
+                while m != 0 && aligned {
+                    let l = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    aligned = addrs[l].is_multiple_of(bytes);
+                }
+                self.misaligned[s] |= !aligned;
+                self.merged[w * self.merge_slots + s] = aligned;
+                if aligned {
+                    size = bytes as u32;
+                }
+            }
+            Merge::Member { slot } if self.merged[w * self.merge_slots + slot as usize] => {
+                // Part of its head's wider load: no instruction, no wavefront of its own.
+                self.profile.issue[MEM] -= self.prices[pc as usize].issue[MEM] as f64;
+                let done = plus(self.issued, self.lat.shared as u64);
+                self.finish(w, inst, done);
+                return;
+            }
+            _ => {}
+        }
         let wf = wavefronts(addrs, mask, size);
         let prof = &mut self.profile;
         prof.shared_requests += 1;
@@ -738,31 +805,57 @@ impl<'p> BlockCost<'p> {
     }
 }
 
-/// Shared-memory wavefronts of one warp access: the most distinct 4-byte words any of the 32
-/// banks must serve (lanes reading one word share it), and at least the distinct bytes over
-/// the 128 bytes one wavefront carries.
+/// Shared-memory wavefronts of one warp access, as an H100 counts them (measured with
+/// `ci/estimate/probe_l1.py`): the most distinct 4-byte words any of the 32 banks must serve
+/// (lanes reading one word share it), and at least the bytes over the 128 one wavefront
+/// carries. For 8- and 16-byte accesses those bytes are counted per quarter-warp (8 lanes:
+/// quarters reading the same data each pay for it), and a 16-byte access takes at least one
+/// wavefront per half-warp (a broadcast `LDS.128` is two).
 pub fn wavefronts(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
     let words_per_lane = size.div_ceil(4).max(1) as u64;
     let mut words: Vec<u64> = Vec::with_capacity(32 * words_per_lane as usize);
-    let mut m = mask;
-    while m != 0 {
-        let l = m.trailing_zeros() as usize;
-        m &= m - 1;
-        for k in 0..words_per_lane {
-            words.push((addrs[l] >> 2) + k);
+    let mut bytes = 0u64;
+    let mut halves = 0u64;
+    for q in 0..4 {
+        let start = words.len();
+        let mut m = mask & (0xffu32 << (8 * q));
+        if q % 2 == 0 && mask & (0xffffu32 << (8 * q)) != 0 {
+            halves += 1;
         }
+        while m != 0 {
+            let l = m.trailing_zeros() as usize;
+            m &= m - 1;
+            for k in 0..words_per_lane {
+                words.push((addrs[l] >> 2) + k);
+            }
+        }
+        let quarter = &mut words[start..];
+        quarter.sort_unstable();
+        let mut distinct = 0u64;
+        let mut last = u64::MAX;
+        for &w in quarter.iter() {
+            if w != last {
+                distinct += 1;
+                last = w;
+            }
+        }
+        bytes += 4 * distinct;
     }
     if words.is_empty() {
         return 0;
     }
     words.sort_unstable();
     words.dedup();
+    if size <= 4 {
+        bytes = 4 * words.len() as u64;
+    }
     let mut per_bank = [0u16; 32];
     for w in &words {
         per_bank[(w & 31) as usize] += 1;
     }
     let most = *per_bank.iter().max().unwrap_or(&1) as u64;
-    most.max((words.len() as u64 * 4).div_ceil(128))
+    let least = if size >= 16 { halves } else { 1 };
+    most.max(bytes.div_ceil(128)).max(least)
 }
 
 #[cfg(test)]
@@ -783,11 +876,24 @@ mod tests {
         // A broadcast: one.
         assert_eq!(wavefronts(&lanes(|_| 64), u32::MAX, 4), 1);
         // 16-byte accesses of consecutive float4s: 512 bytes, four wavefronts; the same
-        // float4 in every lane: one.
+        // float4 in every lane: two (one per half-warp).
         assert_eq!(wavefronts(&lanes(|l| 16 * l), u32::MAX, 16), 4);
-        assert_eq!(wavefronts(&lanes(|_| 32), u32::MAX, 16), 1);
+        assert_eq!(wavefronts(&lanes(|_| 32), u32::MAX, 16), 2);
+        assert_eq!(wavefronts(&lanes(|_| 32), 1, 16), 1);
         // 8-byte accesses: two phases.
         assert_eq!(wavefronts(&lanes(|l| 8 * l), u32::MAX, 8), 2);
+        // What ci/estimate/probe_l1.py measured on an H100, lane pattern by width: 16 distinct
+        // float4s repeated (lane % 16) four; 8 distinct repeated by quarter (lane % 8) four,
+        // the same 8 grouped by lane / 4 two; float2s by lane % 8 two, by lane / 4 one.
+        assert_eq!(wavefronts(&lanes(|l| 16 * (l % 16)), u32::MAX, 16), 4);
+        assert_eq!(wavefronts(&lanes(|l| 16 * (l % 8)), u32::MAX, 16), 4);
+        assert_eq!(wavefronts(&lanes(|l| 16 * (l / 4)), u32::MAX, 16), 2);
+        assert_eq!(wavefronts(&lanes(|l| 16 * (l / 16)), u32::MAX, 16), 2);
+        assert_eq!(wavefronts(&lanes(|l| 32 * l), u32::MAX, 16), 8);
+        assert_eq!(wavefronts(&lanes(|l| 8 * (l % 8)), u32::MAX, 8), 2);
+        assert_eq!(wavefronts(&lanes(|l| 8 * (l / 4)), u32::MAX, 8), 1);
+        assert_eq!(wavefronts(&lanes(|l| 8 * (l % 16)), u32::MAX, 8), 2);
+        assert_eq!(wavefronts(&lanes(|l| 16 * l), u32::MAX, 8), 4);
         // Stride of 2 words: 2-way conflict.
         assert_eq!(wavefronts(&lanes(|l| 8 * l), u32::MAX, 4), 2);
     }

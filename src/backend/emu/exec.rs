@@ -1277,7 +1277,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 c.global(wi, inst, &addrs, gmask, total);
             }
             if smask != 0 {
-                c.shared(wi, inst, &addrs, smask, total);
+                c.shared(wi, pc, inst, &addrs, smask, total);
             }
             if lmask != 0 {
                 c.local(wi, inst, lmask, total);
@@ -1372,7 +1372,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             return false;
         }
         if let Some(c) = self.cost.as_mut() {
-            c.shared(wi, inst, &addrs, mask, size);
+            c.shared(wi, pc, inst, &addrs, mask, size);
         }
         let m = &mut self.out.metrics;
         m.shared_requests += 1;

@@ -15,6 +15,7 @@ mod mem;
 mod parse;
 pub mod profiled;
 mod specials;
+mod vectorize;
 
 use super::{
     Backend, BackendError, BackendKind, Diagnostic, KernelInfo, LaunchDims, LaunchReport, Metrics,
