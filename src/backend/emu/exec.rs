@@ -447,13 +447,16 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
     }
 
     fn run_inner(&mut self) -> Result<(), Stop> {
-        const SLICE: u32 = 4096;
+        // A profiled block interleaves its warps finely, as the GPU's schedulers do, so that
+        // the cost counters' L1 sees one warp's line reused by the next (warps that ran
+        // thousands of instructions apart would evict it first).
+        let slice: u32 = if self.cost.is_some() { 32 } else { 4096 };
         loop {
             let mut progressed = false;
             for w in 0..self.warps.len() {
                 if self.warps[w].cur != 0 {
                     progressed = true;
-                    self.run_warp(w, SLICE)?;
+                    self.run_warp(w, slice)?;
                 }
             }
             if self.ctx.abort.load(Ordering::Relaxed) {
