@@ -40,7 +40,8 @@ backend="${BACKEND:-cuda}"
 } | tee "$out/machine.txt"
 
 # One folder per entry: the reference file, the CUDA examples (Numba ones need the toolchain
-# that ci/gpu-numba.sh installs: left out) and, for matmul and transpose, the ladders.
+# that ci/gpu-numba.sh installs: left out) and, for matmul, transpose, softmax and reduction,
+# the held-out ladders (ci/estimate/ladders/).
 entries() { # lab -> "name path" lines
   local lab="$1"
   echo "reference reference-kernels/$lab.cu"
@@ -51,6 +52,8 @@ entries() { # lab -> "name path" lines
   case "$lab" in
     matmul) for s in ci/estimate/ladders/sgemm/*/; do echo "sgemm-$(basename "$s") $s"; done;;
     transpose) for s in ci/estimate/ladders/transpose/*/; do echo "transpose-$(basename "$s") $s"; done;;
+    softmax) for s in ci/estimate/ladders/softmax/*/; do echo "softmax-$(basename "$s") $s"; done;;
+    reduction) for s in ci/estimate/ladders/reduction/*/; do echo "reduction-$(basename "$s") $s"; done;;
   esac
 }
 started=$(date +%s)

@@ -93,6 +93,8 @@ fn entries() -> Vec<(String, String, PathBuf)> {
         let ladder = match lab.as_str() {
             "matmul" => Some("sgemm"),
             "transpose" => Some("transpose"),
+            "softmax" => Some("softmax"),
+            "reduction" => Some("reduction"),
             _ => None,
         };
         if let Some(l) = ladder {
@@ -110,7 +112,9 @@ fn entries() -> Vec<(String, String, PathBuf)> {
 }
 
 fn is_validation(entry: &str) -> bool {
-    entry.starts_with("sgemm-") || entry.starts_with("transpose-")
+    ["sgemm-", "transpose-", "softmax-", "reduction-"]
+        .iter()
+        .any(|l| entry.starts_with(l))
 }
 
 /// One kernel: its estimate's inputs and what the GPU measured.

@@ -22,6 +22,9 @@ pub struct BlockAverages {
     pub gld_requests: f64,
     pub gld_sectors: f64,
     pub gld_lines: f64,
+    /// The L1's cycles for global loads (banks and tags).
+    #[serde(default)]
+    pub gld_wavefronts: f64,
     pub gst_requests: f64,
     pub gst_sectors: f64,
     pub gst_lines: f64,
@@ -54,6 +57,7 @@ impl BlockAverages {
         self.gld_requests += f(p.gld_requests);
         self.gld_sectors += f(p.gld_sectors);
         self.gld_lines += f(p.gld_lines);
+        self.gld_wavefronts += f(p.gld_wavefronts);
         self.gst_requests += f(p.gst_requests);
         self.gst_sectors += f(p.gst_sectors);
         self.gst_lines += f(p.gst_lines);
@@ -83,6 +87,7 @@ impl BlockAverages {
             &mut self.gld_requests,
             &mut self.gld_sectors,
             &mut self.gld_lines,
+            &mut self.gld_wavefronts,
             &mut self.gst_requests,
             &mut self.gst_sectors,
             &mut self.gst_lines,
@@ -180,9 +185,15 @@ pub fn time(k: &KernelProfile, gpu: &Gpu) -> Breakdown {
     .into_iter()
     .fold(0.0, f64::max)
         * per_sm;
+    // Profiles from before `gld_wavefronts` counted the L1's lines.
+    let gld_wavefronts = if pb.gld_wavefronts > 0.0 {
+        pb.gld_wavefronts
+    } else {
+        pb.gld_lines
+    };
     let l1_cycles = per_sm
         * (pb.shared_wavefronts
-            + pb.gld_lines
+            + gld_wavefronts
             + pb.gst_lines
             + pb.local_wavefronts
             + pb.atom_requests
@@ -284,6 +295,7 @@ mod tests {
                 gld_requests: 8.0,
                 gld_sectors: 32.0,
                 gld_lines: 8.0,
+                gld_wavefronts: 8.0,
                 gst_requests: 8.0,
                 gst_sectors: 32.0,
                 gst_lines: 8.0,

@@ -305,8 +305,13 @@ pub struct BlockProfile {
     pub lane_insts: u64,
     pub gld_requests: u64,
     pub gld_sectors: u64,
-    /// Distinct 128-byte lines per request, summed: the L1's wavefronts for global loads.
+    /// Distinct 128-byte lines per request, summed.
     pub gld_lines: u64,
+    /// The L1's cycles for global loads, summed over requests: its 32 banks of 4 bytes serve
+    /// one word each per cycle whatever line it is in, and its tags about 4 sectors a cycle
+    /// (measured: ci/estimate/probe_l1.py's `c_stride*_l1`).
+    #[serde(default)]
+    pub gld_wavefronts: u64,
     pub gld_bytes: u64,
     pub gst_requests: u64,
     pub gst_sectors: u64,
@@ -654,6 +659,7 @@ impl<'p> BlockCost<'p> {
             prof.gld_requests += 1;
             prof.gld_sectors += n;
             prof.gld_lines += lines;
+            prof.gld_wavefronts += global_wavefronts(addrs, mask, size).max(n.div_ceil(4));
             prof.gld_bytes += bytes;
             let hit = self.lat.l1_hit as u64;
             let mut done = plus(t0, hit);
@@ -803,6 +809,29 @@ impl<'p> BlockCost<'p> {
         self.profile.cp_cycles = cp[0];
         self.profile.cp_l2_cycles = cp[1];
     }
+}
+
+/// The L1 data banks' cycles for one warp's global load: like shared memory, the most distinct
+/// 4-byte words on one of the 32 banks (a word's bank is its address's, whatever line it is
+/// in), so that lanes 128 bytes apart take 32 cycles and lanes 132 bytes apart one.
+fn global_wavefronts(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
+    let words_per_lane = size.div_ceil(4).clamp(1, 4) as u64;
+    let mut words: Vec<u64> = Vec::with_capacity(32 * words_per_lane as usize);
+    let mut m = mask;
+    while m != 0 {
+        let l = m.trailing_zeros() as usize;
+        m &= m - 1;
+        for k in 0..words_per_lane {
+            words.push((addrs[l] >> 2) + k);
+        }
+    }
+    words.sort_unstable();
+    words.dedup();
+    let mut per_bank = [0u16; 32];
+    for w in &words {
+        per_bank[(w & 31) as usize] += 1;
+    }
+    per_bank.iter().copied().max().unwrap_or(0) as u64
 }
 
 /// Shared-memory wavefronts of one warp access, as an H100 counts them (measured with
