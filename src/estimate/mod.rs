@@ -130,7 +130,13 @@ impl Estimate {
         );
         if let Some(r) = self.ratio {
             let unit = if self.unit == "%" { " %" } else { "x" };
-            s.push_str(&format!(", about {}{unit} {}", fmt_ratio(r), self.against));
+            // "about 0.11x faster than" reads as a speed-up: say how many times slower.
+            match self.against.strip_prefix("faster than ") {
+                Some(what) if unit == "x" && r > 0.0 && r < 1.0 => {
+                    s.push_str(&format!(", about {}x slower than {what}", fmt_ratio(1.0 / r)))
+                }
+                _ => s.push_str(&format!(", about {}{unit} {}", fmt_ratio(r), self.against)),
+            }
             let mut paren = Vec::new();
             if let Some(b) = self.baseline.as_ref().filter(|b| !b.estimated) {
                 paren.push(format!("the CPU's {} pinned for the course", fmt_ms(b.ms)));
@@ -184,6 +190,17 @@ mod tests {
             seconds: 1.0,
             profile: KernelProfile::default(),
         }
+    }
+
+    #[test]
+    fn a_kernel_slower_than_its_baseline_is_said_to_be_slower() {
+        let mut e = sample();
+        e.ratio = Some(0.11);
+        let t = e.sentence();
+        assert!(
+            t.contains("about 9.09x slower than the reference `reduce_naive` (needs 10x)"),
+            "{t}"
+        );
     }
 
     #[test]
