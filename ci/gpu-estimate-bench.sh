@@ -55,6 +55,7 @@ entries() { # lab -> "name path" lines
     softmax) for s in ci/estimate/ladders/softmax/*/; do echo "softmax-$(basename "$s") $s"; done;;
     reduction) for s in ci/estimate/ladders/reduction/*/; do echo "reduction-$(basename "$s") $s"; done;;
   esac
+  for s in ci/estimate/ladders/round2/"$lab"-*/; do [ -d "$s" ] && echo "round2-$(basename "$s") $s"; done
 }
 started=$(date +%s)
 over() { [ $(( $(date +%s) - started )) -ge "$limit" ]; }

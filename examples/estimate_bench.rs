@@ -97,6 +97,19 @@ fn entries() -> Vec<(String, String, PathBuf)> {
             "reduction" => Some("reduction"),
             _ => None,
         };
+        let mut round2: Vec<PathBuf> = std::fs::read_dir("ci/estimate/ladders/round2")
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        round2.retain(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{lab}-")))
+        });
+        round2.sort();
+        for s in round2 {
+            let name = format!("round2-{}", s.file_name().unwrap().to_string_lossy());
+            out.push((lab.clone(), name, s));
+        }
         if let Some(l) = ladder {
             let mut steps: Vec<PathBuf> = std::fs::read_dir(format!("ci/estimate/ladders/{l}"))
                 .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
@@ -112,7 +125,7 @@ fn entries() -> Vec<(String, String, PathBuf)> {
 }
 
 fn is_validation(entry: &str) -> bool {
-    ["sgemm-", "transpose-", "softmax-", "reduction-"]
+    ["sgemm-", "transpose-", "softmax-", "reduction-", "round2-"]
         .iter()
         .any(|l| entry.starts_with(l))
 }
