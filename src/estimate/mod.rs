@@ -132,9 +132,10 @@ impl Estimate {
             let unit = if self.unit == "%" { " %" } else { "x" };
             // "about 0.11x faster than" reads as a speed-up: say how many times slower.
             match self.against.strip_prefix("faster than ") {
-                Some(what) if unit == "x" && r > 0.0 && r < 1.0 => {
-                    s.push_str(&format!(", about {}x slower than {what}", fmt_ratio(1.0 / r)))
-                }
+                Some(what) if unit == "x" && r > 0.0 && r < 1.0 => s.push_str(&format!(
+                    ", about {}x slower than {what}",
+                    fmt_ratio(1.0 / r)
+                )),
                 _ => s.push_str(&format!(", about {}{unit} {}", fmt_ratio(r), self.against)),
             }
             let mut paren = Vec::new();

@@ -361,7 +361,10 @@ mod tests {
         k.hot_atomic_ops = 8448.0;
         let t = time(&k, &g).ms;
         let atomics = 8448.0 * 1.75e-6;
-        assert!((t - alone - atomics).abs() < 0.1 * atomics, "{t} {alone} {atomics}");
+        assert!(
+            (t - alone - atomics).abs() < 0.1 * atomics,
+            "{t} {alone} {atomics}"
+        );
         // Many waves: the atomics hide behind later blocks' traffic.
         let mut many = streaming(64e6);
         let alone = time(&many, &g).ms;

@@ -10,6 +10,7 @@ pub mod cost;
 mod decode;
 mod exec;
 mod float;
+mod l1;
 mod lex;
 mod mem;
 mod parse;
