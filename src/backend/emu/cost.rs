@@ -457,18 +457,7 @@ impl<'p> BlockCost<'p> {
             && inst.guard != NOREG
             && inst.aux > pc
             && inst.aux - pc <= PREDICATED_SPAN;
-        let control = !predicated
-            && matches!(
-                inst.op,
-                Op::Bra
-                    | Op::Call
-                    | Op::Ret
-                    | Op::Exit
-                    | Op::Bar { .. }
-                    | Op::BarRed(_)
-                    | Op::BarWarp
-                    | Op::Trap
-            );
+        let control = !predicated && (inst.op.is_control() || inst.op == Op::BarWarp);
         let mut t = [0u64; SCENARIOS];
         for (k, seg) in self.clocks[w].iter_mut().enumerate() {
             let mut at = (seg.start + seg.issued).max(deps[k]);

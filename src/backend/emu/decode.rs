@@ -273,6 +273,16 @@ pub enum Op {
     AssertFail,
 }
 
+impl Op {
+    /// Ends straight-line code: a branch, call, return, exit, trap or block barrier.
+    pub fn is_control(self) -> bool {
+        matches!(
+            self,
+            Op::Bra | Op::Call | Op::Ret | Op::Exit | Op::Bar { .. } | Op::BarRed(_) | Op::Trap
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Inst {
     pub op: Op,

@@ -617,17 +617,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             if let Some(c) = self.cost.as_mut() {
                 c.issue(wi, pc, inst, cur.count_ones());
             }
-            if matches!(
-                inst.op,
-                Op::Bra
-                    | Op::Call
-                    | Op::Ret
-                    | Op::Exit
-                    | Op::Bar { .. }
-                    | Op::BarRed(_)
-                    | Op::Trap
-                    | Op::AssertFail
-            ) {
+            if inst.op.is_control() || inst.op == Op::AssertFail {
                 self.control(wi, inst, pc, mask)?;
                 continue;
             }

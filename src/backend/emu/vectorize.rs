@@ -34,19 +34,9 @@ fn is_scalar_shared_load(i: &Inst) -> bool {
 }
 
 fn ends_window(i: &Inst) -> bool {
-    matches!(
-        i.op,
-        Op::Bra
-            | Op::Call
-            | Op::Ret
-            | Op::Exit
-            | Op::Bar { .. }
-            | Op::BarRed(_)
-            | Op::BarWarp
-            | Op::Trap
-            | Op::AssertFail
-            | Op::Atom(_)
-    ) || (i.op == Op::St && (i.space == Space::Shared || i.aux == 1))
+    i.op.is_control()
+        || matches!(i.op, Op::BarWarp | Op::AssertFail | Op::Atom(_))
+        || (i.op == Op::St && (i.space == Space::Shared || i.aux == 1))
 }
 
 fn written(i: &Inst) -> impl Iterator<Item = u32> + '_ {
