@@ -21,9 +21,10 @@ struct Fill {
 /// A sectored, set-associative, LRU L1 for global loads: 128-byte lines of four 32-byte
 /// sectors, each with its fetch.
 ///
-/// Warps are emulated one after another, each on its own clock, so a warp may find a sector
-/// that another warp asks for only later in time: then this access is the one that fetches
-/// it (it pays the fetch's latency), though the traffic counts once.
+/// Warps are emulated in turns of 32 instructions, each on its own clock, so a warp may find a
+/// sector that another warp asks for only later in time: then this access is the one that
+/// fetches it (it pays the fetch's latency), though the traffic counts once. Sets are chosen
+/// by a hash of the line, as GPUs' L1s choose them.
 pub struct L1 {
     sets: usize,
     tags: Vec<[u64; WAYS]>,
