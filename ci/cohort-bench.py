@@ -85,6 +85,10 @@ def main():
     ap.add_argument("--json", help="also write the figures as JSON here")
     ap.add_argument("--gpus", help="passed to `cugrade grade --gpus` (e.g. 0,1)")
     ap.add_argument("--grades", help="copy the run's grades.csv here (to compare two runs)")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="stop grading after this many seconds and report the students graded "
+                         "by then (a run that would not finish in a device call still says "
+                         "where its time went)")
     a = ap.parse_args()
     if not os.access(a.cugrade, os.X_OK):
         sys.exit("cohort-bench: no cugrade binary at %s (--cugrade PATH)" % a.cugrade)
@@ -99,11 +103,18 @@ def main():
         cmd += ["--gpus", a.gpus]
     print("$ " + " ".join(cmd), flush=True)
     started = time.monotonic()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          env=dict(os.environ, CI="1"))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, CI="1"))
+    try:
+        _, err = proc.communicate(timeout=a.time_limit or None)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        _, err = proc.communicate()
+        print("cohort-bench: stopped after --time-limit %.0f s; figures for the students graded "
+              "by then" % a.time_limit, flush=True)
     wall = time.monotonic() - started
-    if proc.returncode not in (0, 1):
-        sys.stderr.write(proc.stderr[-4000:])
+    if proc.returncode not in (0, 1) and not a.time_limit:
+        sys.stderr.write(err[-4000:])
         sys.exit("cohort-bench: cugrade exited %d" % proc.returncode)
     results = []
     students = os.path.join(out, "students")  # <out>/students/<id>/ since issue 17
@@ -154,7 +165,16 @@ def main():
         if isinstance(secs, (int, float)):
             example = r.get("student", "?").split("-", 1)[-1]
             by_example.setdefault(example, []).append(secs)
+    # The cohort's wall time by phase (result.json `run.phases`), summed over its students.
+    phases = {}
+    for r in results:
+        for k, v in (r.get("run", {}).get("phases") or {}).items():
+            if isinstance(v, (int, float)):
+                phases[k] = phases.get(k, 0.0) + v
+    graded_s = sum(r.get("run", {}).get("seconds") or 0.0 for r in results)
     figures = {
+        "phases_s": {k: round(v, 2) for k, v in phases.items()},
+        "student_seconds_s": round(graded_s, 2),
         "students": n, "student_milestones": milestones, "jobs": a.jobs,
         "backend": results[0]["backend"] if results else a.backend,
         "device": results[0].get("run", {}).get("device", "?") if results else "?",
@@ -193,6 +213,10 @@ def main():
               % (k, v["students"], v["held_s"], v["waited_s"]))
     if split:
         print("WARNING: %d students were timed on more than one GPU: %s" % (len(split), split[:5]))
+    if phases:
+        print("students' grading time %.1f s in all (summed over jobs), by phase: %s" % (
+            graded_s, ", ".join("%s %.1f" % (k[:-2] if k.endswith("_s") else k, v)
+                                for k, v in phases.items() if v >= 0.05) or "none"))
     if by_example:
         print("grading wall time per student, by example (mean / max s): " + ", ".join(
             "%s %.1f/%.1f" % (k, v["mean_s"], v["max_s"])
@@ -201,7 +225,8 @@ def main():
         with open(a.json, "w") as f:
             json.dump(figures, f, indent=2)
     if a.grades:
-        shutil.copyfile(os.path.join(out, "grades.csv"), a.grades)
+        if os.path.exists(os.path.join(out, "grades.csv")):
+            shutil.copyfile(os.path.join(out, "grades.csv"), a.grades)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -29,7 +29,9 @@ MEASURED = os.environ.get("REDACT_MEASURED") == "1"
 KEEP = {"score", "max_score", "points", "threshold"}
 def walk(v, key=None):
     if isinstance(v, dict):
-        return {k: ("<t>" if k in TIMED and isinstance(x, (int, float)) else walk(x, k)) for k, x in v.items()}
+        # `run.phases`: wall time by phase; older results have none.
+        return {k: ("<t>" if k in TIMED and isinstance(x, (int, float)) else walk(x, k))
+                for k, x in v.items() if k != "phases"}
     if MEASURED and isinstance(v, float) and key not in KEEP:
         return "<n>"
     if MEASURED and key in {"timing", "measured", "samples_ms"}:

@@ -224,6 +224,7 @@ pub fn command() -> clap::Command {
 
 /// Parse the command line and run it; returns the exit code.
 pub fn main() -> i32 {
+    keep_freed_memory();
     quiet_on_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -248,6 +249,23 @@ pub fn main() -> i32 {
     crate::worker::interrupt::wait_if_interrupted();
     crate::sandbox::scratch::remove_run_dir();
     code
+}
+
+/// glibc's malloc hands freed memory back to the kernel as soon as an arena's top grows past
+/// 128 KiB, and serves blocks over 128 KiB (growing its threshold as it goes) with fresh
+/// mappings. The emulator allocates and frees each block's registers, local and shared memory
+/// per block from rayon's threads, and every launch and trial gets fresh buffers: most of a
+/// check's time on the emulator went to the page faults that zero that memory again
+/// (issue 29, perf: `exc_page_fault` under `memset`). Fixed thresholds keep freed memory for
+/// reuse; allocations over 64 MiB (a large case's buffers) still get their own mapping,
+/// returned when freed.
+fn keep_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only changes malloc's tuning; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
 }
 
 fn run_command(cmd: Command) -> i32 {

@@ -7,6 +7,8 @@ pub const WRONG_RESULTS: &str = "Wrong results: check the bounds and the index a
 pub const UNWRITTEN: &str = "Some outputs were never written: does the grid cover every element? With n not a multiple of the block size, the grid must round up (ceil_div) and each thread check `i < n`.";
 /// A write landed outside a buffer.
 pub const OUT_OF_BOUNDS: &str = "A write landed outside the buffer: a thread with i >= n (or a negative index) wrote memory. Add or fix the bounds check before every store.";
+/// A memcheck finding on a load: the read, not a write, went past the buffer.
+pub const OUT_OF_BOUNDS_READ: &str = "A read went outside the buffer: a thread with i >= n (or a negative index) loaded memory it does not own (in shared memory: past the size the launch gives the block). Add or fix the bounds check before every load, and check the sizes of shared arrays.";
 /// A read-only input changed.
 pub const CONST_WRITTEN: &str = "The kernel changed an input it must only read. Write results to the output buffer, not into the inputs.";
 /// NaN or Inf where the reference has finite values.

@@ -13,6 +13,7 @@ use crate::rubric::{ParamType, eval_len};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Bytes of guard on each side of every buffer (keeps 256-byte alignment on CUDA).
@@ -40,14 +41,22 @@ pub struct Buffer {
     /// Set by symbol rather than passed.
     pub symbol: bool,
     pub tolerance: Option<Tolerance>,
+    /// An input described rather than drawn ([`generate_described`]): `data` is empty and the
+    /// worker draws the values where they are read.
+    pub fill: Option<Fill>,
 }
 
 impl Buffer {
     pub fn spec(&self) -> BufferSpec {
         BufferSpec {
-            bytes: self.data.len(),
+            bytes: self.bytes(),
             guard: GUARD,
         }
+    }
+
+    /// The payload's size in bytes (drawn or described).
+    pub fn bytes(&self) -> usize {
+        self.len * self.elem.size()
     }
 
     /// The whole allocation: guard, payload, guard.
@@ -165,11 +174,12 @@ pub fn generate(contract: &Contract, vars: &Vars, seed: u64) -> Result<Invocatio
     generate_with(contract, vars, seed, false)
 }
 
-/// Like [`generate`], with every input drawn from the same distributions in parallel chunks
-/// (each from its own seeded stream): different values than `generate`'s for the same seed,
-/// made several times faster. For the speed estimate, whose full-size inputs only need to look
-/// like a GPU run's.
-pub fn generate_parallel(
+/// Like [`generate`], with every input described rather than drawn: each input buffer's
+/// [`Fill`] draws the same distributions in chunks, each from its own seeded stream (values
+/// other than `generate`'s for the same seed), wherever they are needed. For the speed
+/// estimate, whose full-size inputs only need to look like a GPU run's and of which a sample
+/// of blocks reads a few pages: the worker draws those pages ([`Fill::chunk`]), nothing else.
+pub fn generate_described(
     contract: &Contract,
     vars: &Vars,
     seed: u64,
@@ -279,19 +289,27 @@ fn make_buffer_with(
     if let (Some(stream), Some(g), Direction::In | Direction::InOut) =
         (parallel, &p.generator, p.dir)
     {
+        let fill = Fill {
+            draw: Draw::resolve(g, vars)?,
+            specials: p.specials.as_ref().map(|s| (s.fraction, s.values.clone())),
+            elem,
+            stream,
+            len,
+        };
         return Ok(Buffer {
             name: p.name.clone(),
             elem,
             dir: p.dir,
             len,
             shape,
-            data: draw_parallel(g, p.specials.as_ref(), len, elem, vars, stream)?,
+            data: vec![],
             symbol: p.symbol,
             tolerance: p.tolerance.clone(),
+            fill: Some(fill),
         });
     }
     let values: Vec<f64> = match (&p.generator, p.dir) {
-        (Some(g), Direction::In | Direction::InOut) => draw(g, len, vars, rng)?,
+        (Some(g), Direction::In | Direction::InOut) => Draw::resolve(g, vars)?.sample(0, len, rng),
         _ => vec![],
     };
     let mut values = values;
@@ -318,6 +336,7 @@ fn make_buffer_with(
         data,
         symbol: p.symbol,
         tolerance: p.tolerance.clone(),
+        fill: None,
     })
 }
 
@@ -326,93 +345,131 @@ fn s_empty(s: &Option<crate::rubric::schema::Specials>) -> bool {
     s.as_ref().is_some_and(|s| s.values.is_empty())
 }
 
-fn draw(g: &Gen, len: usize, vars: &Vars, rng: &mut ChaCha8Rng) -> Result<Vec<f64>, String> {
-    let ev = |e: &crate::rubric::schema::Expr| e.eval_f64(vars);
-    Ok(match g {
-        Gen::Uniform([lo, hi]) => {
-            let (lo, hi) = (ev(lo)?, ev(hi)?);
-            if !lo.is_finite() || !hi.is_finite() {
-                return Err(format!("uniform range [{lo}, {hi}) is not finite"));
-            }
-            if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
-                return Err(format!("uniform range [{lo}, {hi}) is empty"));
-            }
-            if (hi - lo).is_finite() {
-                (0..len).map(|_| rng.random_range(lo..hi)).collect()
-            } else {
-                // A range wider than f64 can hold (`[-1e308, 1e308]`): rand refuses it, so
-                // mix the bounds by a uniform fraction instead, which stays finite.
-                (0..len)
-                    .map(|_| {
-                        let t: f64 = rng.random();
-                        (lo * (1.0 - t) + hi * t).clamp(lo, hi)
-                    })
-                    .collect()
-            }
-        }
-        Gen::Normal([m, s]) => {
-            let (m, s) = (ev(m)?, ev(s)?);
-            if !m.is_finite() {
-                return Err(format!("normal mean {m} is not finite"));
-            }
-            let n = Normal::new(m, s).map_err(|e| format!("normal: {e}"))?;
-            (0..len).map(|_| n.sample(rng)).collect()
-        }
-        Gen::Int([lo, hi]) => {
-            let (lo, hi) = (ev(lo)?.ceil(), ev(hi)?.ceil());
-            let range = i64::MIN as f64..=i64::MAX as f64;
-            if !range.contains(&lo) || !range.contains(&hi) {
-                return Err(format!("int range [{lo}, {hi}) is outside 64-bit integers"));
-            }
-            let (lo, hi) = (lo as i64, hi as i64);
-            if lo >= hi {
-                return Err(format!("int range [{lo}, {hi}) is empty"));
-            }
-            (0..len).map(|_| rng.random_range(lo..hi) as f64).collect()
-        }
-        Gen::Constant(c) => vec![ev(c)?; len],
-        Gen::Values(v) => (0..len).map(|i| v[i % v.len()]).collect(),
-    })
+/// A generator with its expressions evaluated and checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Draw {
+    /// Uniform real in `[lo, hi)`.
+    Uniform(f64, f64),
+    /// Normal with mean and standard deviation.
+    Normal(f64, f64),
+    /// Uniform integer in `[lo, hi)`.
+    Int(i64, i64),
+    Constant(f64),
+    /// These values, cycled from the first element of the buffer.
+    Values(Vec<f64>),
 }
 
-/// [`draw`] and the specials, in chunks of 1 Mi values drawn in parallel from streams seeded by
-/// `stream` and the chunk's index, encoded as they are drawn.
-fn draw_parallel(
-    g: &Gen,
-    specials: Option<&crate::rubric::schema::Specials>,
-    len: usize,
-    elem: ScalarType,
-    vars: &Vars,
-    stream: u64,
-) -> Result<Vec<u8>, String> {
-    use rayon::prelude::*;
-    const CHUNK: usize = 1 << 20;
-    // Check the generator's arguments once (an empty range is an error).
-    draw(g, len.min(1), vars, &mut ChaCha8Rng::seed_from_u64(stream))?;
-    let chunks: Vec<Result<Vec<u8>, String>> = (0..len.div_ceil(CHUNK))
-        .into_par_iter()
-        .map(|c| {
-            let n = CHUNK.min(len - c * CHUNK);
-            let mut rng = ChaCha8Rng::seed_from_u64(stream.wrapping_add(c as u64));
-            let mut values = match g {
-                Gen::Values(v) => (c * CHUNK..c * CHUNK + n).map(|i| v[i % v.len()]).collect(),
-                _ => draw(g, n, vars, &mut rng)?,
-            };
-            if let Some(s) = specials {
-                for v in values.iter_mut() {
-                    if rng.random::<f64>() < s.fraction {
-                        *v = s.values[rng.random_range(0..s.values.len())];
-                    }
+impl Draw {
+    /// `g` under the case's variables, or why it draws nothing (an empty or infinite range).
+    pub fn resolve(g: &Gen, vars: &Vars) -> Result<Draw, String> {
+        let ev = |e: &crate::rubric::schema::Expr| e.eval_f64(vars);
+        Ok(match g {
+            Gen::Uniform([lo, hi]) => {
+                let (lo, hi) = (ev(lo)?, ev(hi)?);
+                if !lo.is_finite() || !hi.is_finite() {
+                    return Err(format!("uniform range [{lo}, {hi}) is not finite"));
+                }
+                if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
+                    return Err(format!("uniform range [{lo}, {hi}) is empty"));
+                }
+                Draw::Uniform(lo, hi)
+            }
+            Gen::Normal([m, s]) => {
+                let (m, s) = (ev(m)?, ev(s)?);
+                if !m.is_finite() {
+                    return Err(format!("normal mean {m} is not finite"));
+                }
+                Normal::new(m, s).map_err(|e| format!("normal: {e}"))?;
+                Draw::Normal(m, s)
+            }
+            Gen::Int([lo, hi]) => {
+                let (lo, hi) = (ev(lo)?.ceil(), ev(hi)?.ceil());
+                let range = i64::MIN as f64..=i64::MAX as f64;
+                if !range.contains(&lo) || !range.contains(&hi) {
+                    return Err(format!("int range [{lo}, {hi}) is outside 64-bit integers"));
+                }
+                let (lo, hi) = (lo as i64, hi as i64);
+                if lo >= hi {
+                    return Err(format!("int range [{lo}, {hi}) is empty"));
+                }
+                Draw::Int(lo, hi)
+            }
+            Gen::Constant(c) => Draw::Constant(ev(c)?),
+            Gen::Values(v) => Draw::Values(v.clone()),
+        })
+    }
+
+    /// Elements `start..start + len` (only `Values` depends on `start`).
+    fn sample(&self, start: usize, len: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
+        match *self {
+            Draw::Uniform(lo, hi) if (hi - lo).is_finite() => {
+                (0..len).map(|_| rng.random_range(lo..hi)).collect()
+            }
+            // A range wider than f64 can hold (`[-1e308, 1e308]`): rand refuses it, so mix the
+            // bounds by a uniform fraction instead, which stays finite.
+            Draw::Uniform(lo, hi) => (0..len)
+                .map(|_| {
+                    let t: f64 = rng.random();
+                    (lo * (1.0 - t) + hi * t).clamp(lo, hi)
+                })
+                .collect(),
+            Draw::Normal(m, s) => match Normal::new(m, s) {
+                Ok(n) => (0..len).map(|_| n.sample(rng)).collect(),
+                Err(_) => vec![m; len],
+            },
+            Draw::Int(lo, hi) => (0..len).map(|_| rng.random_range(lo..hi) as f64).collect(),
+            Draw::Constant(c) => vec![c; len],
+            Draw::Values(ref v) if v.is_empty() => vec![0.0; len],
+            Draw::Values(ref v) => (start..start + len).map(|i| v[i % v.len()]).collect(),
+        }
+    }
+}
+
+/// An input buffer's values, described: drawn in chunks of [`Fill::CHUNK`] elements, each from
+/// a stream seeded by `stream` and the chunk's index, so any chunk can be drawn alone, in any
+/// order, in any process, and comes out the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fill {
+    pub draw: Draw,
+    /// The specials' fraction and values.
+    pub specials: Option<(f64, Vec<f64>)>,
+    pub elem: ScalarType,
+    pub stream: u64,
+    /// Elements in the buffer.
+    pub len: usize,
+}
+
+impl Fill {
+    /// Elements per chunk.
+    pub const CHUNK: usize = 1 << 20;
+
+    /// Chunk `c`'s bytes (the last chunk may be short).
+    pub fn chunk(&self, c: usize) -> Vec<u8> {
+        let start = c * Self::CHUNK;
+        let n = Self::CHUNK.min(self.len.saturating_sub(start));
+        let mut rng = ChaCha8Rng::seed_from_u64(self.stream.wrapping_add(c as u64));
+        let mut values = self.draw.sample(start, n, &mut rng);
+        if let Some((fraction, specials)) = &self.specials
+            && !specials.is_empty()
+        {
+            for v in values.iter_mut() {
+                if rng.random::<f64>() < *fraction {
+                    *v = specials[rng.random_range(0..specials.len())];
                 }
             }
-            Ok(encode(&values, elem))
-        })
-        .collect();
-    let mut out = Vec::with_capacity(len * elem.size());
-    for c in chunks {
-        out.extend_from_slice(&c?);
+        }
+        encode(&values, self.elem)
     }
-    Ok(out)
+
+    /// Every chunk, drawn in parallel.
+    pub fn all(&self) -> Vec<u8> {
+        use rayon::prelude::*;
+        let chunks: Vec<Vec<u8>> = (0..self.len.div_ceil(Self::CHUNK))
+            .into_par_iter()
+            .map(|c| self.chunk(c))
+            .collect();
+        chunks.concat()
+    }
 }
 
 /// Values to little-endian bytes of `elem`.

@@ -265,6 +265,101 @@ pub struct RunInfo {
     /// of a student runs on this one GPU (`grade --gpus`), and records it in `timing.device`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::backend::GpuRecord>,
+    /// Where `seconds` went, phase by phase (`grade`, `check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
+}
+
+/// A grading's wall time by phase, in seconds (result.json `run.phases`; `ci/cohort-bench.py`
+/// sums them over a cohort). Time spent waiting for a GPU lock is counted in `gpu_wait_s`, not
+/// in the phase that waited. Work that runs beside other work (compute-sanitizer's tools run
+/// side by side) counts its own wall time, so the phases may add up to more than `seconds`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    /// Every language to PTX (and, in `check`, the reference's compile).
+    pub compile_s: f64,
+    /// Starting the student's worker and loading each milestone's module.
+    pub load_s: f64,
+    /// The correctness cases and trials, the reference's runs included.
+    pub correctness_s: f64,
+    /// compute-sanitizer's tools on the GPU.
+    pub gpu_sanitizer_s: f64,
+    /// The PTX emulator's sanitizer pass after a GPU run, and the cross-check of its outputs.
+    pub emulator_sanitizer_s: f64,
+    /// Timed sections on a GPU (setup, samples, baseline).
+    pub timed_s: f64,
+    /// The speed estimate without a GPU.
+    pub estimate_s: f64,
+    /// Metric checks (Nsight Compute on a GPU, the emulator's counters without one).
+    pub metrics_s: f64,
+    /// Writing report.md, junit.xml and the other per-student files.
+    pub reports_s: f64,
+    /// Waiting for a GPU's lock (another job's timed section, or a timed section waiting for
+    /// this job's correctness runs to finish).
+    pub gpu_wait_s: f64,
+}
+
+/// The phases of [`Phases`], to name one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Compile,
+    Load,
+    Correctness,
+    GpuSanitizer,
+    EmulatorSanitizer,
+    Timed,
+    Estimate,
+    Metrics,
+    Reports,
+}
+
+impl Phases {
+    /// The seconds of `phase`.
+    pub fn slot(&mut self, phase: Phase) -> &mut f64 {
+        match phase {
+            Phase::Compile => &mut self.compile_s,
+            Phase::Load => &mut self.load_s,
+            Phase::Correctness => &mut self.correctness_s,
+            Phase::GpuSanitizer => &mut self.gpu_sanitizer_s,
+            Phase::EmulatorSanitizer => &mut self.emulator_sanitizer_s,
+            Phase::Timed => &mut self.timed_s,
+            Phase::Estimate => &mut self.estimate_s,
+            Phase::Metrics => &mut self.metrics_s,
+            Phase::Reports => &mut self.reports_s,
+        }
+    }
+
+    /// Add `seconds` of wall time to `phase`, of which `waited` were spent waiting for a GPU
+    /// lock (counted in `gpu_wait_s` instead).
+    pub fn add(&mut self, phase: Phase, seconds: f64, waited: f64) {
+        let waited = waited.clamp(0.0, seconds.max(0.0));
+        *self.slot(phase) += seconds - waited;
+        self.gpu_wait_s += waited;
+    }
+
+    /// Two records together (a cohort's sum).
+    pub fn sum(mut self, other: &Phases) -> Phases {
+        let mut other = *other;
+        for p in Phase::ALL {
+            *self.slot(p) += *other.slot(p);
+        }
+        self.gpu_wait_s += other.gpu_wait_s;
+        self
+    }
+}
+
+impl Phase {
+    pub const ALL: [Phase; 9] = [
+        Phase::Compile,
+        Phase::Load,
+        Phase::Correctness,
+        Phase::GpuSanitizer,
+        Phase::EmulatorSanitizer,
+        Phase::Timed,
+        Phase::Estimate,
+        Phase::Metrics,
+        Phase::Reports,
+    ];
 }
 
 /// The whole verdict for one submission: `result.json`.

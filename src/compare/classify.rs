@@ -366,6 +366,7 @@ mod tests {
             data: POISON_F32.to_le_bytes().repeat(len),
             symbol: false,
             tolerance: None,
+            fill: None,
         }
     }
 

@@ -522,6 +522,7 @@ mod tests {
             data: vec![],
             symbol: false,
             tolerance: None,
+            fill: None,
         }
     }
 

@@ -27,6 +27,10 @@ pub struct EstimateSpec {
     pub dims: LaunchDims,
     pub args: Vec<Arg>,
     pub buffers: Vec<BufferSpec>,
+    /// Per buffer, the generator of an input sent as one (its blob is empty): drawn by the
+    /// emulator where the sampled blocks read it.
+    #[serde(default)]
+    pub fills: Vec<Option<crate::inputs::Fill>>,
     pub symbols: Vec<(String, usize)>,
     pub cost: CostConfig,
     /// Warp instructions to emulate at most (beyond the pilot and one block per edge stratum).
@@ -268,9 +272,14 @@ pub fn run(spec: &EstimateSpec, blobs: &[Vec<u8>]) -> Result<KernelProfile, Stri
     {
         return Err("request buffers do not match their specs".into());
     }
+    let fill = |i: usize| spec.fills.get(i).cloned().flatten();
     let mut addrs = Vec::with_capacity(bufs.len());
-    for (blob, s) in bufs.iter().zip(&spec.buffers) {
-        let a = emu.alloc(s.bytes).map_err(|e| e.to_string())?;
+    for (i, (blob, s)) in bufs.iter().zip(&spec.buffers).enumerate() {
+        let a = match fill(i) {
+            Some(f) if blob.is_empty() => emu.alloc_drawn(s.bytes, f),
+            _ => emu.alloc(s.bytes),
+        }
+        .map_err(|e| e.to_string())?;
         if !blob.is_empty() {
             emu.write(a, &blob[s.guard..s.guard + s.bytes])
                 .map_err(|e| e.to_string())?;
@@ -279,9 +288,10 @@ pub fn run(spec: &EstimateSpec, blobs: &[Vec<u8>]) -> Result<KernelProfile, Stri
     }
     for (sym, i) in &spec.symbols {
         let s = spec.buffers[*i];
-        let data = match bufs[*i].is_empty() {
-            true => vec![0; s.bytes],
-            false => bufs[*i][s.guard..s.guard + s.bytes].to_vec(),
+        let data = match (bufs[*i].is_empty(), fill(*i)) {
+            (true, Some(f)) => f.all(),
+            (true, None) => vec![0; s.bytes],
+            (false, _) => bufs[*i][s.guard..s.guard + s.bytes].to_vec(),
         };
         emu.set_global(sym, &data).map_err(|e| e.to_string())?;
     }

@@ -3,9 +3,12 @@
 //! Timed sections take the lock exclusively; correctness phases (a milestone's cases and
 //! trials, taken once per phase) and timed sections' setups take it shared, so any number of
 //! them overlap each other (and compilation never takes it) but none runs on a GPU while a
-//! kernel on it is being timed. A holder of the shared lock must not take it again (a timer
-//! waiting at the turnstile would deadlock with it). `grade --jobs N` may therefore exceed the GPU count without
-//! distorting any measurement. A turnstile lock keeps a waiting timer from being starved by a
+//! kernel on it is being timed. A thread that holds the shared lock gets it again at once (a
+//! second wait at the turnstile, behind a timer waiting for the first, would deadlock); a
+//! holder of the shared lock must not ask for the timing lock. The timed sections of one
+//! process pass the timing lock along while more of them wait (`Baton`): taking it means
+//! waiting for every shared user to finish, and a batch pays that once. `grade --jobs N` may
+//! therefore exceed the GPU count without distorting any measurement. A turnstile lock keeps a waiting timer from being starved by a
 //! stream of correctness runs. The locks are `flock`s on files under a shared directory, keyed
 //! by the GPU's PCI bus id, so processes that number GPUs differently still agree; the kernel
 //! releases them when a process dies.
@@ -17,7 +20,123 @@ use std::path::PathBuf;
 /// A held lock; released on drop.
 #[derive(Debug)]
 pub struct GpuLock {
-    _main: File,
+    hold: Hold,
+}
+
+#[derive(Debug)]
+enum Hold {
+    /// The shared lock, and the GPU it is for (this thread holds it until drop).
+    Shared { _file: File, key: String },
+    /// A shared lock this thread already held (see [`shared`]): nothing to release.
+    Nested,
+    /// A turn of this process's timing baton for the GPU (see [`timing`]).
+    Timing(std::sync::Arc<Baton>),
+}
+
+impl Drop for GpuLock {
+    fn drop(&mut self) {
+        match &self.hold {
+            Hold::Shared { key, .. } => HELD.with(|h| {
+                let mut h = h.borrow_mut();
+                if let Some(i) = h.iter().position(|x| x == key) {
+                    h.remove(i);
+                }
+            }),
+            Hold::Nested => {}
+            Hold::Timing(baton) => baton.pass(),
+        }
+        // A file's own drop releases its flock.
+    }
+}
+
+/// The timing lock of one GPU as this process holds it: handed from one timed section to the
+/// next while more of this process's timed sections wait, so that a batch of them pays once
+/// for what taking the lock costs, waiting for every correctness run, compute-sanitizer pass
+/// and worker start on the GPU to end (issue 29). A batch ends after [`BATCH_SECTIONS`]
+/// sections or [`BATCH_TIME`], so other processes and the shared users get their turn.
+#[derive(Debug, Default)]
+struct Baton {
+    state: std::sync::Mutex<BatonState>,
+    turn: std::sync::Condvar,
+}
+
+#[derive(Debug, Default)]
+struct BatonState {
+    /// The lock file, held exclusively for the batch.
+    file: Option<File>,
+    /// A timed section holds the baton (or is taking the lock).
+    busy: bool,
+    /// Timed sections waiting for the baton.
+    waiting: usize,
+    /// The batch so far: sections, and when it began.
+    sections: usize,
+    began: Option<std::time::Instant>,
+}
+
+/// Timed sections one batch may hold the GPU for, at most.
+const BATCH_SECTIONS: usize = 32;
+/// How long one batch may hold the GPU, at most (a section that starts before it ends runs).
+const BATCH_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Baton {
+    fn of(key: &str) -> std::sync::Arc<Baton> {
+        static ALL: std::sync::LazyLock<
+            std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Baton>>>,
+        > = std::sync::LazyLock::new(Default::default);
+        ALL.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key.to_string())
+            .or_default()
+            .clone()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, BatonState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait for the baton; take the lock file when the batch has none.
+    fn take(self: &std::sync::Arc<Self>, key: &str) -> io::Result<()> {
+        let mut st = self.state();
+        st.waiting += 1;
+        while st.busy {
+            st = self.turn.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.waiting -= 1;
+        st.busy = true;
+        if st.file.is_none() {
+            drop(st);
+            let file = flock(key, true);
+            st = self.state();
+            match file {
+                Ok(f) => {
+                    st.file = Some(f);
+                    st.sections = 0;
+                    st.began = Some(std::time::Instant::now());
+                }
+                Err(e) => {
+                    st.busy = false;
+                    self.turn.notify_one();
+                    return Err(e);
+                }
+            }
+        }
+        st.sections += 1;
+        Ok(())
+    }
+
+    /// The section is done: the next waiting one gets the baton, with the lock still held
+    /// unless the batch is over.
+    fn pass(&self) {
+        let mut st = self.state();
+        st.busy = false;
+        let young = st
+            .began
+            .is_some_and(|b| b.elapsed() < BATCH_TIME && st.sections < BATCH_SECTIONS);
+        if st.waiting == 0 || !young {
+            st.file = None;
+        }
+        self.turn.notify_one();
+    }
 }
 
 /// Where the lock files live: `$CUGRADE_LOCK_DIR`, else `/tmp/cugrade-locks`, whatever
@@ -66,24 +185,69 @@ fn open(key: &str, what: &str) -> io::Result<File> {
     }
 }
 
-/// Take the GPU for a timed section (exclusive).
-pub fn timing(key: &str) -> io::Result<GpuLock> {
-    let turnstile = open(key, "turnstile")?;
-    turnstile.lock()?;
-    let main = open(key, "lock")?;
-    main.lock()?;
-    drop(turnstile);
-    Ok(GpuLock { _main: main })
+thread_local! {
+    /// Seconds this thread has waited for GPU locks (`result::Phases::gpu_wait_s`).
+    static WAITED: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
+    /// Shared locks this thread holds, by GPU: taking one again is free.
+    static HELD: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Use the GPU alongside others, but never during a timed section (shared).
-pub fn shared(key: &str) -> io::Result<GpuLock> {
+/// Seconds this thread has spent waiting for GPU locks so far: a phase's wait is the
+/// difference across it.
+pub fn waited_here() -> f64 {
+    WAITED.with(std::cell::Cell::get)
+}
+
+/// Take the lock file of GPU `key` (through the turnstile), exclusively or shared.
+fn flock(key: &str, exclusive: bool) -> io::Result<File> {
     let turnstile = open(key, "turnstile")?;
     turnstile.lock()?;
     let main = open(key, "lock")?;
-    main.lock_shared()?;
+    if exclusive {
+        main.lock()?;
+    } else {
+        main.lock_shared()?;
+    }
     drop(turnstile);
-    Ok(GpuLock { _main: main })
+    Ok(main)
+}
+
+/// Count the seconds since `asked` as this thread's wait for a GPU lock.
+fn waited_since(asked: std::time::Instant) {
+    WAITED.with(|w| w.set(w.get() + asked.elapsed().as_secs_f64()));
+}
+
+/// Take the GPU for a timed section (exclusive). Timed sections of this process pass the
+/// lock from one to the next while any of them wait (a batch; see `Baton`).
+pub fn timing(key: &str) -> io::Result<GpuLock> {
+    let asked = std::time::Instant::now();
+    let baton = Baton::of(key);
+    baton.take(key)?;
+    waited_since(asked);
+    Ok(GpuLock {
+        hold: Hold::Timing(baton),
+    })
+}
+
+/// Use the GPU alongside others, but never during a timed section (shared). A thread that
+/// holds it already gets it again at once: so a worker's start or a reference run inside a
+/// correctness phase can take it without a thought for who holds what.
+pub fn shared(key: &str) -> io::Result<GpuLock> {
+    if HELD.with(|h| h.borrow().iter().any(|k| k == key)) {
+        // Already held by this thread: waiting at the turnstile behind a timer that waits for
+        // this very lock would deadlock.
+        return Ok(GpuLock { hold: Hold::Nested });
+    }
+    let asked = std::time::Instant::now();
+    let file = flock(key, false)?;
+    waited_since(asked);
+    HELD.with(|h| h.borrow_mut().push(key.to_string()));
+    Ok(GpuLock {
+        hold: Hold::Shared {
+            _file: file,
+            key: key.to_string(),
+        },
+    })
 }
 
 #[cfg(test)]
@@ -93,25 +257,58 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn timing_excludes_shared_users_and_shared_users_coexist() {
+    fn timing_excludes_shared_users_and_timed_sections_of_a_process_run_in_batches() {
         let d = tempfile::tempdir().unwrap();
-        // SAFETY: tests in this module are the only users of the variable.
+        // SAFETY: this test is the only user of the variable.
         unsafe { std::env::set_var("CUGRADE_LOCK_DIR", d.path()) };
-        let a = shared("0000:01:00.0").unwrap();
-        let b = shared("0000:01:00.0").unwrap();
+        const GPU: &str = "0000:01:00.0";
+        // Shared users of two threads coexist; a thread taking it again gets it at once.
+        let a = shared(GPU).unwrap();
+        let again = shared(GPU).unwrap();
+        let (btx, brx) = mpsc::channel();
+        let (bdone, bwait) = mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _b = shared(GPU).unwrap();
+            btx.send(()).unwrap();
+            bwait.recv().unwrap();
+        });
+        brx.recv_timeout(Duration::from_secs(5)).unwrap();
         let (tx, rx) = mpsc::channel();
-        let t = std::thread::spawn(move || {
-            let _g = timing("0000:01:00.0").unwrap();
-            tx.send(()).unwrap();
+        let t1 = std::thread::spawn(move || {
+            let g = timing(GPU).unwrap();
+            tx.send(1).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            drop(g);
         });
         assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        drop(again);
         drop(a);
         assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
-        drop(b);
-        assert!(rx.recv_timeout(Duration::from_secs(5)).is_ok());
-        t.join().unwrap();
+        bdone.send(()).unwrap();
+        other.join().unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(1));
+        // While the first timed section runs, a second one and a shared user ask: the second
+        // gets the lock straight from the first, before the shared user.
+        let (stx, srx) = mpsc::channel();
+        let (ttx, trx) = mpsc::channel();
+        let t2 = std::thread::spawn(move || {
+            let _g = timing(GPU).unwrap();
+            ttx.send(std::time::Instant::now()).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let s = std::thread::spawn(move || {
+            let _g = shared(GPU).unwrap();
+            stx.send(std::time::Instant::now()).unwrap();
+        });
+        let second = trx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let shared_at = srx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(shared_at > second + Duration::from_millis(150));
+        for t in [t1, t2, s] {
+            t.join().unwrap();
+        }
         // Another GPU is another lock.
         let _x = timing("0000:02:00.0").unwrap();
-        let _y = shared("0000:01:00.0").unwrap();
+        let _y = shared(GPU).unwrap();
     }
 }

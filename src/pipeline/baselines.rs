@@ -167,7 +167,15 @@ pub fn host_args(inv: &Invocation, case: &Case) -> crate::baseline::HostArgs {
     use crate::rubric::schema::ScalarType as T;
     let mut a = crate::baseline::HostArgs::default();
     for b in &inv.buffers {
-        let d = &b.data;
+        // A described input (the speed estimate's) is drawn in full for the CPU.
+        let drawn;
+        let d = match &b.fill {
+            Some(f) if b.data.is_empty() => {
+                drawn = f.all();
+                &drawn
+            }
+            _ => &b.data,
+        };
         let hb = match b.elem {
             T::F32 => HostBuffer::F32(
                 d.chunks_exact(4)

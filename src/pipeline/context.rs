@@ -89,11 +89,19 @@ pub(super) struct Kernel<'a> {
     pub(super) tensor_ops: bool,
 }
 
-/// The student's worker, kept across the student's milestones while it stays healthy.
+/// The student's worker, kept across the student's milestones while it stays healthy (a fault
+/// or a timeout ends it; the next milestone gets a fresh one). On a GPU the driver creates and
+/// destroys contexts one at a time across processes (about 0.2 s each on an H100 with 16
+/// processes at once), so a worker per milestone made context churn a cohort's bottleneck.
+/// Nothing crosses students, and within one student every launch still starts from fresh
+/// inputs, poisoned outputs and the module's own `__device__` values.
 #[derive(Default)]
 pub(super) struct Student {
     /// It remembers whether it holds the reference and harness modules of timed sections.
     pub(super) worker: Option<Client>,
+    /// The PTX emulator's worker for the sanitizer pass after a GPU run and the emulator's
+    /// counters (metric checks), kept across the student's milestones.
+    pub(super) emulator: Option<Client>,
 }
 
 /// What one stage of a milestone found, and whether the milestone goes on (`next`: what the

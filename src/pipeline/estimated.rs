@@ -99,7 +99,7 @@ fn estimate(
         .and_then(|d| inputs::check_limits(&d, kernel.info.max_threads_per_block).map(|()| d))?;
     // The inputs a GPU run times the kernel on (the same generator and seed).
     let t0 = Instant::now();
-    let inv = inputs::generate_parallel(
+    let inv = inputs::generate_described(
         &ctx.plan.contract,
         &case.vars,
         inputs::trial_seed(ctx.opts.seed, &case.name, 0),
@@ -438,10 +438,12 @@ fn profile_on(
             .buffers
             .iter()
             .map(|b| crate::backend::BufferSpec {
-                bytes: b.data.len(),
+                bytes: b.bytes(),
                 guard: 0,
             })
             .collect(),
+        // Inputs travel as their generators: the worker draws what the sampled blocks read.
+        fills: inv.buffers.iter().map(|b| b.fill.clone()).collect(),
         symbols: inv.symbols.clone(),
         cost: CostConfig {
             latencies: g.latencies(),

@@ -16,9 +16,10 @@ use super::function::{
     wrong,
 };
 use super::reference::Reference;
+use super::timed_phase;
 use crate::inputs;
 use crate::measure::{decide, lock};
-use crate::result::{Check, CheckKind, MilestoneResult};
+use crate::result::{Check, CheckKind, MilestoneResult, Phase, Phases};
 use crate::rubric::plan::{CasePlan, MilestonePlan, PerfPlan, Plan};
 use crate::score;
 use crate::submission::Submission;
@@ -36,10 +37,13 @@ pub(super) fn grade(
     opts: &Options,
     reference: &Reference,
     notes: &mut Vec<String>,
+    phases: &mut Phases,
 ) -> Result<Vec<MilestoneResult>, Infrastructure> {
     let mut out = Vec::new();
     for m in &plan.milestones {
-        let sides = function::sides(plan, m, sub, opts, reference)?;
+        let sides = timed_phase(phases, Phase::Load, || {
+            function::sides(plan, m, sub, opts, reference)
+        })?;
         let mut ref_side = sides.reference;
         let checks = match sides.student {
             Err(c) => vec![*c],
@@ -51,20 +55,17 @@ pub(super) fn grade(
                 if !notes.contains(&note) {
                     notes.push(note);
                 }
-                let mut checks = correctness(plan, m, opts, &mut ref_side, &mut student)?;
+                let mut checks = timed_phase(phases, Phase::Correctness, || {
+                    correctness(plan, m, opts, &mut ref_side, &mut student)
+                })?;
                 // Correct: nothing wrong, and some case ran (not only skipped ones).
                 let correct = score::nothing_wrong(&checks)
                     && checks
                         .iter()
                         .any(|c| c.status == crate::result::Status::Pass);
-                checks.extend(performance(
-                    plan,
-                    m,
-                    opts,
-                    &mut ref_side,
-                    &mut student,
-                    correct,
-                )?);
+                checks.extend(timed_phase(phases, Phase::Timed, || {
+                    performance(plan, m, opts, &mut ref_side, &mut student, correct)
+                })?);
                 student.client.kill();
                 checks
             }
@@ -86,6 +87,8 @@ fn correctness(
     let mut checks = Vec::new();
     let mut stopped = false;
     let mut reference_s: f64 = 0.0;
+    // The student's CuPy runs on the GPU: never beside another student's timed section.
+    let _gpu = opts.gpu.as_deref().and_then(|k| lock::shared(k).ok());
     for case in &m.cases {
         let name = format!("correctness {}", case.name);
         if stopped {

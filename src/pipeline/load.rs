@@ -18,6 +18,12 @@ pub(super) fn stage<'b>(
     student: &mut Student,
     sandbox: &mut Vec<String>,
 ) -> Result<Stage<Kernel<'b>>, Infrastructure> {
+    // Starting a worker and loading a module use the GPU: never beside a timed section.
+    let _gpu = ctx
+        .opts
+        .gpu
+        .as_deref()
+        .and_then(|k| crate::measure::lock::shared(k).ok());
     // A worker that fails this stage ends here: the next milestone gets a fresh one.
     let mut worker = worker_for(ctx, student)?;
     if sandbox.is_empty() {
@@ -60,6 +66,30 @@ pub(super) fn stage<'b>(
     Ok(Stage::go(checks, kernel))
 }
 
+/// Make the student's worker hold `kernel`'s module again (milestones' second halves run
+/// after every first half: another module may be loaded since, or a fault ended the worker).
+/// A failure leaves the worker gone; the timed section then says so.
+pub(super) fn reload(ctx: &Ctx, kernel: &Kernel, student: &mut Student) {
+    if student
+        .worker
+        .as_mut()
+        .is_some_and(|w| w.is_alive() && w.holds(kernel.ptx))
+    {
+        return;
+    }
+    let _gpu = ctx
+        .opts
+        .gpu
+        .as_deref()
+        .and_then(|k| crate::measure::lock::shared(k).ok());
+    let Ok(mut worker) = worker_for(ctx, student) else {
+        return;
+    };
+    if let Ok(Ok(())) = worker.load(kernel.ptx, Duration::from_secs(120)) {
+        student.worker = Some(worker);
+    }
+}
+
 /// The student's worker from an earlier milestone, else a fresh, confined one, whose CPU-time
 /// limit covers every milestone's budget.
 fn worker_for(ctx: &Ctx, student: &mut Student) -> Result<Client, Infrastructure> {
@@ -78,6 +108,7 @@ fn worker_for(ctx: &Ctx, student: &mut Student) -> Result<Client, Infrastructure
     );
     let all = ctx.rubric.timeouts.milestone_s * ctx.rubric.milestones.len() as f64;
     o.cpu_seconds = o.cpu_seconds.max((all + 600.0) as u64);
+    o.gpu_lock = ctx.opts.gpu.clone();
     Client::spawn(&o).map_err(|e| Infrastructure(format!("cannot start a worker: {e}")))
 }
 

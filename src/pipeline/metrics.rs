@@ -7,16 +7,16 @@
 //! emulator's value for the same case is still computed on a GPU run: a large gap between the
 //! two is flagged to the instructor (`cross::metrics_disagree`).
 
-use super::context::{Ctx, Kernel, worker_options};
+use super::context::{Ctx, Kernel};
 use super::run::{describe_run_error, run_on, student_invocation};
-use crate::backend::{BackendKind, Metrics};
+use crate::backend::Metrics;
 use crate::hints;
 use crate::inputs;
 use crate::result::{Check, CheckKind, Flag, Status};
 use crate::rubric::plan::CasePlan;
 use crate::rubric::schema::MetricSpec;
+use crate::worker::Client;
 use crate::worker::nsight::{NcuRow, kernel_job, run_ncu, tool_root};
-use crate::worker::{Client, Role};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -86,6 +86,7 @@ pub(super) fn stage(
     kernel: &Kernel,
     metrics_by_case: &HashMap<String, Metrics>,
     correct: bool,
+    emulator: &mut Option<Client>,
 ) -> (Vec<Check>, Vec<Flag>) {
     let specs: Vec<MetricSpec> = ctx.plan.metrics.iter().map(|x| x.spec.clone()).collect();
     if !ctx.on_gpu() {
@@ -110,7 +111,7 @@ pub(super) fn stage(
     let mut gpu: HashMap<String, Result<Vec<NcuRow>, String>> = HashMap::new();
     let mut emu: HashMap<String, Result<Metrics, String>> = HashMap::new();
     for case in &cases {
-        emu.insert(case.clone(), emulator_metrics(ctx, kernel, case));
+        emu.insert(case.clone(), emulator_metrics(ctx, kernel, case, emulator));
         if !correct {
             continue;
         }
@@ -259,32 +260,17 @@ fn metric_case<'a>(ctx: &Ctx<'a>, case: &str) -> Option<&'a CasePlan> {
 }
 
 /// The emulator's counters for one launch on correctness case `case` (a worker of its own).
-fn emulator_metrics(ctx: &Ctx, kernel: &Kernel, case: &str) -> Result<Metrics, String> {
+fn emulator_metrics(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    case: &str,
+    emulator: &mut Option<Client>,
+) -> Result<Metrics, String> {
     let Some(case) = metric_case(ctx, case) else {
         return Err(format!("unknown case {case}"));
     };
-    let mut w = Client::spawn(&worker_options(
-        &ctx.opts.protected,
-        Role::Run,
-        BackendKind::Emu,
-        0,
-    ))?;
-    match w.load(kernel.ptx, Duration::from_secs(60)) {
-        Ok(Ok(())) => {}
-        // The debug forms of what the worker answered, as reports have always shown them.
-        Ok(Err(_)) => {
-            return Err(format!(
-                "the emulator could not load the module: {:?}",
-                Ok::<&str, ()>("Loaded")
-            ));
-        }
-        Err(f) => {
-            return Err(format!(
-                "the emulator could not load the module: {:?}",
-                Err::<&str, _>(f)
-            ));
-        }
-    }
+    let mut w = super::sanitizer::emulator(kernel.ptx, &ctx.opts.protected, emulator.take())
+        .map_err(|c| c.message)?;
     let dims = case
         .launch
         .clone()
@@ -297,7 +283,10 @@ fn emulator_metrics(ctx: &Ctx, kernel: &Kernel, case: &str) -> Result<Metrics, S
     )?;
     let student_inv = student_invocation(&kernel.numba, &inv, contract).map_err(|e| e.0)?;
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s * 10.0);
-    match run_on(&mut w, &ctx.plan.kernel, &student_inv, dims, limit, None) {
+    let ran = run_on(&mut w, &ctx.plan.kernel, &student_inv, dims, limit, None);
+    // Kept for the student's next milestone (a dead one is replaced then).
+    *emulator = Some(w);
+    match ran {
         Ok(r) => r
             .report
             .metrics

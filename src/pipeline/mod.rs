@@ -23,6 +23,7 @@ mod context;
 mod correctness;
 mod cross;
 mod cupy;
+pub mod deferred;
 mod estimated;
 mod function;
 mod function_run;
@@ -43,11 +44,12 @@ mod verdict;
 
 pub use baselines::{cpu_run, host_args};
 pub use context::{Infrastructure, Kept, KeptKernel, Options};
+pub use deferred::{Deferred, Graded};
 pub use reference::Reference;
 pub use selfcheck::reference_against_cpu;
 
 use crate::backend::BackendKind;
-use crate::result::{Flag, GradeResult, MilestoneResult, RunInfo};
+use crate::result::{Flag, GradeResult, MilestoneResult, Phase, Phases, RunInfo};
 use crate::rubric::LoadedRubric;
 use crate::rubric::plan::Plan;
 use crate::score;
@@ -62,40 +64,88 @@ pub fn grade(
     opts: &Options,
     reference: &mut Reference,
 ) -> Result<GradeResult, Infrastructure> {
+    grade_deferring(rubric, sub, opts, reference, false).map(|g| g.result)
+}
+
+/// Grade one submission; with `defer`, compute-sanitizer's pass is left for
+/// [`deferred::finish`] to run over several students at once (`grade`), and the result is
+/// final only after it.
+pub fn grade_deferring(
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    opts: &Options,
+    reference: &mut Reference,
+    defer: bool,
+) -> Result<Graded, Infrastructure> {
     let started = Instant::now();
     let plan = plan_for(rubric, sub);
+    let mut phases = Phases::default();
     if plan.is_function_lab() {
-        return grade_function_lab(&plan, sub, opts, reference, started);
+        return grade_function_lab(&plan, sub, opts, reference, started, phases).map(Graded::done);
     }
-    let built = build::stage(&plan, sub, opts)?;
+    let built = timed_phase(&mut phases, Phase::Compile, || {
+        build::stage(&plan, sub, opts)
+    })?;
     let mut run = run_info(opts);
-    // One worker serves all of a student's milestones while it stays healthy (a fault or a
-    // timeout ends it; the next milestone gets a fresh one). On a GPU the driver creates and
-    // destroys contexts one at a time across processes (about 0.2 s each on an H100 with 16
-    // processes at once), so a worker per milestone made context churn a cohort's
-    // bottleneck. Nothing crosses students, and within one student every launch still
-    // starts from fresh inputs, poisoned outputs and the module's own `__device__` values.
+    // One worker for all of the student's milestones (`context::Student` says why).
     let mut student = Student::default();
+    let ctx_of = |m| Ctx {
+        rubric: &plan,
+        plan: m,
+        sub,
+        opts,
+        compiled: &built.summary.kernels,
+    };
+    // Every milestone's first half (locate, load, correctness), then compute-sanitizer on all
+    // of the kernels at once, beside the second halves (sanitizers, performance, metrics).
+    let mut fronts = Vec::new();
+    for m in &plan.milestones {
+        fronts.push(milestone::front(
+            &ctx_of(m),
+            &built,
+            reference,
+            &mut student,
+            &mut run.sandbox,
+            &mut phases,
+        )?);
+    }
+    let (mut gpu_sanitizer, part) = {
+        let ctxs: Vec<Ctx> = plan.milestones.iter().map(ctx_of).collect();
+        let targets: Vec<gpu_sanitizer::Target> = fronts
+            .iter()
+            .zip(&ctxs)
+            .enumerate()
+            .filter_map(|(i, (f, c))| f.sanitizer_target(c, i))
+            .collect();
+        sanitizer_pass(&targets, opts, defer)?
+    };
+    let mut speaks_numba = std::collections::BTreeSet::new();
     let mut milestones = Vec::new();
     // Flags from comparing the emulator's runs with the GPU's (cuda backend).
     let mut cross_flags: Vec<Flag> = Vec::new();
-    for m in &plan.milestones {
-        let ctx = Ctx {
-            rubric: &plan,
-            plan: m,
-            sub,
-            opts,
-            compiled: &built.summary.kernels,
-        };
-        let done = milestone::grade(&ctx, &built, reference, &mut student, &mut run.sandbox)?;
+    for (i, (m, front)) in plan.milestones.iter().zip(fronts).enumerate() {
+        let gpu = gpu_sanitizer.as_mut().and_then(|p| p.take(i, &mut phases));
+        let done = milestone::rest(
+            &ctx_of(m),
+            &built,
+            front,
+            reference,
+            &mut student,
+            gpu,
+            &mut phases,
+        )?;
         cross_flags.extend(done.flags);
+        if done.numba {
+            speaks_numba.insert(i);
+        }
         milestones.push(score::finish(&m.milestone, m.max_points, done.checks));
     }
     correctness::attach_snippets(&mut milestones, sub);
     let mut flags = built.device_flags(&plan);
     flags.append(&mut cross_flags);
     run.seconds = Some(started.elapsed().as_secs_f64());
-    Ok(result(
+    run.phases = Some(phases);
+    let result = result(
         &plan,
         sub,
         opts,
@@ -103,7 +153,30 @@ pub fn grade(
         run,
         built.summary_if_compiled(),
         flags,
-    ))
+    );
+    let deferred = part.map(|(part, cs)| Deferred::new(part, cs, &plan, speaks_numba, sub));
+    Ok(Graded { result, deferred })
+}
+
+/// compute-sanitizer over the kernels that ran and did not hang (cuda backend, where the tool
+/// is installed): started now, beside the milestones' second halves; or, with `defer`, planned
+/// for `deferred::finish`, with the tool's path.
+type Deferral = (gpu_sanitizer::Part, std::path::PathBuf);
+fn sanitizer_pass(
+    targets: &[gpu_sanitizer::Target],
+    opts: &Options,
+    defer: bool,
+) -> Result<(Option<gpu_sanitizer::Pending>, Option<Deferral>), Infrastructure> {
+    if opts.backend != BackendKind::Cuda || targets.is_empty() {
+        return Ok((None, None));
+    }
+    let Some(cs) = crate::worker::nsight::find_tool("compute-sanitizer") else {
+        return Ok((None, None));
+    };
+    if defer {
+        return Ok((None, Some((gpu_sanitizer::plan(targets, opts.seed), cs))));
+    }
+    Ok((Some(gpu_sanitizer::start(&cs, targets, opts)?), None))
 }
 
 /// The submission's result from its milestones (the score their sum, to the hundredth).
@@ -144,10 +217,12 @@ fn grade_function_lab(
     opts: &Options,
     reference: &mut Reference,
     started: Instant,
+    mut phases: Phases,
 ) -> Result<GradeResult, Infrastructure> {
     let mut run = run_info(opts);
-    let milestones = function_run::grade(plan, sub, opts, reference, &mut run.notes)?;
+    let milestones = function_run::grade(plan, sub, opts, reference, &mut run.notes, &mut phases)?;
     run.seconds = Some(started.elapsed().as_secs_f64());
+    run.phases = Some(phases);
     Ok(result(plan, sub, opts, milestones, run, None, vec![]))
 }
 
@@ -162,7 +237,19 @@ fn run_info(opts: &Options) -> RunInfo {
         notes: vec![],
         seconds: None,
         gpu: opts.gpu_record.clone(),
+        phases: None,
     }
+}
+
+/// Run `f`, counting its wall time in `phase` of `phases`, less the GPU-lock waits it made on
+/// this thread, which go to `gpu_wait_s` (`measure::lock::waited_here`).
+pub fn timed_phase<T>(phases: &mut Phases, phase: Phase, f: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let waited = crate::measure::lock::waited_here();
+    let out = f();
+    let waited = crate::measure::lock::waited_here() - waited;
+    phases.add(phase, start.elapsed().as_secs_f64(), waited);
+    out
 }
 
 /// The plan `grade` resolves for a submission (`check --profile` profiles on it too).

@@ -152,13 +152,10 @@ impl Reference {
 
     pub(super) fn worker(&mut self) -> Result<&mut Client, Infrastructure> {
         if self.worker.is_none() {
-            let mut w = Client::spawn(&worker_options(
-                &self.protected,
-                Role::Run,
-                self.backend,
-                self.device,
-            ))
-            .map_err(|e| Infrastructure(format!("cannot start the reference worker: {e}")))?;
+            let mut o = worker_options(&self.protected, Role::Run, self.backend, self.device);
+            o.gpu_lock = self.gpu.clone();
+            let mut w = Client::spawn(&o)
+                .map_err(|e| Infrastructure(format!("cannot start the reference worker: {e}")))?;
             match w.load(&self.ptx, Duration::from_secs(120)) {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {

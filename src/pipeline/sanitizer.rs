@@ -7,11 +7,11 @@
 use super::context::{Ctx, Kernel, worker_options};
 use super::reference::Reference;
 use super::run::{RunError, describe_run_error, run_on};
-use super::{cross, gpu_sanitizer};
+use super::{cross, timed_phase};
 use crate::backend::BackendKind;
 use crate::hints;
 use crate::inputs;
-use crate::result::{Check, CheckKind, Flag};
+use crate::result::{Check, CheckKind, Flag, Phase, Phases};
 use crate::rubric::convention::Signature;
 use crate::rubric::plan::{CasePlan, MilestonePlan};
 use crate::worker::{Client, Role};
@@ -39,25 +39,34 @@ pub fn smallest_cases(plan: &MilestonePlan) -> Vec<&CasePlan> {
 }
 
 /// The sanitizer stage (cuda backend): the smallest cases again on the PTX emulator (its
-/// sanitizers see every access), and under compute-sanitizer on the GPU where it is installed;
-/// the emulator's outputs are compared with the GPU's on the same inputs (`cross`).
+/// sanitizers see every access), beside compute-sanitizer's findings on the GPU (`gpu`, from
+/// `gpu_sanitizer`'s batch, when it ran); the emulator's outputs are compared with the GPU's
+/// on the same inputs (`cross`).
 pub(super) fn stage(
     ctx: &Ctx,
     kernel: &Kernel,
     reference: &mut Reference,
     gpu_outputs: &HashMap<String, Vec<Vec<u8>>>,
+    gpu: Option<Vec<Check>>,
+    emulator: &mut Option<Client>,
+    phases: &mut Phases,
 ) -> (Vec<Check>, Vec<Flag>) {
-    let (found, emulated) = on_emulator(
-        ctx.plan,
-        kernel.ptx,
-        kernel.numba.as_ref(),
-        ctx.opts.seed,
-        &ctx.opts.protected,
-    );
-    let on_gpu = crate::worker::nsight::find_tool("compute-sanitizer")
-        .map(|cs| gpu_sanitizer::on_gpu(&cs, ctx, kernel));
-    let checks = merge_findings(found, on_gpu);
-    (checks, cross::flags(ctx, reference, gpu_outputs, &emulated))
+    let (found, emulated) = timed_phase(phases, Phase::EmulatorSanitizer, || {
+        on_emulator(
+            ctx.plan,
+            kernel.ptx,
+            kernel.numba.as_ref(),
+            ctx.opts.seed,
+            &ctx.opts.protected,
+            emulator,
+        )
+    });
+    let checks = merge_findings(found, gpu);
+    let mut flags = timed_phase(phases, Phase::EmulatorSanitizer, || {
+        cross::flags(ctx, reference, gpu_outputs, &emulated)
+    });
+    flags.extend(disagreements(&ctx.plan.milestone.id, &checks));
+    (checks, flags)
 }
 
 /// One case's name and the emulator's allocations after it (for the cross-check).
@@ -69,37 +78,88 @@ pub type CaseOutputs = (String, Vec<Vec<u8>>);
 /// The emulator's own limits (an instruction it lacks, a case too slow to interpret) give a
 /// skipped check, never a verdict against the student. Also returns each case's output
 /// allocations from the emulator (for the cross-check with the GPU's, `pipeline::cross`).
+/// `worker`: the student's emulator worker, kept across milestones (started when needed).
 pub fn on_emulator(
     plan: &MilestonePlan,
     ptx: &str,
     numba: Option<&Signature>,
     seed: u64,
     protected: &[PathBuf],
+    worker: &mut Option<Client>,
 ) -> (Vec<Check>, Vec<CaseOutputs>) {
     let mut outputs = Vec::new();
-    let checks = emulate(plan, ptx, numba, seed, protected, &mut outputs);
+    let checks = emulate(plan, ptx, numba, seed, protected, worker, &mut outputs);
     (checks, outputs)
 }
 
 /// One list of sanitizer checks from the emulator's pass and compute-sanitizer's (when it
-/// ran): a finding both made (same tool and source line) is listed once, saying so.
+/// ran): a finding both made (same tool and source line) is listed once, saying so. A finding
+/// only one of them made still fails (docs/sanitizers.md, "When the two disagree"): each sees
+/// what the other cannot (compute-sanitizer the code the GPU runs, at the GPU's timing; the
+/// emulator every access of the program as written, shared-memory initialization included).
+/// Its message says what the other saw, so that the student reads both views.
 pub fn merge_findings(emulator: Vec<Check>, gpu: Option<Vec<Check>>) -> Vec<Check> {
+    use crate::result::Status;
     let Some(mut gpu) = gpu else { return emulator };
+    let ran = |checks: &[Check]| checks.iter().any(|c| c.status != Status::Skipped);
+    let (emu_ran, gpu_ran) = (ran(&emulator), ran(&gpu));
+    const TOO: &str = "; the PTX emulator's check found it too";
+    let mut twins = vec![false; gpu.len()];
+    let mut only_emulator = Vec::new();
     for c in emulator {
-        let twin = gpu.iter_mut().find(|g| {
-            g.status == crate::result::Status::Fail
-                && c.status == crate::result::Status::Fail
-                && g.name == c.name
-        });
-        const TOO: &str = "; the PTX emulator's check found it too";
+        let twin = gpu
+            .iter()
+            .position(|g| g.status == Status::Fail && c.status == Status::Fail && g.name == c.name);
         match twin {
             // Said once, however many of the emulator's findings are at that line.
-            Some(g) if g.message.ends_with(TOO) => {}
-            Some(g) => g.message.push_str(TOO),
-            None => gpu.push(c),
+            Some(i) if twins[i] => {}
+            Some(i) => {
+                twins[i] = true;
+                gpu[i].message.push_str(TOO);
+            }
+            None => only_emulator.push(c),
         }
     }
+    for (g, twin) in gpu.iter_mut().zip(&twins) {
+        if g.status == Status::Fail && !twin && emu_ran {
+            g.message.push_str(
+                "; the PTX emulator ran the same case and saw no such access in the program as written (a finding of the GPU's code and timing only)",
+            );
+        }
+    }
+    for c in &mut only_emulator {
+        if c.status == Status::Fail && gpu_ran {
+            c.message.push_str(
+                "; compute-sanitizer on the GPU found nothing there (the emulator checks every access of the program as written, which the GPU's tools do not all see)",
+            );
+        }
+    }
+    gpu.extend(only_emulator);
     gpu
+}
+
+/// Findings only one of the two sanitizers made, as flags for the instructor: the grade stands
+/// (a finding fails the milestone either way), but a disagreement is worth a look.
+pub fn disagreements(milestone: &str, checks: &[Check]) -> Vec<Flag> {
+    checks
+        .iter()
+        .filter(|c| c.kind == CheckKind::Sanitizer && c.status == crate::result::Status::Fail)
+        .filter(|c| {
+            c.message
+                .contains("the PTX emulator ran the same case and saw no such access")
+                || c.message
+                    .contains("compute-sanitizer on the GPU found nothing there")
+        })
+        .map(|c| Flag {
+            kind: "sanitizers-disagree".into(),
+            milestone: Some(milestone.to_string()),
+            location: c.location.clone(),
+            message: format!(
+                "only one of the two sanitizers reports `{}`: {}",
+                c.name, c.message
+            ),
+        })
+        .collect()
 }
 
 const NAME: &str = "sanitizer (emulator)";
@@ -110,6 +170,7 @@ fn emulate(
     numba: Option<&Signature>,
     seed: u64,
     protected: &[PathBuf],
+    slot: &mut Option<Client>,
     outputs: &mut Vec<CaseOutputs>,
 ) -> Vec<Check> {
     let cases = smallest_cases(plan);
@@ -120,7 +181,7 @@ fn emulate(
             "no correctness case is small enough to run on the PTX emulator",
         )];
     }
-    let mut w = match emulator(ptx, protected) {
+    let mut w = match emulator(ptx, protected, slot.take()) {
         Ok(w) => w,
         Err(c) => return vec![*c],
     };
@@ -152,7 +213,7 @@ fn emulate(
                 // A timeout or fault here is the emulator's (the GPU ran this case): say so,
                 // and carry on in a fresh worker if this one is gone.
                 skipped.push(format!("{}: {}", case.name, describe_run_error(&e)));
-                match emulator(ptx, protected) {
+                match emulator(ptx, protected, None) {
                     Ok(fresh) => w = fresh,
                     Err(_) => break,
                 }
@@ -174,6 +235,8 @@ fn emulate(
             }
         }
     }
+    // The next milestone's pass reuses it (a dead one is replaced then).
+    *slot = Some(w);
     summary(out, &ran, &skipped)
 }
 
@@ -198,11 +261,22 @@ fn case_inputs(
     }
 }
 
-/// An emulator worker with the module loaded, or the skipped check saying why not.
-fn emulator(ptx: &str, protected: &[PathBuf]) -> Result<Client, Box<Check>> {
+/// An emulator worker with the module loaded (`kept`, when it is alive, else a fresh one), or
+/// the skipped check saying why not.
+pub(super) fn emulator(
+    ptx: &str,
+    protected: &[PathBuf],
+    kept: Option<Client>,
+) -> Result<Client, Box<Check>> {
     let skipped = |why: String| Box::new(Check::skipped(CheckKind::Sanitizer, NAME, why));
-    let mut w = Client::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0))
-        .map_err(|e| skipped(format!("the PTX emulator could not start: {e}")))?;
+    let mut w = match kept.and_then(|mut w| w.is_alive().then_some(w)) {
+        Some(w) => w,
+        None => Client::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0))
+            .map_err(|e| skipped(format!("the PTX emulator could not start: {e}")))?,
+    };
+    if w.holds(ptx) {
+        return Ok(w);
+    }
     match w.load(ptx, Duration::from_secs(60)) {
         Ok(Ok(())) => Ok(w),
         Ok(Err(e)) => Err(skipped(format!(
@@ -245,6 +319,13 @@ fn summary(mut out: Vec<Check>, ran: &[&str], skipped: &[String]) -> Vec<Check> 
     out
 }
 
+/// A memcheck finding about a load: compute-sanitizer says "Invalid __shared__ read", the
+/// emulator "out-of-bounds global read".
+fn is_read(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains(" read") && !m.contains(" write")
+}
+
 /// A sanitizer finding of the backend (or the emulator after the GPU) as a check.
 pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Check {
     let location = match (&d.file, d.line) {
@@ -254,6 +335,7 @@ pub(super) fn sanitizer_check(d: &crate::backend::Diagnostic, case: &str) -> Che
     let hint = match d.tool.as_str() {
         "racecheck" => hints::RACE,
         "synccheck" => hints::BARRIER_DIVERGENCE,
+        "memcheck" if is_read(&d.message) => hints::OUT_OF_BOUNDS_READ,
         "memcheck" => hints::OUT_OF_BOUNDS,
         "initcheck" => {
             "Shared memory is read before any thread wrote it: initialise it, and put a __syncthreads() between the writes and the reads."
@@ -310,6 +392,30 @@ mod tests {
             "memcheck: invalid read; the PTX emulator's check found it too"
         );
         assert_eq!(merged[1].name, "racecheck k.cu:9");
+        // The emulator-only finding says what the GPU's tools saw, and is flagged.
+        assert!(
+            merged[1]
+                .message
+                .contains("compute-sanitizer on the GPU found nothing there"),
+            "{}",
+            merged[1].message
+        );
+        let flags = disagreements("m", &merged);
+        assert_eq!(flags.len(), 1);
+        assert_eq!(flags[0].kind, "sanitizers-disagree");
+        // A GPU-only finding beside a clean emulator pass says so, and still fails.
+        let clean = Check::pass(
+            CheckKind::Sanitizer,
+            "sanitizer (emulator)",
+            "found nothing",
+        );
+        let merged = merge_findings(vec![clean], Some(vec![fail("memcheck k.cu:68")]));
+        assert_eq!(merged[0].status, crate::result::Status::Fail);
+        assert!(
+            merged[0].message.contains("saw no such access"),
+            "{}",
+            merged[0].message
+        );
         // Without compute-sanitizer, the emulator's findings as they are.
         assert_eq!(merge_findings(vec![fail("x")], None).len(), 1);
     }

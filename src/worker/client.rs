@@ -23,6 +23,15 @@ pub struct Client {
     worker: Worker,
     /// The reference and harness modules of timed sections are loaded (`load_slots`).
     timing_loaded: bool,
+    /// A hash of the module `load` last loaded (`holds`).
+    module: Option<u64>,
+}
+
+fn module_hash(ptx: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ptx.hash(&mut h);
+    h.finish()
 }
 
 /// What a compile (`Client::compile`) answered.
@@ -88,6 +97,7 @@ impl Client {
         Ok(Client {
             worker: Worker::spawn(opts)?,
             timing_loaded: false,
+            module: None,
         })
     }
 
@@ -262,11 +272,20 @@ impl Client {
         ptx: &str,
         timeout: Duration,
     ) -> Result<Result<(), BackendError>, WorkerFailure> {
+        self.module = None;
         match self.call(&Request::Load, &[ptx.as_bytes()], timeout)? {
-            (Response::Loaded { error: None }, _) => Ok(Ok(())),
+            (Response::Loaded { error: None }, _) => {
+                self.module = Some(module_hash(ptx));
+                Ok(Ok(()))
+            }
             (Response::Loaded { error: Some(e) }, _) => Ok(Err(e)),
             (other, _) => Err(self.unexpected(&other)),
         }
+    }
+
+    /// Whether `ptx` is the module `load` last loaded.
+    pub fn holds(&self, ptx: &str) -> bool {
+        self.module == Some(module_hash(ptx))
     }
 
     /// Load the reference and harness modules of timed sections into their slots, so that

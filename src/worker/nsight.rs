@@ -2,7 +2,7 @@
 //! `cugrade __profile-kernel` process (`worker::profiled`) runs under them, and `ncu --csv`'s
 //! rows. `check --profile` (`profile`) and grading's metric and GPU-sanitizer checks use them.
 
-use super::profiled::{Job, write_job};
+use super::profiled::{Job, Launch, write_job};
 use super::protocol::RunSpec;
 use crate::inputs;
 use crate::rubric::convention::Signature;
@@ -116,22 +116,17 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
 /// How long one profiled kernel may take, Nsight Compute's replay passes included.
 pub const NCU_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// A job file for `cugrade __profile-kernel` (`worker::profiled`): one launch of the
-/// milestone's kernel from `ptx` (a Numba kernel with its `numba` signature) on `case` with the
-/// inputs of the case's first trial (what the GPU's correctness run got), with the submission's
-/// launch. The job may read `extra_read` (the tool's own files) besides the system's. Returns
-/// the temporary directory (also the run's TMPDIR) and the job's path in it.
-#[allow(clippy::too_many_arguments)]
-pub fn kernel_job(
+/// One launch of the milestone's kernel (named `kernel` in its module) on `case` with the
+/// inputs of the case's first trial (what the GPU's correctness run got), with the
+/// submission's launch: its spec and its buffers' allocations.
+pub fn case_launch(
     plan: &MilestonePlan,
     case: &CasePlan,
-    ptx: &str,
+    kernel: &str,
     numba: Option<&Signature>,
     seed: u64,
-    device: usize,
-    extra_read: Vec<PathBuf>,
     deadline: Duration,
-) -> Result<(tempfile::TempDir, PathBuf), String> {
+) -> Result<(RunSpec, Vec<Vec<u8>>), String> {
     let contract = &plan.contract;
     let inv = inputs::generate(
         contract,
@@ -144,21 +139,42 @@ pub fn kernel_job(
     };
     let dims = case.launch.clone()?;
     let spec = RunSpec {
-        kernel: plan.kernel.clone(),
+        kernel: kernel.to_string(),
         dims,
         args: inv.args.clone(),
         buffers: inv.specs(),
         symbols: inv.symbols.clone(),
         deadline_ms: deadline.as_millis() as u64,
     };
+    Ok((spec, inv.allocations()))
+}
+
+/// A job file for `cugrade __profile-kernel` (`worker::profiled`): one launch of the
+/// milestone's kernel from `ptx` (a Numba kernel with its `numba` signature) on `case`
+/// ([`case_launch`]). The job may read `extra_read` (the tool's own files) besides the
+/// system's. Returns the temporary directory (also the run's TMPDIR) and the job's path in it.
+#[allow(clippy::too_many_arguments)]
+pub fn kernel_job(
+    plan: &MilestonePlan,
+    case: &CasePlan,
+    ptx: &str,
+    numba: Option<&Signature>,
+    seed: u64,
+    device: usize,
+    extra_read: Vec<PathBuf>,
+    deadline: Duration,
+) -> Result<(tempfile::TempDir, PathBuf), String> {
+    let (spec, allocations) = case_launch(plan, case, &plan.kernel, numba, seed, deadline)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let job_path = dir.path().join("job.bin");
     let job = Job {
         device,
-        spec,
+        modules: 1,
+        launches: vec![Launch { module: 0, spec }],
         extra_read,
+        progress: None,
     };
-    write_job(&job_path, &job, ptx, &inv.allocations())
+    write_job(&job_path, &job, &[ptx], &[allocations])
         .map_err(|e| format!("cannot write the profile job: {e}"))?;
     Ok((dir, job_path))
 }

@@ -183,6 +183,9 @@ pub struct WorkerOptions {
     pub protected: Vec<std::path::PathBuf>,
     /// More paths the worker may read: CUDA's headers, the Numba toolchain.
     pub extra_read: Vec<std::path::PathBuf>,
+    /// The GPU's lock key (`measure::lock`): a GPU worker starts (creates its context, runs
+    /// its first module) under the GPU's shared lock, never beside a timed section.
+    pub gpu_lock: Option<String>,
 }
 
 impl WorkerOptions {
@@ -198,6 +201,7 @@ impl WorkerOptions {
             cpu_seconds: 900,
             protected: Vec::new(),
             extra_read: Vec::new(),
+            gpu_lock: None,
         }
     }
 }
@@ -211,6 +215,10 @@ impl Worker {
         if !gpu {
             return Worker::spawn_with(opts, None);
         }
+        let _shared = opts
+            .gpu_lock
+            .as_deref()
+            .and_then(|k| crate::measure::lock::shared(k).ok());
         let compat = GPU_COMPAT.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if compat.is_some() {
             return Worker::spawn_with(opts, compat);

@@ -186,6 +186,17 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(
     r: &mut impl Read,
     max_blob_bytes: usize,
 ) -> io::Result<Option<(T, Vec<Vec<u8>>)>> {
+    read_frame_within(r, max_blob_bytes, MAX_HEADER, MAX_BLOBS)
+}
+
+/// [`read_frame`] with other limits on the header and the number of blobs: for files the
+/// trusted parent wrote (a compute-sanitizer job holds every launch of several students).
+pub fn read_frame_within<T: for<'de> Deserialize<'de>>(
+    r: &mut impl Read,
+    max_blob_bytes: usize,
+    max_header: usize,
+    max_blobs: usize,
+) -> io::Result<Option<(T, Vec<Vec<u8>>)>> {
     let mut magic = [0u8; 4];
     match r.read_exact(&mut magic) {
         Ok(()) => {}
@@ -196,7 +207,7 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(
         return Err(bad("bad frame magic"));
     }
     let hlen = read_u32(r)? as usize;
-    if hlen > MAX_HEADER {
+    if hlen > max_header {
         return Err(bad(&format!("header of {hlen} bytes exceeds the limit")));
     }
     let mut header = vec![0u8; hlen];
@@ -204,7 +215,7 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(
     let msg: T =
         rmp_serde::from_slice(&header).map_err(|e| bad(&format!("malformed header: {e}")))?;
     let n = read_u32(r)? as usize;
-    if n > MAX_BLOBS {
+    if n > max_blobs {
         return Err(bad(&format!("{n} blobs exceed the limit")));
     }
     let mut blobs = Vec::with_capacity(n);

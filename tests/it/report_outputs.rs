@@ -44,6 +44,7 @@ fn gpu_run() -> RunInfo {
         notes: vec![],
         seconds: None,
         gpu: None,
+        phases: None,
     }
 }
 
@@ -60,6 +61,7 @@ fn emu_run() -> RunInfo {
         notes: vec![],
         seconds: None,
         gpu: None,
+        phases: None,
     }
 }
 

@@ -28,7 +28,7 @@ fn sanitize(example: &str, milestone: &str) -> Option<Vec<cugrade::result::Check
         .iter()
         .find(|m| m.milestone.id == milestone)
         .unwrap();
-    Some(sanitizer::on_emulator(m, &compiled.ptx, None, 7, &[]).0)
+    Some(sanitizer::on_emulator(m, &compiled.ptx, None, 7, &[], &mut None).0)
 }
 
 /// The same for a Numba example: compiled by Numba, its arrays passed as Numba's array structs
@@ -69,7 +69,7 @@ fn sanitize_numba(example: &str, milestone: &str) -> Option<Vec<cugrade::result:
     let sig = &kernel.signatures[out[0].signature];
     // As grading does: the entry gets the Python name, the PTX names the `.py` file.
     let ptx = numba::rename_entry(out[0].ptx.as_deref().unwrap(), &m.kernel, "reduce.py");
-    Some(sanitizer::on_emulator(m, &ptx, Some(sig), 7, &[]).0)
+    Some(sanitizer::on_emulator(m, &ptx, Some(sig), 7, &[], &mut None).0)
 }
 
 #[test]

@@ -57,6 +57,20 @@ impl Default for EmuBackend {
 }
 
 impl EmuBackend {
+    /// An allocation of `bytes` whose contents `fill` draws on first touch (the speed
+    /// estimate's full-size inputs: a sample of blocks reads a few of their pages).
+    pub fn alloc_drawn(
+        &mut self,
+        bytes: usize,
+        fill: crate::inputs::Fill,
+    ) -> Result<u64, BackendError> {
+        let base = self.alloc(bytes)?;
+        if let Some(r) = self.gmem.regions.last_mut() {
+            *r = Region::drawn(base, bytes as u64, fill);
+        }
+        Ok(base)
+    }
+
     pub fn new() -> Self {
         EmuBackend {
             prog: None,

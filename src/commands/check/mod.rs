@@ -150,24 +150,39 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         starter::untouched(r, &sub, &stubs, &opts)
     } else {
         opts.protected = protected_dirs(&[rubric.path.as_path(), o.submission.as_path()]);
+        let started = std::time::Instant::now();
         let mut reference =
             Reference::compile(r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
+        let reference_s = started.elapsed().as_secs_f64();
         let mut result = pipeline::grade(r, &sub, &opts, &mut reference)
             .map_err(|e| Fatal::new(e.0.to_string()))?;
+        // The reference's compile is this run's too (`grade` compiles it once per cohort).
+        if let Some(p) = result.run.phases.as_mut() {
+            p.compile_s += reference_s;
+        }
+        if let Some(s) = result.run.seconds.as_mut() {
+            *s += reference_s;
+        }
         starter::mark(&mut result, &stubs);
         result
     };
-    write_outputs(
-        &result,
-        o.json.as_deref(),
-        o.junit.as_deref(),
-        o.markdown.as_deref(),
-    )?;
-    if let Some(p) = &o.gradescope {
-        crate::report::atomic::write(p, crate::report::gradescope::to_string(&result)).map_err(
-            |e| CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display()))),
-        )?;
+    let mut result = result;
+    let started = std::time::Instant::now();
+    let write_reports = |result: &crate::result::GradeResult, json: Option<&Path>| {
+        write_outputs(result, json, o.junit.as_deref(), o.markdown.as_deref())?;
+        if let Some(p) = &o.gradescope {
+            crate::report::atomic::write(p, crate::report::gradescope::to_string(result)).map_err(
+                |e| CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display()))),
+            )?;
+        }
+        Ok::<(), CliError>(())
+    };
+    // Every report but result.json first, so that result.json records their time.
+    write_reports(&result, None)?;
+    if let Some(p) = result.run.phases.as_mut() {
+        p.reports_s = started.elapsed().as_secs_f64();
     }
+    write_outputs(&result, o.json.as_deref(), None, None)?;
     let dir = if o.submission.is_dir() {
         Some(o.submission.as_path())
     } else {

@@ -280,22 +280,50 @@ pub fn run(
                         }
                     }
                 }
-                loop {
-                    if fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
-                        return;
+                // Students graded but for compute-sanitizer's pass, which runs over a few of
+                // them at once (`pipeline::deferred`); then they are written.
+                let mut held: Vec<Held> = Vec::new();
+                let flush = |held: &mut Vec<Held>| -> Result<(), String> {
+                    let mut graded: Vec<pipeline::Graded> =
+                        held.iter_mut().filter_map(|h| h.graded.take()).collect();
+                    pipeline::deferred::finish(&mut graded, o.device, o.gpu.clone());
+                    for (h, g) in held.drain(..).zip(graded) {
+                        let r = write_entry(h.entry, ctx, g.result, h.prints, h.outcome)?;
+                        progress.graded(&r.0);
+                        results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                     }
-                    let Some(entry) = queue.lock().ok().and_then(|mut q| q.next()) else {
+                    Ok(())
+                };
+                loop {
+                    let stop = fatal.lock().map(|f| f.is_some()).unwrap_or(true);
+                    let next = if stop {
+                        None
+                    } else {
+                        queue.lock().ok().and_then(|mut q| q.next())
+                    };
+                    let Some(entry) = next else {
+                        if let Err(e) = flush(&mut held) {
+                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        }
                         return;
                     };
                     match grade_entry(entry, ctx, &o, &mut reference) {
-                        Ok(r) => {
-                            progress.graded(&r.0);
-                            results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
-                        }
+                        Ok(h) => held.push(h),
                         Err(e) => {
                             *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            let _ = flush(&mut held);
                             return;
                         }
+                    }
+                    let deferred = held
+                        .iter()
+                        .filter(|h| h.graded.as_ref().is_some_and(|g| g.deferred.is_some()))
+                        .count();
+                    // A full batch, or nothing to wait for: write them now.
+                    let due = deferred >= SANITIZER_BATCH || deferred == 0;
+                    if due && let Err(e) = flush(&mut held) {
+                        *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        return;
                     }
                 }
             });
@@ -508,12 +536,25 @@ fn read_entry(entry: &Entry, unpack: &Path, protected: &[PathBuf]) -> Result<Sub
     submission::load(&path).map_err(|e| e.to_string())
 }
 
-fn grade_entry(
-    entry: &Entry,
+/// Students a job grades before compute-sanitizer's pass runs over all of them at once: each
+/// batch's tool processes cost a CUDA context apiece, which the driver creates one at a time.
+const SANITIZER_BATCH: usize = 8;
+
+/// A student graded, waiting to be written (after compute-sanitizer's pass, when deferred).
+struct Held<'e> {
+    entry: &'e Entry,
+    /// Taken out when the batch is finished.
+    graded: Option<pipeline::Graded>,
+    prints: Fingerprints,
+    outcome: Outcome,
+}
+
+fn grade_entry<'e>(
+    entry: &'e Entry,
     ctx: &EntryContext<'_>,
     o: &pipeline::Options,
     reference: &mut Reference,
-) -> Result<(GradeResult, Fingerprints, Outcome), String> {
+) -> Result<Held<'e>, String> {
     let rubric = ctx.rubric;
     let loaded = read_entry(entry, ctx.unpack, &o.protected);
     let loaded = loaded.and_then(|s| {
@@ -546,8 +587,11 @@ fn grade_entry(
     let folder = ctx.students.join(&entry.id);
     let mut prints = Fingerprints::default();
     let mut outcome = Outcome::Graded;
-    let mut result = match loaded {
-        Err(why) => unreadable(rubric, &student, &why, o.seed, o.backend.as_str()),
+    let mut graded = match loaded {
+        Err(why) => pipeline::Graded {
+            result: unreadable(rubric, &student, &why, o.seed, o.backend.as_str()),
+            deferred: None,
+        },
         Ok(sub) => {
             prints = fingerprints_of(&sub, ctx.common);
             let previous = ctx
@@ -568,16 +612,38 @@ fn grade_entry(
             match reuse {
                 Some(r) => {
                     outcome = Outcome::Reused;
-                    r
+                    pipeline::Graded {
+                        result: r,
+                        deferred: None,
+                    }
                 }
-                None => pipeline::grade(rubric, &sub, o, reference).map_err(|e| e.0)?,
+                None => {
+                    pipeline::grade_deferring(rubric, &sub, o, reference, true).map_err(|e| e.0)?
+                }
             }
         }
     };
+    graded.result.student_id = claimed_id;
+    Ok(Held {
+        entry,
+        graded: Some(graded),
+        prints,
+        outcome,
+    })
+}
+
+/// Write a student's files, result.json last (`--resume` takes an existing one for "graded").
+fn write_entry(
+    entry: &Entry,
+    ctx: &EntryContext<'_>,
+    mut result: GradeResult,
+    prints: Fingerprints,
+    outcome: Outcome,
+) -> Result<(GradeResult, Fingerprints, Outcome), String> {
     // A worker ended by Ctrl-C or SIGTERM looks like a failing submission: write nothing (the
     // interrupt handler exits the grader meanwhile), so that `--resume` grades it again.
     crate::worker::interrupt::wait_if_interrupted();
-    result.student_id = claimed_id;
+    let folder = ctx.students.join(&entry.id);
     result.id = entry.id.clone();
     result.entry = entry.name.clone();
     result.rubric_sha256 = ctx.rubric_hash.to_string();
@@ -587,6 +653,7 @@ fn grade_entry(
         crate::report::atomic::write(&folder.join(name), text)
             .map_err(|e| format!("cannot write {}: {e}", folder.join(name).display()))
     };
+    let started = std::time::Instant::now();
     write("report.md", crate::report::markdown::render(&result))?;
     write("junit.xml", crate::report::junit::to_string(&result))?;
     write(
@@ -597,6 +664,11 @@ fn grade_entry(
         "fingerprints.json",
         serde_json::to_string(&prints).map_err(|e| e.to_string())? + "\n",
     )?;
+    if outcome != Outcome::Reused
+        && let Some(p) = result.run.phases.as_mut()
+    {
+        p.reports_s = started.elapsed().as_secs_f64();
+    }
     // Last: `--resume` takes an existing result.json for "graded".
     write("result.json", crate::report::json::to_string(&result))?;
     Ok((result, prints, outcome))
