@@ -183,6 +183,9 @@ pub fn compile(
         .env("TMPDIR", temp)
         .env("PATH", "/usr/bin:/bin")
         .env("LD_LIBRARY_PATH", &tool.lib_dir)
+        // The wheels' CUDA tree: without it, numba-cuda's path finder starts a second Python
+        // to look for the CUDA runtime (0.2 s of every Numba compile).
+        .env("CUDA_HOME", tool.lib_dir.parent().unwrap_or(&tool.lib_dir))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NUMBA_CACHE_DIR", temp.join("numba-cache"))
         .env("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")

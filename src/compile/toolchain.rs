@@ -210,12 +210,38 @@ pub fn python_interpreter() -> Result<(PathBuf, Vec<PathBuf>), String> {
     python()
 }
 
-/// The interpreter and its prefixes: `python3` from `$CUGRADE_PYTHON` or `PATH`.
+/// The interpreter and its prefixes: `python3` from `$CUGRADE_PYTHON` or `PATH`. The one
+/// found on `PATH` is remembered in cugrade's cache (`python.json`) while it exists: asking a
+/// pyenv shim took half a second of every Python check, and the wheels in the cache were
+/// installed for that interpreter anyway.
 fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
-    let exe = std::env::var_os("CUGRADE_PYTHON")
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "python3".into());
-    let out = Command::new(&exe)
+    if let Some(exe) = std::env::var_os("CUGRADE_PYTHON").filter(|p| !p.is_empty()) {
+        return ask_python(&exe);
+    }
+    let remembered = cache_root().join(PYTHON_FILE);
+    let known: Option<(PathBuf, Vec<PathBuf>)> = std::fs::read(&remembered)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    if let Some((python, read)) = known
+        && python.is_file()
+        && read.iter().all(|p| p.exists())
+    {
+        return Ok((python, read));
+    }
+    let found = ask_python(std::ffi::OsStr::new("python3"))?;
+    if let Ok(text) = serde_json::to_vec(&found) {
+        let _ = std::fs::create_dir_all(cache_root());
+        let _ = std::fs::write(&remembered, text);
+    }
+    Ok(found)
+}
+
+/// Where [`python`] remembers the interpreter `python3` was.
+const PYTHON_FILE: &str = "python.json";
+
+/// Run `exe` to learn its real path, its version and its library folders.
+fn ask_python(exe: &std::ffi::OsStr) -> Result<(PathBuf, Vec<PathBuf>), String> {
+    let out = Command::new(exe)
         .args([
             "-I",
             "-c",
@@ -225,7 +251,7 @@ fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
         .map_err(|e| {
             format!(
                 "Python submissions (Numba, CuPy) need Python 3.10+ (`{}`: {e}); fix: install python3",
-                Path::new(&exe).display()
+                Path::new(exe).display()
             )
         })?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -233,7 +259,7 @@ fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
     if !out.status.success() || lines.len() < 4 {
         return Err(format!(
             "`{}` did not run: {}",
-            Path::new(&exe).display(),
+            Path::new(exe).display(),
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
@@ -366,6 +392,9 @@ fn cache_parts() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The file in a part of the cache that says [`share_tree`] went over it.
+const SHARED_STAMP: &str = ".cugrade-shared";
+
 /// When cugrade is root, open the parts of its own cache that workers read to every user (see
 /// [`share_tree`]): a cache unpacked or installed with a restrictive umask (`pip` as root with
 /// umask 077, a tar whose top directory was `0700`) would otherwise be unreadable to every
@@ -380,7 +409,19 @@ pub fn share_with_workers() -> Vec<String> {
         }
         let mut notes = vec![];
         for part in cache_parts() {
-            match share_tree(&part) {
+            // Walking a part (CCCL's and Numba's thousands of files) took about a second of
+            // every check: once done, a stamp says so until the part changes (an install
+            // replaces the whole folder, stamp and all).
+            let stamp = part.join(SHARED_STAMP);
+            let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            if matches!((mtime(&stamp), mtime(&part)), (Some(s), Some(d)) if s >= d) {
+                continue;
+            }
+            let shared = share_tree(&part);
+            if shared.is_ok() {
+                let _ = std::fs::write(&stamp, "cugrade made this folder readable to its workers\n");
+            }
+            match shared {
                 Ok(0) => {}
                 Ok(n) => notes.push(format!(
                     "made {n} entries of cugrade's cache {} readable to the workers' own uids \
