@@ -60,6 +60,7 @@ pub(super) fn stage(
     if let Some(fault) = compiling::machine_fault(&checks, opts) {
         return Err(Infrastructure(fault));
     }
+    compiling::hint_missing_headers(&mut checks);
     checks.extend(cupy_checks);
     let numba = if numba_wanted && sub.languages().contains(&Language::Numba) {
         numba::compile(plan, sub, opts)?

@@ -173,31 +173,25 @@ pub(super) fn unconfirmed(paths: &[crate::sandbox::access::Blocked]) -> String {
 }
 
 /// Whether the failed compiles among `checks` are the grading machine's fault rather than the
-/// student's: a CUDA header the submission includes that this machine lacks, or NVRTC failing
-/// without naming a line of the submission while it also fails on cugrade's own kernel in a
-/// fresh compile worker (a missing or broken NVRTC, its builtins library, the sandbox around
-/// it). `Some` says what is wrong and how to fix it: the caller stops grading (exit 3).
+/// student's: CUDA's headers missing from this machine, or NVRTC failing without naming a line
+/// of the submission while it also fails on cugrade's own kernel in a fresh compile worker (a
+/// missing or broken NVRTC, its builtins library, the sandbox around it). Only a trusted probe,
+/// compiled without the student's files, decides: never a header's name or the compiler's text,
+/// which the student controls (`#include <cub/cub.hpp>`, or an `#error` that reads like NVRTC's
+/// "cannot open source file"). `Some` says what is wrong and how to fix it: the caller stops
+/// grading (exit 3).
 pub(super) fn machine_fault(checks: &[Check], opts: &Options) -> Option<String> {
-    use crate::compile::toolchain;
     use crate::result::Status;
     let failed: Vec<&Check> = checks
         .iter()
         .filter(|c| c.kind == CheckKind::Compile && c.status == Status::Fail)
         .collect();
-    let dirs = toolchain::cuda_include_dirs();
-    for c in &failed {
-        // NVRTC's error is the check's message; what it adds, its details.
+    let missing_header = failed.iter().any(|c| {
         let log = format!("{}\n{}", c.message, c.details.as_deref().unwrap_or(""));
-        if let Some(h) = toolchain::missing_cuda_header(&log, &dirs) {
-            return Some(format!(
-                "the submission includes <{h}>, one of CUDA's own headers, and this machine \
-                 does not have it: the grading machine's fault, not the submission's \
-                 ({}).\nfix: `cugrade doctor --install` (downloads CUDA's headers from PyPI \
-                 into {}), or install the CUDA 13.0 toolkit",
-                c.location.as_deref().unwrap_or("compile"),
-                toolchain::headers_dir().display()
-            ));
-        }
+        log.contains("open source file")
+    });
+    if missing_header && let Some(why) = headers_probe(opts) {
+        return Some(why);
     }
     // NVRTC's log names the student's file and line for everything the source did; a failure
     // without one is checked against a kernel that cannot fail.
@@ -237,8 +231,94 @@ pub(super) fn machine_fault(checks: &[Check], opts: &Options) -> Option<String> 
         "NVRTC does not compile even cugrade's own test kernel on this machine: the grading \
          machine's fault, not the submission's.\n{why}\nfix: run `cugrade doctor`; remove \
          {} and run cugrade again to download NVRTC anew, or repair the CUDA toolkit's NVRTC",
-        toolchain::cache_root().join("nvidia").display()
+        crate::compile::toolchain::cache_root()
+            .join("nvidia")
+            .display()
     ))
+}
+
+/// After [`machine_fault`] found the machine's headers whole: a failed compile that could not
+/// open a header named like one of CUDA's is the student's typo (`<cub/cub.hpp>`); say so, and
+/// name the file of that name CUDA does have (`<cub/cub.cuh>`).
+pub(super) fn hint_missing_headers(checks: &mut [Check]) {
+    use crate::compile::toolchain;
+    let dirs = toolchain::cuda_include_dirs();
+    for c in checks
+        .iter_mut()
+        .filter(|c| c.kind == CheckKind::Compile && c.status == crate::result::Status::Fail)
+    {
+        let log = format!("{}\n{}", c.message, c.details.as_deref().unwrap_or(""));
+        let Some(h) = toolchain::missing_cuda_header(&log, &dirs) else {
+            continue;
+        };
+        let path = std::path::Path::new(&h);
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let near = stem.and_then(|stem| {
+            dirs.iter().find_map(|d| {
+                let folder = d.join(path.parent().unwrap_or(std::path::Path::new("")));
+                std::fs::read_dir(folder).ok()?.flatten().find_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    (name.split('.').next() == Some(stem.as_str())
+                        && name != path.file_name()?.to_string_lossy())
+                    .then(|| path.with_file_name(&name).to_string_lossy().into_owned())
+                })
+            })
+        });
+        c.hint = Some(match near {
+            Some(n) => format!(
+                "CUDA has no header <{h}>; did you mean <{n}>? This machine has CUDA's headers \
+                 (cooperative groups, half and bfloat16, CCCL's CUB, Thrust and libcu++)."
+            ),
+            None => format!(
+                "CUDA has no header <{h}> (this machine has CUDA's headers: cooperative groups, \
+                 half and bfloat16, CCCL's CUB, Thrust and libcu++): check its name and folder."
+            ),
+        });
+    }
+}
+
+/// CUDA's headers, as cugrade promises them to students (cooperative groups, half and bfloat16,
+/// CUB, libcu++), compiled by cugrade's own kernel in a fresh compile worker: `Some` says what
+/// the machine lacks and the fix. Once per run: a cohort of include typos asks once.
+fn headers_probe(opts: &Options) -> Option<String> {
+    use crate::compile::toolchain;
+    static PROBED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PROBED
+        .get_or_init(|| {
+            let probe = SourceFile {
+                name: "cugrade-headers-probe.cu".into(),
+                text: "#include <cooperative_groups.h>\n#include <cuda_fp16.h>\n\
+                       #include <cuda_bf16.h>\n#include <cub/block/block_reduce.cuh>\n\
+                       #include <cuda/std/cstdint>\n\
+                       extern \"C\" __global__ void cugrade_probe(float* x) { x[threadIdx.x] = 1.0f; }\n"
+                    .into(),
+            };
+            let compiled =
+                compile_all(std::slice::from_ref(&probe), &[], &[], opts, Duration::from_secs(120));
+            let (modules, checks, summary) = match compiled {
+                Ok(c) => c,
+                Err(e) => return Some(e.0),
+            };
+            if !modules.is_empty() {
+                return None;
+            }
+            let why: Vec<String> = checks
+                .iter()
+                .map(|c| c.message.clone())
+                .chain(std::iter::once(summary.log.clone()))
+                .filter(|s| !s.trim().is_empty())
+                .collect();
+            Some(format!(
+                "CUDA's own headers do not compile on this machine (cugrade's test kernel, which \
+                 includes cooperative_groups.h, cuda_fp16.h, cuda_bf16.h, CUB and libcu++, \
+                 fails): the grading machine's fault, not the submission's.\n{}\nfix: \
+                 `cugrade doctor --install` (downloads CUDA's headers from PyPI into {}), or \
+                 install the CUDA 13.0 toolkit",
+                why.join("\n"),
+                toolchain::headers_dir().display()
+            ))
+        })
+        .clone()
 }
 
 /// Most errors of one file that become findings; the log (in the report) has the rest.

@@ -68,6 +68,11 @@ pub(super) fn start(
             backend,
             warm: false,
         }),
+        // A student's process only claims it (`sides` asks a probe); the course's is believed.
+        Ok(Started::Machine(e)) if student => Err(NotStarted::Machine(format!(
+            "it reported a failure of the array library: {}",
+            e.message
+        ))),
         Ok(Started::Machine(e)) => Err(NotStarted::Machine(format!(
             "the Python array library does not import: {}\n{}",
             e.message, e.details
@@ -385,9 +390,64 @@ pub(super) fn sides(
     let student = match start(opts, &env, sub.python.clone(), &m.kernel, true, startup) {
         Ok(s) => Ok(s),
         Err(NotStarted::Student(c)) => Err(c),
-        Err(NotStarted::Machine(m)) => return Err(Infrastructure(m)),
+        // The student's process is never trusted about whose fault this is (it may exit,
+        // hang, fork, or write a frame that claims a broken NumPy): the same start without
+        // the student's files decides.
+        Err(NotStarted::Machine(said)) => match probe(opts, &env, &m.kernel, startup) {
+            Some(machine) => return Err(Infrastructure(machine)),
+            None => Err(Box::new(did_not_start(&m.kernel, &said))),
+        },
     };
     Ok(Sides { reference, student })
+}
+
+/// The student's side started without the student's files (a module of cugrade's that defines
+/// the function), once per run: `Some` says why even that fails (the machine's fault).
+fn probe(opts: &Options, env: &ArrayEnv, function: &str, timeout: Duration) -> Option<String> {
+    static PROBED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PROBED
+        .get_or_init(|| {
+            let file = SourceFile {
+                name: "cugrade_probe.py".into(),
+                text: format!("def {function}(table):\n    return None\n"),
+            };
+            match start(opts, env, vec![file], function, true, timeout) {
+                Ok(mut side) => {
+                    side.client.kill();
+                    None
+                }
+                Err(NotStarted::Machine(m)) => Some(m),
+                Err(NotStarted::Student(c)) => Some(c.message),
+            }
+        })
+        .clone()
+}
+
+/// The check of a student whose Python process did not start while cugrade's own module did:
+/// what their modules did at import (exit, hang, fork, replace NumPy or CuPy) is theirs.
+fn did_not_start(function: &str, said: &str) -> Check {
+    let mut said = said.trim().to_string();
+    if said.len() > 2000 {
+        let mut end = 2000;
+        while !said.is_char_boundary(end) {
+            end -= 1;
+        }
+        said.truncate(end);
+        said.push_str(" [cut]");
+    }
+    Check::error(
+        CheckKind::Kernel,
+        format!("function {function}"),
+        "the Python process did not start with the submission's modules, while it starts \
+         without them on this machine: something the modules do when imported (exit, loop \
+         forever, start processes, or replace a module the harness needs such as numpy or \
+         cupy) stops it",
+    )
+    .with_hint(
+        "Keep the module's top level to imports and definitions: no exit(), no endless loop, \
+         no processes, and no files of your own named like a library (numpy.py, cupy.py).",
+    )
+    .with_details(format!("what the submission's process said: {said}"))
 }
 
 /// A failed call's check (a timeout or a crash ends the student's worker).

@@ -149,7 +149,6 @@ if REQUEST.get("stand_in"):
     sys.path.insert(0, REQUEST["stand_in"])
 for site in REQUEST.get("sites", []):
     sys.path.append(site)
-sys.path.insert(0, SRC)
 
 try:
     import numpy as np
@@ -169,6 +168,10 @@ if REQUEST.get("cupy"):
     except Exception as e:  # noqa: BLE001
         send({"ready": False, "machine": True, "error": failure(e)})
         sys.exit(0)
+
+# Only now may the student's files be found: a `numpy.py` or `cupy.py` of theirs must not
+# replace the libraries above (their `import numpy` gets the one already loaded).
+sys.path.insert(0, SRC)
 
 function = None
 errors = []

@@ -30,6 +30,7 @@ mod labs_rubrics;
 mod machine_outputs;
 mod measure;
 mod numba_submissions;
+mod one_student;
 mod precision_model;
 mod readme_path;
 mod report_once;

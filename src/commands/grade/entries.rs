@@ -2,10 +2,12 @@
 //!
 //! Every immediate subdirectory, `.cu`/`.ptx`/`.py` file and `.zip`/`.tar.gz`/`.tgz` archive is
 //! one submission. Its **id** is the entry's own name (`alice`, `alice.cu`, `alice.zip`,
-//! `alice.tar.gz`: four entries, four ids), made safe for a folder name; a name that had to be
-//! changed for that gets a short hash of the original, so two entries never share an id. An id
-//! depends on its entry's name alone: adding or removing other entries (a late submission, a
-//! shard) never changes it, so `--resume`, `merge` and a gradebook can rely on it. The
+//! `alice.tar.gz`: four entries, four ids) when that name is safe for a folder; a name that had
+//! to be changed for that gets `~` and a 64-bit hash of the original (`o_brien~1f2e...` for
+//! `o’brien`). No safe name contains `~`, so no entry can be named like another's changed id,
+//! and no hash can be matched by a crafted name: ids are unique by construction. An id depends
+//! on its entry's name alone: adding or removing other entries (a late submission, a shard)
+//! never changes it, so `--resume`, `merge` and a gradebook can rely on it. The
 //! student's *name* (`student` in result.json) stays the entry's name without its extension.
 //!
 //! Entries that are symbolic links are listed (so that the student gets a row saying why) but
@@ -59,16 +61,19 @@ pub fn id_of(name: &str) -> String {
     if safe == name {
         return safe;
     }
-    let hash: String = Sha256::digest(name.as_bytes())[..4]
+    let hash: String = Sha256::digest(name.as_bytes())[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let mut end = safe.len().min(90);
+    let mut end = safe.len().min(80);
     while !safe.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}-{hash}", &safe[..end])
+    format!("{}{CHANGED}{hash}", &safe[..end])
 }
+
+/// What joins a changed name to its hash in an id: a character no safe name keeps.
+const CHANGED: char = '~';
 
 fn kind_of(name: &str, path: &Path, file_type: std::fs::FileType) -> Option<Kind> {
     let lower = name.to_ascii_lowercase();
@@ -120,18 +125,17 @@ pub fn list(dir: &Path) -> Result<Vec<Entry>, String> {
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    // Ids are unique by construction; a hash collision (or a name crafted to equal another's
-    // hashed id) would still not share a folder: later entries get a suffix.
+    // Unique by construction (see the module's docs): two entries sharing an id would take
+    // each other's folder, so that is refused outright, never resolved by order.
     let mut used = BTreeSet::new();
     for e in &mut out {
-        let base = id_of(&e.name);
-        let mut id = base.clone();
-        let mut i = 2;
-        while !used.insert(id.clone()) {
-            id = format!("{base}-{i}");
-            i += 1;
+        e.id = id_of(&e.name);
+        if !used.insert(e.id.clone()) {
+            return Err(format!(
+                "two cohort entries share the id `{}` (a 64-bit hash collision of their                  names): rename one of them",
+                e.id
+            ));
         }
-        e.id = id;
     }
     Ok(out)
 }
@@ -175,7 +179,7 @@ mod tests {
         let ids: Vec<&str> = got.iter().map(|g| g.0.as_str()).collect();
         assert_eq!(ids.len(), 10, "{got:?}");
         assert!(ids.contains(&"a_b.cu"));
-        assert!(ids.iter().any(|i| i.starts_with("a_b.cu-")), "{ids:?}");
+        assert!(ids.iter().any(|i| i.starts_with("a_b.cu~")), "{ids:?}");
         for (id, student, kind) in &got {
             match id.as_str() {
                 "alice" | "alice.cu" | "alice.zip" | "alice.tar.gz" => {
@@ -194,5 +198,29 @@ mod tests {
         assert!(!id_of("../x").contains('/'));
         assert_eq!(stem("Bob.TAR.GZ"), "Bob");
         assert_eq!(stem(".cu"), ".cu");
+    }
+
+    /// Issue 31: an entry named like another's changed id (`o_brien-d868887c` beside
+    /// `o’brien`) must not take its folder, in whatever order they arrive.
+    #[test]
+    fn no_entry_can_be_named_like_another_s_id() {
+        let victim = "o\u{2019}brien";
+        let taken = id_of(victim);
+        assert!(taken.starts_with("o_brien~"), "{taken}");
+        // The attacker's literal name is changed too (`~` is not kept), so its id differs.
+        assert_ne!(id_of(&taken), taken);
+        for order in [[victim, taken.as_str()], [taken.as_str(), victim]] {
+            let d = tempfile::tempdir().unwrap();
+            for name in order {
+                std::fs::create_dir(d.path().join(name)).unwrap();
+            }
+            let ids: Vec<(String, String)> = list(d.path())
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.name, e.id))
+                .collect();
+            let mine = ids.iter().find(|(n, _)| n == victim).unwrap();
+            assert_eq!(mine.1, taken, "{ids:?}");
+        }
     }
 }

@@ -330,10 +330,26 @@ pub fn run(
         }
     });
     progress.finish();
-    if let Some(e) = fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(CliError::Fatal(Fatal::new(format!("grading stopped: {e}"))));
-    }
+    let fatal = fatal.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut graded = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = fatal {
+        // The machine's fault (a trusted probe confirmed it): what was graded is kept, and the
+        // class reports say so, so that `--resume` takes it from there.
+        let graded_so_far: Vec<GradeResult> = graded.iter().map(|g| g.0.clone()).collect();
+        let kept = match report::write_cohort(&graded_so_far, &[], out) {
+            Ok(()) => format!(
+                "the {} submissions graded before it stopped are in {} (grades.csv, \
+                 summary.md); after the fix, run the same command with --resume to grade the \
+                 rest",
+                graded_so_far.len(),
+                out.display()
+            ),
+            Err(w) => format!("the class reports could not be written either: {w}"),
+        };
+        return Err(CliError::Fatal(Fatal::new(format!(
+            "grading stopped: {e}\n{kept}"
+        ))));
+    }
     graded.sort_by(|a, b| (&a.0.student, a.0.key()).cmp(&(&b.0.student, b.0.key())));
     let count = |o: Outcome| graded.iter().filter(|g| g.2 == o).count();
     let (reused, regraded) = (count(Outcome::Reused), count(Outcome::Regraded));
