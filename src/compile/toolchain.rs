@@ -414,7 +414,11 @@ pub fn share_with_workers() -> Vec<String> {
             // replaces the whole folder, stamp and all).
             let stamp = part.join(SHARED_STAMP);
             let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-            if matches!((mtime(&stamp), mtime(&part)), (Some(s), Some(d)) if s >= d) {
+            let open = std::fs::metadata(&part).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.permissions().mode() & 0o555 == 0o555
+            });
+            if open && matches!((mtime(&stamp), mtime(&part)), (Some(s), Some(d)) if s >= d) {
                 continue;
             }
             let shared = share_tree(&part);

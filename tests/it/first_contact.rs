@@ -55,22 +55,27 @@ fn a_cuda_header_the_machine_lacks_is_exit_3_not_the_students_compile_error() {
     );
     let out = text(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
-    assert!(out.contains("<cooperative_groups.h>"), "{out}");
+    assert!(out.contains("cooperative_groups.h"), "{out}");
     assert!(out.contains("not the submission's"), "{out}");
     assert!(out.contains("cugrade doctor --install"), "{out}");
     assert!(!json.exists(), "no score is written for the student: {out}");
-    // A header that is not CUDA's stays the student's compile error.
+    // Whose fault it is comes from compiling cugrade's own kernel with CUDA's headers, never
+    // from the name the submission asked for: with the headers missing, a typo meets the
+    // same broken machine.
     let typo = submission(
         &d.path().join("typo"),
         &WITH_CG.replace("cooperative_groups.h", "cooperative_group.h"),
     );
     let o = cugrade(&["check", "--backend", "emu"], &typo, &hide);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    // With the headers, the same submission is correct, and the typo is the student's
+    // compile error.
+    let o = cugrade(&["check", "--backend", "emu"], &sub, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = cugrade(&["check", "--backend", "emu"], &typo, &[]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("cooperative_group.h"), "{out}");
-    // With the headers, the same submission is correct.
-    let o = cugrade(&["check", "--backend", "emu"], &sub, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]
