@@ -63,7 +63,7 @@ pub struct CheckArgs {
     /// The submission: a .cu, .ptx or .py (Numba) file, or a folder of them.
     #[arg(default_value = ".", value_name = "SUBMISSION")]
     pub submission: PathBuf,
-    /// Write result.json here.
+    /// Write result.json here (`-`: to stdout, as `--format json`).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write JUnit XML here.
@@ -193,9 +193,10 @@ enum Command {
         #[arg(long)]
         list: bool,
         /// The language of the starter's kernels: CUDA C++ (LAB.cu), Numba @cuda.jit
-        /// functions in Python (LAB.py), or CUDA C++ in a CuPy RawModule (LAB.py).
-        #[arg(long, value_enum, default_value = "cuda")]
-        lang: crate::commands::init::starter::StarterLang,
+        /// functions in Python (LAB.py), or CUDA C++ in a CuPy RawModule (LAB.py) [default:
+        /// cuda; a Python function lab's is cupy].
+        #[arg(long, value_enum)]
+        lang: Option<crate::commands::init::starter::StarterLang>,
     },
     /// Print a shell completion script, e.g. `cugrade completions bash > ~/.local/share/bash-completion/completions/cugrade`.
     Completions {
@@ -296,14 +297,22 @@ fn run_command(cmd: Command) -> i32 {
             } else {
                 Verbosity::Normal
             };
+            // `--json -`: result.json on stdout, as `--format json` writes it (everything for
+            // people then goes to stderr), not a file named `-`.
+            let stdout_json = args.json.as_deref() == Some(std::path::Path::new("-"));
+            let (json, format) = if stdout_json {
+                (None, crate::report::output::Format::Json)
+            } else {
+                (args.json, common.format)
+            };
             let opts = crate::commands::check::CheckOptions {
                 rubric: args.rubric,
                 submission: args.submission,
-                json: args.json,
+                json,
                 junit: args.junit,
                 markdown: args.markdown,
                 gradescope: args.gradescope,
-                format: common.format,
+                format,
                 verbosity,
                 requested: common_options(&common),
                 profile: args.profile,
@@ -448,11 +457,19 @@ fn common_options(c: &Common) -> Requested {
         seed: c.seed,
         gpus: c.gpus.clone(),
         // The environment's default (CUGRADE_ESTIMATE_GPU) where the option is not given; an
-        // unknown name there is ignored (the estimate's own error names it).
+        // unknown name there is said once and left for the default.
         estimate_gpu: c.estimate_gpu.clone().or_else(|| {
-            std::env::var("CUGRADE_ESTIMATE_GPU")
-                .ok()
-                .and_then(|v| parse_estimate_gpu(&v).ok())
+            let v = std::env::var("CUGRADE_ESTIMATE_GPU").ok()?;
+            match parse_estimate_gpu(&v) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    eprintln!(
+                        "warning: CUGRADE_ESTIMATE_GPU={v} is not used: {e}; the default GPU is \
+                         estimated instead"
+                    );
+                    None
+                }
+            }
         }),
     }
 }

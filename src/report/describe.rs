@@ -185,11 +185,21 @@ pub fn untimed_reason(r: &GradeResult) -> String {
     } else {
         &r.run.device
     });
+    if device.contains(STAND_IN) {
+        // A function lab without a GPU: no PTX, no emulator; NumPy ran the student's CuPy.
+        return "this run had no GPU: NumPy stood in for CuPy, which says nothing about a GPU's \
+                speed, so the pipeline was not timed. Grade on a GPU (--backend cuda) for a \
+                speed result."
+            .into();
+    }
     format!(
         "this run used {device}, which cannot time kernels, so no performance check ran. \
          Grade on a GPU (--backend cuda) for a speed result."
     )
 }
+
+/// What `run.device` says of a function lab graded without a GPU.
+pub const STAND_IN: &str = "NumPy standing in for CuPy";
 
 /// The plain sentence every report prints when speed was not measured.
 pub fn untimed_note(r: &GradeResult) -> String {

@@ -8,7 +8,7 @@
 pub mod atomic;
 pub mod charts;
 pub mod cohort;
-mod describe;
+pub mod describe;
 pub mod devices;
 pub mod findings;
 pub mod gradebook;

@@ -208,6 +208,13 @@ pub fn run(
     // Ids come from the whole cohort before sharding: a student has the same id in every
     // shard and in an unsharded run.
     let mut entries = entries::list(cohort).map_err(CliError::Usage)?;
+    if entries.is_empty() {
+        return Err(CliError::Usage(format!(
+            "no submissions in `{}`: a cohort holds one entry per student (a folder, a .cu, \
+             .ptx or .py file, or a .zip/.tar.gz archive); is this the right folder?",
+            cohort.display()
+        )));
+    }
     if let Some((k, n)) = opts.shard {
         entries = entries
             .into_iter()
@@ -289,7 +296,7 @@ pub fn run(
                     pipeline::deferred::finish(&mut graded, o.device, o.gpu.clone());
                     for (h, g) in held.drain(..).zip(graded) {
                         let r = write_entry(h.entry, ctx, g.result, h.prints, h.outcome)?;
-                        progress.graded(&r.0);
+                        progress.graded(&r.0, r.2 == Outcome::Reused);
                         results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                     }
                     Ok(())

@@ -63,8 +63,9 @@ impl Progress {
     }
 
     /// One student is done.
-    pub fn graded(&self, r: &GradeResult) {
-        let status = r.status();
+    pub fn graded(&self, r: &GradeResult, reused: bool) {
+        // As grades.csv says it: a correct result whose speed was not measured is a pass.
+        let status = crate::report::describe::shown_overall(r);
         let (done, failing) = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             s.done += 1;
@@ -74,7 +75,12 @@ impl Progress {
             (s.done, s.failing)
         };
         let line = format!(
-            "graded {}: {}/{} ({})",
+            "{} {}: {}/{} ({})",
+            if reused {
+                "reused (--resume)"
+            } else {
+                "graded"
+            },
             crate::report::sanitize::one_line(r.key()),
             r.score,
             r.max_score,

@@ -17,7 +17,7 @@ pub fn run(
     lab: Option<&str>,
     dir: Option<PathBuf>,
     list: bool,
-    lang: starter::StarterLang,
+    lang: Option<starter::StarterLang>,
 ) -> Result<i32, CliError> {
     if list {
         println!("{:<12} {:<18} about", "lab", "--lang");
@@ -44,7 +44,7 @@ pub fn run(
         ))
     })?;
     let dir = dir.unwrap_or_else(|| PathBuf::from(lab.name));
-    let files = starter::init(lab, &dir, lang).map_err(CliError::Usage)?;
+    let (files, lang) = starter::init(lab, &dir, lang).map_err(CliError::Usage)?;
     println!(
         "wrote a {} starter for the {} lab in {}:",
         match lang {

@@ -70,24 +70,28 @@ pub fn languages(lab: &Lab) -> Vec<StarterLang> {
 /// Write a starter for `lab` in `lang` into `dir` (created if missing; a folder that already
 /// has files, such as a fresh clone of the student's repository, is fine as long as none of
 /// the starter's files is there). Returns the files written, relative to `dir`.
-pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, String> {
+pub fn init(
+    lab: &Lab,
+    dir: &Path,
+    asked: Option<StarterLang>,
+) -> Result<(Vec<String>, StarterLang), String> {
     let m = lab
         .materialize()
         .map_err(|e| format!("cannot unpack the lab: {e}"))?;
     let r = rubric::load(&m.rubric_path).map_err(|e| e.to_string())?;
     let function_lab = super::function::is_function_lab(&r);
-    if function_lab && lang == StarterLang::Numba {
+    if function_lab && matches!(asked, Some(StarterLang::Numba | StarterLang::Cuda)) {
         return Err(format!(
-            "the {} lab grades a Python function over CuPy arrays: its starter is CuPy \
-             (`cugrade init {} --lang cupy`)",
+            "the {} lab grades a Python function over CuPy arrays, not kernels: its starter is \
+             CuPy (`cugrade init {}`, or `--lang cupy`)",
             lab.name, lab.name
         ));
     }
-    // A function lab's starter is CuPy whatever the (default) language.
+    // A function lab's starter is CuPy; a kernel lab's is CUDA C++ unless asked otherwise.
     let lang = if function_lab {
         StarterLang::Cupy
     } else {
-        lang
+        asked.unwrap_or(StarterLang::Cuda)
     };
     let (source_name, source) = match lang {
         StarterLang::Cupy if function_lab => (
@@ -159,7 +163,7 @@ pub fn init(lab: &Lab, dir: &Path, lang: StarterLang) -> Result<Vec<String>, Str
         std::fs::write(&p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
         written.push(name.clone());
     }
-    Ok(written)
+    Ok((written, lang))
 }
 
 fn c_type(t: ScalarType) -> &'static str {
@@ -610,15 +614,23 @@ pub fn untouched(
         rubric_sha256: String::new(),
         compile: None,
         run: crate::result::RunInfo {
-            device: opts.device_name.clone(),
+            device: if super::function::is_function_lab(rubric)
+                && opts.backend != crate::backend::BackendKind::Cuda
+            {
+                format!("{} (no GPU)", crate::report::describe::STAND_IN)
+            } else {
+                opts.device_name.clone()
+            },
             arch: opts.arch.clone(),
             timed: false,
             cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
             ..Default::default()
         },
-        notes: vec![
-            "nothing implemented yet: fill in a kernel and run `cugrade check` again".into(),
-        ],
+        notes: vec![if super::function::is_function_lab(rubric) {
+            "nothing implemented yet: fill in the function and run `cugrade check` again".into()
+        } else {
+            "nothing implemented yet: fill in a kernel and run `cugrade check` again".into()
+        }],
         flags: vec![],
     }
 }
@@ -649,7 +661,7 @@ mod tests {
             }
             let d = tempfile::tempdir().unwrap();
             let dir = d.path().join("s");
-            let files = init(lab, &dir, StarterLang::Cuda).unwrap();
+            let (files, _) = init(lab, &dir, Some(StarterLang::Cuda)).unwrap();
             assert!(files.contains(&"cugrade.yaml".to_string()));
             let sub = crate::submission::load(&dir).unwrap();
             assert_eq!(sub.manifest.rubric.as_deref(), Some(lab.name));
@@ -670,13 +682,13 @@ mod tests {
                 }
             }
             assert!(
-                init(lab, &dir, StarterLang::Cuda)
+                init(lab, &dir, Some(StarterLang::Cuda))
                     .unwrap_err()
                     .contains("already exists")
             );
             // The Numba starter: its stubs are stubs too.
             let py = d.path().join("py");
-            let files = init(lab, &py, StarterLang::Numba).unwrap();
+            let (files, _) = init(lab, &py, Some(StarterLang::Numba)).unwrap();
             assert!(files.iter().any(|f| f.ends_with(".py")), "{files:?}");
             let sub = crate::submission::load(&py).unwrap();
             assert!(sub.sources.is_empty() && sub.python.len() == 1);
