@@ -38,6 +38,7 @@ mod resource_facts;
 mod sandbox_attacks;
 mod sandbox_fixtures;
 mod sanitizer;
+mod shared_reference;
 mod student;
 mod support;
 mod toolchain_access;
