@@ -16,6 +16,7 @@ mod cohort_fixture;
 mod cohort_hostile;
 mod cuda_headers;
 mod cupy_submissions;
+mod docs_rubrics;
 mod emu_corpus;
 mod estimate;
 mod first_contact;
