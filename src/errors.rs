@@ -61,6 +61,18 @@ impl ConfigError {
     }
 }
 
+impl ConfigError {
+    /// The same rendering as a warning: something to look at that does not stop the command
+    /// (`validate`'s remarks on a sound rubric).
+    pub fn as_warning(&self) -> String {
+        let text = self.to_string();
+        match text.strip_prefix("error: ") {
+            Some(rest) => format!("warning: {rest}"),
+            None => text,
+        }
+    }
+}
+
 /// `line` whole when short, else [`LINE_WINDOW`] characters around column `col` (1-based)
 /// with `…` where text was left out; and how many characters were left out before.
 fn window(line: &str, col: usize) -> (String, usize) {

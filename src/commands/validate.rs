@@ -30,6 +30,9 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
                     if n == 1 { "" } else { "s" },
                     r.max_score()
                 );
+                for w in crate::rubric::baseline::warnings(&r) {
+                    eprintln!("{}\n", w.as_warning());
+                }
                 loaded.push((p, r));
             }
             Err(errors) => {

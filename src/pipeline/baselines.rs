@@ -7,7 +7,7 @@ use crate::baseline::Threads;
 use crate::inputs::Invocation;
 use crate::measure::session::{BaselinePlan, RefCall};
 use crate::measure::{BaselineRecord, calibration};
-use crate::rubric::plan::CasePlan;
+use crate::rubric::plan::{CasePlan, PerfPlan};
 use crate::rubric::schema::{Against, Case};
 
 /// What a kernel's speed is compared with, ready for the timed section.
@@ -27,13 +27,13 @@ pub(super) struct BaselineChoice {
 pub(super) fn baseline(
     ctx: &Ctx,
     reference: &mut Reference,
-    against: &Against,
+    p: &PerfPlan,
     case: &CasePlan,
     inv: &Invocation,
 ) -> Result<BaselineChoice, String> {
-    match against {
-        Against::Cpu | Against::CpuParallel => cpu_baseline(ctx, reference, against, case, inv),
-        _ => gpu_baseline(against, case),
+    match &p.spec.against {
+        a @ (Against::Cpu | Against::CpuParallel) => cpu_baseline(ctx, reference, a, case, inv),
+        _ => gpu_baseline(p, case),
     }
 }
 
@@ -93,10 +93,17 @@ fn cpu_baseline(
 
 /// A baseline measured on the GPU in the timed section: the reference kernel, cuBLAS, or the
 /// device's copy bandwidth.
-fn gpu_baseline(against: &Against, case: &CasePlan) -> Result<BaselineChoice, String> {
-    match against {
+fn gpu_baseline(p: &PerfPlan, case: &CasePlan) -> Result<BaselineChoice, String> {
+    match &p.spec.against {
         Against::Reference(k) => {
-            let dims = case.reference_launch.clone()?;
+            // K's own contract's launch (the plan's), not the timed milestone's: a kernel
+            // written for one thread per element, launched with a grid-stride kernel's
+            // smaller grid, would compute part of the data.
+            let dims = match &p.baseline_launch {
+                Some(l) => l.clone(),
+                None => case.reference_launch.clone(),
+            }
+            .map_err(|e| format!("the launch of the reference `{k}`: {e}"))?;
             Ok(BaselineChoice {
                 plan: BaselinePlan::Reference(RefCall {
                     kernel: k.clone(),

@@ -3,7 +3,7 @@
 
 use super::context::{Ctx, Infrastructure, Kernel, Student, reference_launch};
 use super::performance::preload_timing_modules;
-use super::reference::Reference;
+use super::reference::{RefRun, Reference};
 use super::run::{AppendDetails, RunError, run_on, runtime_check, student_invocation};
 use super::sanitizer::{self, sanitizer_check};
 use crate::backend::Metrics;
@@ -246,7 +246,7 @@ fn run_trial(
         inputs::trial_seed(ctx.opts.seed, &case.name, trial),
     )
     .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
-    let (expected, magnitude) = expected_outputs(ctx, case, trial, &inv, reference)?;
+    let (expected, magnitude) = expected_outputs(ctx, case, &inv, reference)?;
     // A multiple of the reference's time, so that a hung kernel holds the GPU (which timed
     // sections wait for) for about a second, not the whole `launch_s`.
     let (deadline_s, why) = ctx.rubric.timeouts.correctness_deadline(expected.seconds);
@@ -363,25 +363,15 @@ type ExpectedOutputs = (super::reference::Expected, Option<Vec<Vec<f64>>>);
 pub(super) fn expected_outputs(
     ctx: &Ctx,
     case: &CasePlan,
-    trial: u32,
     inv: &Invocation,
     reference: &mut Reference,
 ) -> Result<ExpectedOutputs, Infrastructure> {
-    let k = &ctx.plan.reference_kernel;
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s);
     let ref_dims = reference_launch(case)?;
-    let expected = reference.expected(k, &case.name, trial, inv, ref_dims, limit, None)?;
+    let run = RefRun::new(&ctx.plan.reference_kernel, &case.name, inv, ref_dims);
+    let expected = reference.expected(&run, limit, None)?;
     let magnitude = if needs_magnitude(ctx) {
-        Some(reference.magnitude(
-            k,
-            &case.name,
-            trial,
-            inv,
-            &expected.allocations,
-            ref_dims,
-            limit,
-            None,
-        )?)
+        Some(reference.magnitude(&run, &expected.allocations, limit, None)?)
     } else {
         None
     };

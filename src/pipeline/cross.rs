@@ -71,7 +71,7 @@ fn disagreement(
         return Ok(None);
     }
     // Both cached since the correctness phase.
-    let (expected, magnitude) = expected_outputs(ctx, case, 0, &inv, reference)?;
+    let (expected, magnitude) = expected_outputs(ctx, case, &inv, reference)?;
     Ok((0..inv.buffers.len()).find_map(|i| {
         let mag = magnitude.as_ref().and_then(|m| m.get(i)).map(Vec::as_slice);
         buffer_disagreement(ctx, &inv, i, [&expected.allocations, gpu, emu], mag, case)

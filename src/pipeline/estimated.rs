@@ -7,7 +7,7 @@
 
 use super::baselines::{BaselineChoice, baseline};
 use super::context::{Ctx, Kernel, Student};
-use super::reference::Reference;
+use super::reference::{Reference, RunKey};
 use super::run::student_invocation;
 use crate::backend::LaunchDims;
 use crate::backend::emu::cost::CostConfig;
@@ -24,7 +24,8 @@ use crate::rubric::schema::Against;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// Reference-kernel profiles by kernel, case, launch and GPU (see `Reference::estimates`).
+/// Kernel profiles by module, kernel, what it ran on (`RunKey`) and GPU (see
+/// `Reference::estimates`).
 pub(super) type ProfileCache = HashMap<String, Result<KernelProfile, String>>;
 
 const NOT_MEASURED: &str =
@@ -111,9 +112,7 @@ fn estimate(
         .find(|k| k.name == ctx.plan.kernel)
         .map(|k| k.registers)
         .filter(|&r| r > 0);
-    let mut profile = student_profile(
-        ctx, kernel, reference, student, case, dims, &inv, &g, registers,
-    )?;
+    let mut profile = student_profile(ctx, kernel, reference, student, dims, &inv, &g, registers)?;
     profile.registers = registers;
     let t = model::time(&profile, &g);
     let (notes, widen) = notes(&profile, registers);
@@ -148,9 +147,9 @@ fn estimate(
         return Ok(e);
     }
     let t0 = Instant::now();
-    let choice = baseline(ctx, reference, &p.spec.against, case, &inv)?;
+    let choice = baseline(ctx, reference, p, case, &inv)?;
     trace("baseline choice", t0);
-    let base = baseline_estimate(ctx, reference, &choice, case, &inv, &g)?;
+    let base = baseline_estimate(ctx, reference, &choice, &inv, &g)?;
     let ratio = |ms: f64| base.as_ref().map(|b| choice.scale * b.ms / ms.max(1e-12));
     e.ratio = ratio(t.ms);
     e.ratio_low = ratio(high_ms);
@@ -161,15 +160,14 @@ fn estimate(
     Ok(e)
 }
 
-/// The student kernel's profile on the case, emulated (sampled) in the student's worker; a
-/// milestone's checks on one case share it.
+/// The student kernel's profile on the case's inputs `inv`, emulated (sampled) in the
+/// student's worker; a milestone's checks on one case share it.
 #[allow(clippy::too_many_arguments)]
 fn student_profile(
     ctx: &Ctx,
     kernel: &Kernel,
     reference: &mut Reference,
     student: &mut Student,
-    case: &CasePlan,
     dims: LaunchDims,
     inv: &Invocation,
     g: &Gpu,
@@ -183,14 +181,14 @@ fn student_profile(
         .as_mut()
         .ok_or("the worker stopped earlier")?;
     let zeroed = zeroed_outputs(&student_inv, contract);
+    // The module, and what it runs on: one kernel name in two milestones under two contracts
+    // runs on other inputs (issue 33).
     let key = {
         use sha2::Digest;
         let h = sha2::Sha256::digest(kernel.ptx.as_bytes());
         let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "student {hex}|{}|{}|{dims:?}|{}",
-            ctx.plan.kernel, case.name, g.id
-        )
+        let run = RunKey::of_sent(&ctx.plan.kernel, &student_inv, dims, &zeroed);
+        format!("student {hex}|{}|{}", run.hex(), g.id)
     };
     let cached = reference
         .estimates
@@ -260,7 +258,6 @@ fn baseline_estimate(
     ctx: &Ctx,
     reference: &mut Reference,
     choice: &BaselineChoice,
-    case: &CasePlan,
     inv: &Invocation,
     g: &Gpu,
 ) -> Result<Option<BaselineEstimate>, String> {
@@ -277,8 +274,7 @@ fn baseline_estimate(
             profile: None,
         }),
         BaselinePlan::Reference(call) => {
-            let prof =
-                reference_profile(ctx, reference, &call.kernel, &case.name, call.dims, inv, g)?;
+            let prof = reference_profile(ctx, reference, &call.kernel, call.dims, inv, g)?;
             Some(BaselineEstimate {
                 kind: format!("reference:{}", call.kernel),
                 ms: model::time(&prof, g).ms,
@@ -327,12 +323,19 @@ fn reference_profile(
     ctx: &Ctx,
     reference: &mut Reference,
     kernel: &str,
-    case: &str,
     dims: LaunchDims,
     inv: &Invocation,
     g: &Gpu,
 ) -> Result<KernelProfile, String> {
-    let key = format!("{kernel}|{case}|{dims:?}|{}", g.id);
+    let zeroed = zeroed_outputs(inv, &ctx.plan.contract);
+    // What the profile is of: the kernel on these inputs (the contract's generators, the
+    // case's variables, the seed) with this launch. By kernel and case alone, two milestones
+    // that time one reference kernel under two contracts shared a profile (issue 33).
+    let key = format!(
+        "reference {}|{}",
+        RunKey::of_sent(kernel, inv, dims, &zeroed).hex(),
+        g.id
+    );
     let cached = reference
         .estimates
         .lock()
@@ -349,7 +352,6 @@ fn reference_profile(
         .map(|k| k.registers)
         .filter(|&r| r > 0);
     let ptx = reference.ptx.clone();
-    let zeroed = zeroed_outputs(inv, &ctx.plan.contract);
     let r = match reference.worker() {
         Ok(w) => {
             // The reference's static shared memory, as its own module says.

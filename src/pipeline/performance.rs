@@ -92,7 +92,7 @@ fn timed(
     )
     .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
     let ref_dims = reference_launch(case)?;
-    let choice = match baseline(ctx, reference, &p.spec.against, case, &inv) {
+    let choice = match baseline(ctx, reference, p, case, &inv) {
         Ok(c) => c,
         Err(e) => return Ok(perf_error(format!("could not measure the baseline: {e}"))),
     };

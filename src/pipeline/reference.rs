@@ -15,8 +15,99 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Expected allocations by (kernel, case, trial), with the reference run's seconds.
-type ExpectedOutputs = HashMap<(String, String, u32), Expected>;
+/// Expected allocations by what was run ([`Variant`] of the trial's inputs, [`RunKey`]), with
+/// the reference run's seconds.
+type ExpectedOutputs = HashMap<(Variant, RunKey), Expected>;
+
+/// Which run of the reference a cached result is: on the trial's inputs, or on their absolute
+/// values or squares (`Reference::magnitude`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Variant {
+    Inputs,
+    Absolute,
+    Squared,
+}
+
+/// Everything that determines a reference run's outputs, hashed: the kernel's name, the launch
+/// and the invocation itself (every buffer's bytes or generator, every argument). Keyed by
+/// kernel, case and trial instead, two milestones that run one reference kernel under two
+/// contracts (other generators, `init`, lengths, launch) got each other's expected outputs
+/// (issue 33). The inputs are a function of the run's seed, the case and the contract, so
+/// every student of a cohort draws the same bytes and hits the same entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct RunKey([u8; 32]);
+
+impl RunKey {
+    pub(super) fn of(kernel: &str, inv: &Invocation, dims: LaunchDims) -> RunKey {
+        RunKey::of_sent(kernel, inv, dims, &[])
+    }
+
+    /// [`RunKey::of`] for a run whose buffers marked in `zeroed` start zeroed in the worker
+    /// instead of as sent (the estimate's outputs without `init`): their bytes (poison, a
+    /// function of their length and type, which are hashed) are left out of the hash.
+    pub(super) fn of_sent(
+        kernel: &str,
+        inv: &Invocation,
+        dims: LaunchDims,
+        zeroed: &[bool],
+    ) -> RunKey {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        // Every variable-length part is length-prefixed, so that no two runs hash alike by
+        // moving bytes from one part into the next.
+        let mut part = |bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        part(b"cugrade reference run 1");
+        part(kernel.as_bytes());
+        part(format!("{dims:?}").as_bytes());
+        for (i, b) in inv.buffers.iter().enumerate() {
+            let zero = zeroed.get(i).copied().unwrap_or(false);
+            // Debug of floats round-trips exactly: a generator's bounds are told apart.
+            let shape = format!(
+                "{}|{:?}|{:?}|{}|{:?}|{}|{:?}|{zero}",
+                b.name, b.elem, b.dir, b.len, b.shape, b.symbol, b.fill
+            );
+            part(shape.as_bytes());
+            part(if zero { &[] } else { &b.data });
+        }
+        part(format!("{:?}|{:?}", inv.args, inv.symbols).as_bytes());
+        RunKey(h.finalize().into())
+    }
+
+    /// The key as text, for caches keyed by strings (the estimate's profiles).
+    pub(super) fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// One run of a reference kernel: what it runs on and its cache key.
+pub(super) struct RefRun<'a> {
+    kernel: &'a str,
+    /// The case's name, for messages only (the key holds what the case determines).
+    case: &'a str,
+    inv: &'a Invocation,
+    dims: LaunchDims,
+    key: RunKey,
+}
+
+impl<'a> RefRun<'a> {
+    pub(super) fn new(
+        kernel: &'a str,
+        case: &'a str,
+        inv: &'a Invocation,
+        dims: LaunchDims,
+    ) -> RefRun<'a> {
+        RefRun {
+            kernel,
+            case,
+            inv,
+            dims,
+            key: RunKey::of(kernel, inv, dims),
+        }
+    }
+}
 
 /// What the reference kernel produced on one trial.
 #[derive(Debug, Clone)]
@@ -35,9 +126,9 @@ pub struct Reference {
     /// A function lab's reference file (NumPy), run in a Python worker of its own.
     pub(super) python: Option<SourceFile>,
     pub(super) worker: Option<Client>,
-    /// Expected allocations by (kernel, case, trial), shared by every [`Reference::share`]d
+    /// Expected allocations by what was run ([`RunKey`]), shared by every [`Reference::share`]d
     /// handle: a cohort computes each once, whatever its `--jobs`.
-    pub(super) outputs: Arc<Mutex<ExpectedOutputs>>,
+    outputs: Arc<Mutex<ExpectedOutputs>>,
     /// CPU baselines by `calibration::key`, found or measured once per run.
     pub(super) baselines: HashMap<String, Result<crate::measure::calibration::Found, String>>,
     /// The harness kernels' PTX, compiled on first use.
@@ -179,61 +270,39 @@ impl Reference {
 
     /// Expected allocations for one trial (computed once per run). `gpu_lock`: the GPU's
     /// lock key to take for the run, `None` when the caller holds it already.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn expected(
         &mut self,
-        kernel: &str,
-        case: &str,
-        trial: u32,
-        inv: &Invocation,
-        dims: LaunchDims,
+        run: &RefRun,
         limit: Duration,
         gpu_lock: Option<&str>,
     ) -> Result<Expected, Infrastructure> {
-        self.cached(
-            kernel.to_string(),
-            kernel,
-            case,
-            trial,
-            inv,
-            dims,
-            limit,
-            gpu_lock,
-        )
+        self.cached(Variant::Inputs, run, || None, limit, gpu_lock)
     }
 
     /// Each output element's partial-sum scale for one trial (`compare::sum_scale`), per
     /// buffer (empty for inputs), from the reference kernel run on the absolute values and on
     /// the squares of the trial's inputs (each once per run), and its `expected` outputs.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn magnitude(
         &mut self,
-        kernel: &str,
-        case: &str,
-        trial: u32,
-        inv: &Invocation,
+        run: &RefRun,
         expected: &[Vec<u8>],
-        dims: LaunchDims,
         limit: Duration,
         gpu_lock: Option<&str>,
     ) -> Result<Vec<Vec<f64>>, Infrastructure> {
+        let inv = run.inv;
+        // Keyed by the trial's own inputs and the variant: the transformed inputs are a
+        // function of them, built only when not cached.
         let abs = self.cached(
-            format!("{kernel} on |inputs|"),
-            kernel,
-            case,
-            trial,
-            &inv.absolute(),
-            dims,
+            Variant::Absolute,
+            run,
+            || Some(inv.absolute()),
             limit,
             gpu_lock,
         )?;
         let sq = self.cached(
-            format!("{kernel} on inputs^2"),
-            kernel,
-            case,
-            trial,
-            &inv.squared(),
-            dims,
+            Variant::Squared,
+            run,
+            || Some(inv.squared()),
             limit,
             gpu_lock,
         )?;
@@ -258,19 +327,17 @@ impl Reference {
             .collect())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The reference's run `variant` of `run` (on `transformed()`'s invocation, else on the
+    /// run's own), from the cache or run now.
     fn cached(
         &mut self,
-        label: String,
-        kernel: &str,
-        case: &str,
-        trial: u32,
-        inv: &Invocation,
-        dims: LaunchDims,
+        variant: Variant,
+        run: &RefRun,
+        transformed: impl FnOnce() -> Option<Invocation>,
         limit: Duration,
         gpu_lock: Option<&str>,
     ) -> Result<Expected, Infrastructure> {
-        let key = (label, case.to_string(), trial);
+        let key = (variant, run.key);
         let cached = self
             .outputs
             .lock()
@@ -280,8 +347,11 @@ impl Reference {
         if let Some(v) = cached {
             return Ok(v);
         }
+        let owned = transformed();
+        let inv = owned.as_ref().unwrap_or(run.inv);
+        let kernel = run.kernel;
         let w = self.worker()?;
-        match run_on(w, kernel, inv, dims, limit * 4, gpu_lock) {
+        match run_on(w, kernel, inv, run.dims, limit * 4, gpu_lock) {
             Ok(r) => {
                 let e = Expected {
                     allocations: r.allocations,
@@ -296,7 +366,8 @@ impl Reference {
             Err(e) => {
                 self.worker = None;
                 Err(Infrastructure(format!(
-                    "the reference kernel `{kernel}` failed on case {case}: {}",
+                    "the reference kernel `{kernel}` failed on case {}: {}",
+                    run.case,
                     describe_run_error(&e)
                 )))
             }
@@ -330,5 +401,60 @@ impl Reference {
         });
         self.harness = Some(h.clone());
         h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rubric::schema::Contract;
+
+    fn contract(generator: &str) -> Contract {
+        serde_yaml::from_str(&format!(
+            "params:\n  - {{ name: data, type: i32*, len: n, gen: {generator} }}\n  - {{ name: bins, type: u32*, dir: out, len: 256, init: 0 }}\n  - {{ name: n, type: i32, value: n }}\nlaunch: {{ block: [256], grid: [\"ceil_div(n, 256)\"] }}\n"
+        ))
+        .unwrap()
+    }
+
+    fn key(c: &Contract, n: f64, seed: u64, dims: LaunchDims) -> RunKey {
+        let vars = [("n".to_string(), n)].into_iter().collect();
+        let inv = inputs::generate(c, &vars, seed).unwrap();
+        RunKey::of("hist", &inv, dims)
+    }
+
+    /// The expected-output cache's key follows what the reference runs on: the same
+    /// milestone, case and trial (every student of a cohort) hit one entry; another
+    /// contract's generator, another size, another seed or another launch do not.
+    #[test]
+    fn a_reference_run_is_keyed_by_what_it_runs_on() {
+        let dims = LaunchDims {
+            grid: [4, 1, 1],
+            block: [256, 1, 1],
+            shared_bytes: 0,
+        };
+        let uniform = contract("{ int: [0, 256] }");
+        let constant = contract("{ constant: 7 }");
+        let base = key(&uniform, 1000.0, 1, dims);
+        assert_eq!(base, key(&uniform, 1000.0, 1, dims));
+        assert_ne!(base, key(&constant, 1000.0, 1, dims));
+        assert_ne!(base, key(&uniform, 1001.0, 1, dims));
+        assert_ne!(base, key(&uniform, 1000.0, 2, dims));
+        let wider = LaunchDims {
+            block: [128, 1, 1],
+            ..dims
+        };
+        assert_ne!(base, key(&uniform, 1000.0, 1, wider));
+        assert_eq!(base.hex().len(), 64);
+        // Buffers the worker zeroes are keyed by their shape, not their poison.
+        let vars = [("n".to_string(), 1000.0)].into_iter().collect();
+        let inv = inputs::generate(&uniform, &vars, 1).unwrap();
+        let zeroed = [false, true, false];
+        assert_ne!(RunKey::of_sent("hist", &inv, dims, &zeroed), base);
+        let mut other = inv.clone();
+        other.buffers[1].data.fill(0);
+        assert_eq!(
+            RunKey::of_sent("hist", &inv, dims, &zeroed),
+            RunKey::of_sent("hist", &other, dims, &zeroed)
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use super::baselines::host_args;
 use super::context::{Infrastructure, Options};
-use super::reference::Reference;
+use super::reference::{RefRun, Reference};
 use crate::compare::{self, Resolved};
 use crate::inputs;
 use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
@@ -79,9 +79,8 @@ fn case_against_cpu(
     let dims = case.reference_launch.clone().map_err(Infrastructure)?;
     let kernel = &m.reference_kernel;
     let gpu = reference.gpu.clone();
-    let expected = reference
-        .expected(kernel, &case.name, 0, &inv, dims, limit, gpu.as_deref())?
-        .allocations;
+    let run = RefRun::new(kernel, &case.name, &inv, dims);
+    let expected = reference.expected(&run, limit, gpu.as_deref())?.allocations;
     let mut args = host_args(&inv, &case.case);
     if let Err(e) = f(&mut args, crate::baseline::Threads::Single) {
         println!(
@@ -91,18 +90,7 @@ fn case_against_cpu(
         return Ok((0.0, false));
     }
     let magnitude = if sums_tolerance(m) {
-        let gpu = reference.gpu.clone();
-        let r = reference.magnitude(
-            kernel,
-            &case.name,
-            0,
-            &inv,
-            &expected,
-            dims,
-            limit,
-            gpu.as_deref(),
-        );
-        Some(r?)
+        Some(reference.magnitude(&run, &expected, limit, gpu.as_deref())?)
     } else {
         None
     };

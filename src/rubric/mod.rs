@@ -4,6 +4,7 @@
 //! kernel: the schema (serde), every expression, and every name that refers to another entry.
 //! Any mistake is a [`ConfigError`] with `file:line:col`.
 
+pub mod baseline;
 pub mod bounds;
 pub mod confine;
 pub mod convention;
@@ -316,6 +317,7 @@ fn check_all(r: &LoadedRubric) -> Vec<ConfigError> {
         ));
     }
     errors.extend(numbers::check(r).err());
+    errors.extend(baseline::check(r));
     // File order: what an editor shows top to bottom.
     errors.sort_by_key(|e| e.pos.map(|p| (p.line, p.col)));
     errors

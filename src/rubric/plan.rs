@@ -89,6 +89,9 @@ pub struct PerfPlan {
     pub bar: f64,
     /// Points the check can award.
     pub max_points: f64,
+    /// For `against: {reference: K}`: K's launch on the case, that of K's own contract
+    /// (`rubric::baseline::contract_of`), or why it cannot be evaluated; `None` otherwise.
+    pub baseline_launch: Option<Result<LaunchDims, String>>,
 }
 
 /// One metric check, resolved.
@@ -139,6 +142,7 @@ impl LoadedRubric {
                 case: self.performance_case(&p.case).map(case),
                 bar: perf_bar(p),
                 max_points: perf_max(p),
+                baseline_launch: self.baseline_launch(p, &contract),
             })
             .collect();
         let metrics = m
@@ -166,6 +170,24 @@ impl LoadedRubric {
             timeouts: self.rubric.timeouts.clone(),
             contract,
         }
+    }
+}
+
+impl LoadedRubric {
+    /// The launch a reference baseline runs with on its case: its own contract's, not the
+    /// timed milestone's (a kernel written for another launch would do part of the work), or
+    /// `ours` (the timed milestone's contract) where no milestone grades against the kernel.
+    fn baseline_launch(
+        &self,
+        p: &super::schema::PerfSpec,
+        ours: &Contract,
+    ) -> Option<Result<LaunchDims, String>> {
+        let super::schema::Against::Reference(k) = &p.against else {
+            return None;
+        };
+        let case = self.performance_case(&p.case)?;
+        let contract = super::baseline::contract_of(&self.rubric, k).map_or(ours, |(_, c)| c);
+        Some(eval_launch(&contract.launch, &case_vars(case)))
     }
 }
 
