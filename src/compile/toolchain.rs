@@ -419,7 +419,8 @@ pub fn share_with_workers() -> Vec<String> {
             }
             let shared = share_tree(&part);
             if shared.is_ok() {
-                let _ = std::fs::write(&stamp, "cugrade made this folder readable to its workers\n");
+                let _ =
+                    std::fs::write(&stamp, "cugrade made this folder readable to its workers\n");
             }
             match shared {
                 Ok(0) => {}
