@@ -33,6 +33,7 @@ mod memory_bounds;
 mod numba_submissions;
 mod precision_model;
 mod readme_path;
+mod report_caps;
 mod report_once;
 mod report_outputs;
 mod resource_facts;
