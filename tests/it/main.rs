@@ -37,6 +37,7 @@ mod report_caps;
 mod report_once;
 mod report_outputs;
 mod resource_facts;
+mod rubric_errors;
 mod sandbox_attacks;
 mod sandbox_fixtures;
 mod sandbox_memory;

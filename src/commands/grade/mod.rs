@@ -204,6 +204,7 @@ pub fn run(
     req: &Requested,
     opts: &CohortOptions,
 ) -> Result<i32, CliError> {
+    entries::refuse_out_inside(cohort, out).map_err(CliError::Usage)?;
     let rubric = rubric::load(rubric_path)?;
     // Ids come from the whole cohort before sharding: a student has the same id in every
     // shard and in an unsharded run.
