@@ -17,6 +17,9 @@ struct Found {
     folder: String,
     from: PathBuf,
     result: GradeResult,
+    /// The shard's result.json held student text over today's caps (a shard of an older
+    /// cugrade): the copy's reports are written again from the capped result.
+    recapped: bool,
 }
 
 /// Every student folder (one holding result.json) of one shard's output: in its `students/`,
@@ -42,15 +45,18 @@ fn students_in(shard: &Path) -> Result<Vec<Found>, CliError> {
         if !e.file_type().is_ok_and(|t| t.is_dir()) || !json.is_file() {
             continue;
         }
-        let result = crate::report::json::read(&json).map_err(|e| {
+        let mut result = crate::report::json::read(&json).map_err(|e| {
             CliError::Usage(format!(
                 "`{}` is not a cugrade result.json: {e}",
                 json.display()
             ))
         })?;
+        let before = result.clone();
+        crate::report::caps::cap_student_text(&mut result);
         out.push(Found {
             folder: e.file_name().to_string_lossy().into_owned(),
             from: path,
+            recapped: result != before,
             result,
         });
     }
@@ -166,13 +172,19 @@ pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
     let mut results = Vec::new();
     let mut prints = Vec::new();
     for (folder, f) in &by_folder {
-        copy_dir(&f.from, &students.join(folder)).map_err(|e| {
+        let to = students.join(folder);
+        copy_dir(&f.from, &to).map_err(|e| {
             Fatal::new(format!(
                 "cannot copy {} into {}: {e}",
                 f.from.display(),
                 out.display()
             ))
         })?;
+        if f.recapped {
+            crate::report::cohort::write_student_into(&f.result, &to).map_err(|e| {
+                Fatal::new(format!("cannot write the reports in {}: {e}", to.display()))
+            })?;
+        }
         prints.push((f.result.key().to_string(), read_fingerprints(&f.from)));
         results.push(f.result.clone());
     }

@@ -103,7 +103,19 @@ impl Resolved {
             vars.to_mut()
                 .insert("u".into(), Precision::Fp32.unit_roundoff());
         }
-        let ev = |e: &crate::rubric::schema::Expr| e.eval_f64(&vars);
+        // A tolerance that is not a finite number would pass every answer (or none): the
+        // rubric's mistake, said as such, never a verdict on the student.
+        let ev = |e: &crate::rubric::schema::Expr| -> Result<f64, String> {
+            let v = e.eval_f64(&vars)?;
+            if v.is_finite() {
+                Ok(v)
+            } else {
+                Err(format!(
+                    "the rubric's tolerance `{}` evaluates to {v}, not a finite number",
+                    e.source()
+                ))
+            }
+        };
         let given = t.abs.is_some() || t.rel.is_some() || t.ulp.is_some() || t.sum.is_some();
         Ok(Resolved {
             abs: t

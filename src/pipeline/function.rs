@@ -29,6 +29,12 @@ pub(super) struct Side {
     /// A call has returned: CuPy compiles its kernels on first use, so the first call gets
     /// the rubric's compile deadline on top of a call's.
     pub(super) warm: bool,
+    /// Whether an error the harness calls `unsupported` may be taken for "the NumPy stand-in
+    /// cannot run this" (a skipped case) rather than a failure. Decided here, never by the
+    /// student's process (whose harness shares its interpreter: it could raise or forge
+    /// anything): only a side the grader started with the stand-in, whose source builds a
+    /// CuPy kernel, the one thing the stand-in refuses.
+    pub(super) may_be_unsupported: bool,
 }
 
 /// Why a side could not start.
@@ -62,11 +68,13 @@ pub(super) fn start(
         cupy: student,
         env: env.env.clone(),
     };
+    let may_be_unsupported = start.stand_in && builds_cupy_kernel(&start.files);
     match client.python_start(&start, timeout) {
         Ok(Started::Ready { backend }) => Ok(Side {
             client,
             backend,
             warm: false,
+            may_be_unsupported,
         }),
         // A student's process only claims it (`sides` asks a probe); the course's is believed.
         Ok(Started::Machine(e)) if student => Err(NotStarted::Machine(format!(
@@ -91,6 +99,20 @@ pub(super) fn start(
             )))
         }
     }
+}
+
+/// Whether a Python file of the submission constructs a CuPy kernel (`RawKernel(`,
+/// `RawModule(`, `ElementwiseKernel(`, `ReductionKernel(`), which the NumPy stand-in defines
+/// but cannot run.
+pub(super) fn builds_cupy_kernel(files: &[SourceFile]) -> bool {
+    static KERNEL: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\b(RawKernel|RawModule|ElementwiseKernel|ReductionKernel)\s*\(")
+            .expect("a valid regex")
+    });
+    files
+        .iter()
+        .filter(|f| f.name.ends_with(".py"))
+        .any(|f| KERNEL.is_match(&f.text))
 }
 
 pub(super) fn on_gpu(opts: &Options) -> bool {

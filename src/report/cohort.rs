@@ -51,15 +51,20 @@ pub fn write_all(results: &[GradeResult], out_dir: &Path) -> io::Result<()> {
 /// Write one student's `result.json`, `report.md`, `junit.xml` and `results.json`
 /// (Gradescope) into `out_dir/students/<safe_dir_name(key)>/` and return that directory.
 pub fn write_student(r: &GradeResult, out_dir: &Path) -> io::Result<std::path::PathBuf> {
-    use super::atomic::write;
     let dir = out_dir.join("students").join(safe_dir_name(r.key()));
     std::fs::create_dir_all(&dir)?;
+    write_student_into(r, &dir)?;
+    Ok(dir)
+}
+
+/// Write one student's `report.md`, `junit.xml`, `results.json` and `result.json` into `dir`.
+pub fn write_student_into(r: &GradeResult, dir: &Path) -> io::Result<()> {
+    use super::atomic::write;
     write(&dir.join("report.md"), markdown::render(r))?;
     write(&dir.join("junit.xml"), junit::to_string(r))?;
     write(&dir.join("results.json"), gradescope::to_string(r))?;
     // Last, and atomically: `--resume` treats an existing result.json as "graded".
-    json::write(r, &dir.join("result.json"))?;
-    Ok(dir)
+    json::write(r, &dir.join("result.json"))
 }
 
 /// Per milestone column, the percentage of students who cleared it (see [`cleared`]).

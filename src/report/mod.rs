@@ -6,6 +6,7 @@
 //! docs/reports.md describes every file for users.
 
 pub mod atomic;
+pub mod caps;
 pub mod charts;
 pub mod cohort;
 pub mod describe;

@@ -13,6 +13,7 @@ pub mod locate;
 pub mod numbers;
 pub mod plan;
 pub mod schema;
+mod sizes;
 
 use crate::errors::{ConfigError, Pos};
 use expr::{Expression, Kind, Vars};
@@ -192,9 +193,33 @@ pub fn load_all(path: &Path) -> Result<LoadedRubric, Vec<ConfigError>> {
 /// The text of `path`, refused unread past `max` bytes.
 fn read_bounded(path: &Path, max: usize) -> Result<String, ConfigError> {
     use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let unreadable =
         |e: std::io::Error| ConfigError::whole_file(path, format!("cannot read rubric: {e}"));
-    let file = std::fs::File::open(path).map_err(unreadable)?;
+    // Non-blocking: opening a FIFO for reading waits for a writer, forever if none comes.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(unreadable)?;
+    let kind = file.metadata().map_err(unreadable)?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(ConfigError::whole_file(
+            path,
+            format!("the rubric is {what}; --rubric and `rubric:` name a regular YAML file"),
+        ));
+    }
     let mut text = String::new();
     file.take(max as u64 + 1)
         .read_to_string(&mut text)
@@ -318,6 +343,10 @@ fn check_all(r: &LoadedRubric) -> Vec<ConfigError> {
     }
     errors.extend(numbers::check(r).err());
     errors.extend(baseline::check(r));
+    if errors.is_empty() {
+        // Sizes are evaluated only once every expression parsed and every case is known.
+        errors.extend(sizes::check(r));
+    }
     // File order: what an editor shows top to bottom.
     errors.sort_by_key(|e| e.pos.map(|p| (p.line, p.col)));
     errors
@@ -457,6 +486,7 @@ fn parse_at(
     parsed
         .check_vars(known.iter().map(String::as_str))
         .map_err(|m| r.error_at(path, m))?;
+    numbers::finite_constant(r, path, e, parsed)?;
     Ok(parsed.clone())
 }
 

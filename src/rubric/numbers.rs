@@ -128,6 +128,27 @@ pub fn finite_literal(r: &LoadedRubric, at: &str, e: &Expr) -> Result<(), Config
     }
 }
 
+/// An expression that reads no variable must evaluate to a finite number: YAML reads `1e400`
+/// as text (too large for a float), which the expression then evaluates to infinity, and an
+/// infinite tolerance passes every wrong answer.
+pub fn finite_constant(
+    r: &LoadedRubric,
+    at: &str,
+    e: &Expr,
+    parsed: &super::expr::Expression,
+) -> Result<(), ConfigError> {
+    if !parsed.variables().is_empty() {
+        return Ok(());
+    }
+    match parsed.eval_f64(&Default::default()) {
+        Ok(v) if !v.is_finite() => Err(r.error_at(
+            at,
+            format!("`{}` evaluates to {v}; write a finite number", e.source()),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A number as messages show it: `1e308`, not 309 digits.
 fn num(v: f64) -> String {
     if v != 0.0 && v.is_finite() && !(1e-4..1e9).contains(&v.abs()) {

@@ -7,7 +7,11 @@
 //! of a cgroup that holds no process itself (the root cgroup excepted), so a grader that is
 //! alone in its cgroup (`systemd-run --scope -p Delegate=yes cugrade ...`, a container whose
 //! main process it is) first moves itself into a leaf `cugrade-grader-PID`; a grader that
-//! shares its cgroup with other processes (a login shell's scope) cannot, and says so. Where
+//! shares its cgroup with other processes (a login shell's scope) cannot, and says so, except
+//! as root at the top of a cgroup namespace (a container's own cgroup, shared with its shell
+//! or CI steps): there it moves every process of that cgroup into a leaf `cugrade-moved`, as
+//! container entrypoints do before they enable controllers (docker's `dind`), since nothing
+//! outside the container sees the difference and the container's own limits still hold. Where
 //! the memory and pids controllers are not there at all (cgroup v1 holds them, as in a hybrid
 //! setup), worker cgroups still give `cgroup.kill`. Every step is best effort: a failure is a
 //! degraded layer in the reports, never a worker that does not start. The rlimits, the PID
@@ -50,6 +54,11 @@ pub struct Observed {
     /// (which may enable controllers while it holds processes).
     pub procs: Vec<u32>,
     pub is_root: bool,
+    /// Whether the base is the top of what this process's cgroup namespace shows (a
+    /// container's own cgroup), and whether we are root: then the other processes there may
+    /// be moved into a leaf (see [`Decision::MoveAll`]).
+    pub ns_top: bool,
+    pub root_user: bool,
 }
 
 /// What to do with what was found.
@@ -59,6 +68,9 @@ pub enum Decision {
     Use { enable: Vec<String> },
     /// Move this process into a leaf of its own first (it is alone in the base), then enable.
     MoveSelf { enable: Vec<String> },
+    /// As root at the top of a cgroup namespace that other processes share: move them into
+    /// the leaf [`MOVED`], this process into its own, then enable.
+    MoveAll { enable: Vec<String> },
     /// Use the base as it is, without controllers (which cannot be enabled there: why).
     Shared(String),
     /// Worker cgroups cannot be made: why.
@@ -66,6 +78,9 @@ pub enum Decision {
 }
 
 const WANTED: [&str; 2] = ["memory", "pids"];
+
+/// The leaf the other processes of a container's cgroup are moved into ([`Decision::MoveAll`]).
+pub const MOVED: &str = "cugrade-moved";
 
 /// How the layer's line starts when each worker has a cgroup of its own (with or without
 /// controllers): what tests and `doctor` look for.
@@ -95,6 +110,8 @@ pub fn decide(o: &Observed, me: u32) -> Decision {
         Decision::Use { enable }
     } else if o.procs == [me] {
         Decision::MoveSelf { enable }
+    } else if o.root_user && o.ns_top {
+        Decision::MoveAll { enable }
     } else {
         // Controllers cannot be enabled below a cgroup that holds processes; we may move only
         // ourselves. Worker cgroups still give cgroup.kill (and what is already enabled).
@@ -165,8 +182,33 @@ fn observe() -> Observed {
         .collect();
     // Every cgroup but the hierarchy's root has a `cgroup.type`.
     o.is_root = !base.join("cgroup.type").exists();
+    o.ns_top = base == mount && root == "/";
+    o.root_user = super::identity::is_root();
     o.base = Some(base);
     o
+}
+
+/// Move every process of `base` (but this one) into its leaf [`MOVED`]: a few rounds, since
+/// a process may fork while they are moved. Processes that are gone meanwhile do not count.
+fn move_others(base: &Path, me: u32) -> io::Result<()> {
+    let leaf = base.join(MOVED);
+    mkdir(&leaf)?;
+    for _ in 0..10 {
+        let others: Vec<String> = words(&base.join("cgroup.procs"))
+            .into_iter()
+            .filter(|p| p.parse::<u32>().ok() != Some(me))
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        for pid in others {
+            match std::fs::write(leaf.join("cgroup.procs"), &pid) {
+                Err(e) if e.raw_os_error() != Some(libc::ESRCH) => return Err(e),
+                _ => {}
+            }
+        }
+    }
+    Err(io::Error::other("processes kept appearing in it"))
 }
 
 fn enable(base: &Path, which: &[String]) -> io::Result<()> {
@@ -190,17 +232,32 @@ pub fn plan() -> &'static Result<Plan, String> {
             (_, None) => return Err("no cgroup".into()),
         };
         sweep(&base);
+        // Where the others cannot all be moved, worker cgroups still give cgroup.kill.
+        let decision = match decision {
+            Decision::MoveAll { enable } => match move_others(&base, me) {
+                Ok(()) => Decision::MoveAll { enable },
+                Err(e) => Decision::Shared(format!(
+                    "cugrade's cgroup holds other processes too, which cugrade could not move                      into a leaf ({e}), so no controller can be enabled below it"
+                )),
+            },
+            d => d,
+        };
         let mut missing = vec![];
         let none = vec![];
         let want = match &decision {
-            Decision::Use { enable } | Decision::MoveSelf { enable } => enable,
+            Decision::Use { enable }
+            | Decision::MoveSelf { enable }
+            | Decision::MoveAll { enable } => enable,
             Decision::Shared(why) => {
                 missing.push(why.clone());
                 &none
             }
             Decision::Unavailable(_) => unreachable!("returned above"),
         };
-        if matches!(decision, Decision::MoveSelf { .. }) {
+        if matches!(
+            decision,
+            Decision::MoveSelf { .. } | Decision::MoveAll { .. }
+        ) {
             let leaf = base.join(format!("cugrade-grader-{me}"));
             let moved = mkdir(&leaf)
                 .and_then(|()| std::fs::write(leaf.join("cgroup.procs"), me.to_string()));
@@ -442,104 +499,5 @@ pub fn kill_dir(dir: &Path) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seen(procs: &[u32], root: bool, controllers: &[&str], subtree: &[&str]) -> Observed {
-        Observed {
-            mount: Some("/sys/fs/cgroup".into()),
-            base: Some("/sys/fs/cgroup/grading.scope".into()),
-            writable: true,
-            controllers: controllers.iter().map(|s| s.to_string()).collect(),
-            subtree: subtree.iter().map(|s| s.to_string()).collect(),
-            procs: procs.to_vec(),
-            is_root: root,
-        }
-    }
-
-    fn both() -> Vec<String> {
-        vec!["memory".into(), "pids".into()]
-    }
-
-    #[test]
-    fn a_grader_alone_in_its_cgroup_moves_into_a_leaf_first() {
-        let o = seen(&[42], false, &["cpu", "memory", "pids"], &[]);
-        assert_eq!(decide(&o, 42), Decision::MoveSelf { enable: both() });
-    }
-
-    #[test]
-    fn the_root_cgroup_and_an_enabled_subtree_are_used_as_they_are() {
-        let o = seen(&[1, 42, 77], true, &["memory", "pids"], &[]);
-        assert_eq!(decide(&o, 42), Decision::Use { enable: both() });
-        let o = seen(&[1, 42], false, &["memory", "pids"], &["memory", "pids"]);
-        assert_eq!(decide(&o, 42), Decision::Use { enable: vec![] });
-        let o = seen(&[1, 42], false, &["memory", "pids"], &["pids"]);
-        assert!(matches!(decide(&o, 42), Decision::Shared(_)));
-    }
-
-    #[test]
-    fn without_controllers_worker_cgroups_still_give_cgroup_kill() {
-        // A hybrid host: memory and pids are cgroup v1's.
-        let o = seen(&[1, 42], true, &["hugetlb"], &[]);
-        assert_eq!(decide(&o, 42), Decision::Use { enable: vec![] });
-        let o = seen(&[1, 42], false, &[], &[]);
-        assert_eq!(decide(&o, 42), Decision::Use { enable: vec![] });
-    }
-
-    #[test]
-    fn a_shared_or_closed_cgroup_is_reported_with_the_way_out() {
-        let o = seen(&[7, 42], false, &["memory", "pids"], &[]);
-        let Decision::Shared(why) = decide(&o, 42) else {
-            panic!("shared cgroup used");
-        };
-        assert!(why.contains("other processes"), "{why}");
-        assert!(
-            !why.contains("grading.scope"),
-            "a path in a report line: {why}"
-        );
-        assert!(why.contains("Delegate=yes"), "{why}");
-        let closed = Observed {
-            writable: false,
-            ..seen(&[42], false, &["memory", "pids"], &[])
-        };
-        let Decision::Unavailable(why) = decide(&closed, 42) else {
-            panic!("closed cgroup used");
-        };
-        assert!(why.contains("did not delegate"), "{why}");
-        assert!(matches!(
-            decide(&Observed::default(), 42),
-            Decision::Unavailable(_)
-        ));
-    }
-
-    #[test]
-    fn the_mount_and_our_cgroup_are_found() {
-        let info = "30 25 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n\
-                    31 25 0:27 / /proc rw - proc proc rw\n";
-        let (mount, root) = cgroup2_mount(info).unwrap();
-        assert_eq!(
-            (mount.as_path(), root.as_str()),
-            (Path::new("/sys/fs/cgroup"), "/")
-        );
-        let hybrid = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-        assert_eq!(
-            cgroup2_mount(hybrid).unwrap().0,
-            Path::new("/sys/fs/cgroup/unified")
-        );
-        assert!(cgroup2_mount("31 25 0:27 / /proc rw - proc proc rw\n").is_none());
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("a/b")).unwrap();
-        assert_eq!(
-            own_dir("4:memory:/x\n0::/a/b\n", d.path(), "/").unwrap(),
-            d.path().join("a/b")
-        );
-        assert_eq!(own_dir("0::/\n", d.path(), "/").unwrap(), d.path());
-        assert!(own_dir("4:memory:/x\n", d.path(), "/").is_none());
-    }
-
-    #[test]
-    fn memory_max_leaves_room_above_the_data_limit_and_the_scratch() {
-        let p = Policy::worker("/tmp/w", false);
-        assert_eq!(memory_max(&p), (8u64 << 30) + (1 << 30) + (2 << 30));
-    }
-}
+#[path = "cgroup_tests.rs"]
+mod tests;

@@ -139,7 +139,11 @@ pub(super) fn grants(policy: &Policy) -> Vec<Grant> {
         path: "/dev/null".into(),
         access: AccessFs::ReadFile | AccessFs::WriteFile,
     });
-    for p in ["/dev/urandom", "/dev/random", "/dev/zero"] {
+    // /dev/zero only for a GPU worker (the closed driver's needs are not known): mapped shared,
+    // it is shared memory (shmem) that no rlimit counts, and NVRTC, Numba, CPython and NumPy
+    // never open it (it is not in the view either, see `mounts`).
+    let zero = policy.gpu.then_some("/dev/zero");
+    for p in ["/dev/urandom", "/dev/random"].into_iter().chain(zero) {
         g.push(Grant {
             path: p.into(),
             access: AccessFs::ReadFile.into(),

@@ -31,6 +31,12 @@ pub use probe::probe;
 pub use spawn::prepare_command;
 pub use syscalls::denied_names;
 
+/// `RLIMIT_AS` a worker with `policy` gets: its data limit and room for libraries and
+/// reservations, or 0 (none) for a GPU worker (see `limits`).
+pub fn address_space_limit(policy: &Policy) -> u64 {
+    limits::address_space(policy)
+}
+
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! The worker's own view of the file system: a mount namespace whose root is an empty,
 //! read-only tmpfs holding only what the worker needs, bind-mounted read-only at the same paths
 //! as on the host (the system library dirs, the toolchain, the executable, `/etc/ld.so.cache`),
-//! a `/dev` with `null`, `zero`, `full`, `random`, `urandom` (and the NVIDIA device files for a
+//! a `/dev` with `null`, `full`, `random`, `urandom` (and `zero` and the NVIDIA device files for a
 //! GPU worker), a fresh `/proc` of the worker's PID namespace, `/sys` read-only, and a private,
 //! size-limited tmpfs at the worker's temp dir, its only writable place. Then `pivot_root`
 //! into it and detach the host's tree.
@@ -278,11 +278,14 @@ fn mkdir_all(p: &Path) -> Result<(), String> {
 fn devices(root: &Path, gpu: bool) -> Result<(), String> {
     let dev = root.join("dev");
     mkdir(&dev)?;
-    let mut names: Vec<String> = ["null", "zero", "full", "random", "urandom"]
+    // `zero` only for a GPU worker: mapped shared, it is memory no rlimit counts (`filesystem`
+    // grants it to GPU workers alone too); NVRTC, Numba, CPython and NumPy never open it.
+    let mut names: Vec<String> = ["null", "full", "random", "urandom"]
         .iter()
         .map(|s| s.to_string())
         .collect();
     if gpu {
+        names.push("zero".into());
         let mut nv: Vec<String> = std::fs::read_dir("/dev")
             .map(|d| {
                 d.flatten()

@@ -105,6 +105,20 @@ fn metadata() -> Vec<(i64, &'static str)> {
     v
 }
 
+/// System V shared memory and message queues: memory that no rlimit counts. A segment the
+/// worker creates, touches and detaches stays in the kernel (charged to no process: three
+/// segments of 1 GiB grew the host's Shmem by 3 GiB while the worker's RSS was 34 MB) until
+/// the worker's IPC namespace dies with it; a queue holds kernel memory the same way. Nothing a
+/// worker without a GPU runs needs them (NVRTC, Numba, CPython, NumPy); `shmat` and `msgsnd`
+/// alone would be of no use without a segment or queue to name.
+fn sysv_ipc() -> Vec<(i64, &'static str)> {
+    vec![
+        (libc::SYS_shmget, "shmget"),
+        (libc::SYS_shmat, "shmat"),
+        (libc::SYS_msgget, "msgget"),
+    ]
+}
+
 /// Newer calls, numbered alike on every architecture (the libc crate may not name them).
 const SYS_FCHMODAT2: i64 = 452;
 const SYS_SETXATTRAT: i64 = 463;
@@ -143,17 +157,61 @@ fn target_arch() -> Result<TargetArch, String> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())
 }
 
+/// `mmap`'s flags that make memory `RLIMIT_DATA` does not count (it counts private writable
+/// mappings only): `MAP_SHARED` with `MAP_ANONYMOUS` (shmem: a 9 GiB mapping touched in full was
+/// 9 GiB of RssShmem under an 8 GiB data limit), and `MAP_GROWSDOWN` (a "stack", which no limit
+/// counts when it is made, however large). Each entry: (mask, value) on the flags argument.
+const MAP_TYPE: u64 = 0x0f;
+const MAP_SHARED_VALIDATE: u64 = 0x03;
+fn uncounted_mmap_flags() -> [(u64, u64); 3] {
+    let anon = libc::MAP_ANONYMOUS as u64;
+    let growsdown = libc::MAP_GROWSDOWN as u64;
+    [
+        (anon | MAP_TYPE, anon | libc::MAP_SHARED as u64),
+        (anon | MAP_TYPE, anon | MAP_SHARED_VALIDATE),
+        (growsdown, growsdown),
+    ]
+}
+
+/// Whether the memory rules (memfd, SysV IPC, uncounted mmaps) apply: to every worker without
+/// a GPU. Not to a GPU worker: the CUDA driver calls `memfd_create` when it starts (drivers
+/// 570 and later fail `cuInit` with error 304 without it: NVIDIA/OpenShell#1696), and with
+/// memfd allowed, refusing the other ways to shared memory would only risk breaking the
+/// driver for nothing. Not to the process `check --profile` runs under Nsight Compute either,
+/// whose injection library is not ours to restrict (both are GPU processes). What bounds a GPU
+/// worker's memory is its cgroup (docs/security.md, "Memory").
+fn memory_rules(policy: &Policy) -> bool {
+    !policy.gpu && !policy.keep_ipc
+}
+
 fn deny_filter(arch: TargetArch, policy: &Policy) -> Result<BpfProgram, BackendError> {
+    let memory = memory_rules(policy);
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = denied()
         .into_iter()
         .chain(if policy.keep_ipc { vec![] } else { metadata() })
-        .chain(if policy.gpu || policy.keep_ipc {
-            vec![]
-        } else {
+        .chain(if memory { sysv_ipc() } else { vec![] })
+        .chain(if memory {
             vec![(libc::SYS_memfd_create, "memfd_create")]
+        } else {
+            vec![]
         })
         .map(|(nr, _)| (nr, Vec::new()))
         .collect();
+    if memory {
+        // mmap's flags are its fourth argument on x86_64 and aarch64.
+        let mmap_rules = uncounted_mmap_flags()
+            .iter()
+            .map(|&(mask, value)| {
+                SeccompRule::new(vec![SeccompCondition::new(
+                    3,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(mask),
+                    value,
+                )?])
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        rules.insert(libc::SYS_mmap, mmap_rules);
+    }
     // clone with a namespace flag would undo the namespace layer. The flags are clone's
     // first argument on x86_64 and aarch64.
     let clone_rules = NAMESPACE_FLAGS
@@ -336,10 +394,10 @@ pub(super) fn install(policy: &Policy) -> Layer {
             "{} calls denied, {} fatal, no namespace clones, {sockets}{meta}{}",
             denied().len(),
             fatal().len(),
-            if policy.gpu || policy.keep_ipc {
-                ""
+            if memory_rules(policy) {
+                ", no memfd, System V shared memory or shared anonymous mappings"
             } else {
-                ", no memfd"
+                ""
             }
         ),
     )
@@ -350,6 +408,7 @@ pub fn denied_names() -> Vec<&'static str> {
     denied()
         .into_iter()
         .chain(metadata())
+        .chain(sysv_ipc())
         .map(|(_, n)| n)
         .collect()
 }

@@ -178,6 +178,47 @@ fn cupy_kernels_inside_a_pipeline_wait_for_a_gpu() {
     assert_eq!(milestone(&r, "preprocess")["score"], 0.0, "{r}");
 }
 
+/// "Not run without a GPU" is the grader's word, never the student's: an exception named like
+/// the stand-in's, or the stand-in's own class raised by hand, fails like any other where the
+/// submission builds no CuPy kernel (issue 31).
+#[test]
+fn a_forged_stand_in_unsupported_is_a_failure() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = lab_rubric(d.path(), "preprocess", "");
+    for raise in [
+        "class StandInUnsupported(RuntimeError):\n    pass\n\ndef preprocess(table):\n    \
+         raise StandInUnsupported('needs a GPU, honestly')\n",
+        "def preprocess(table):\n    raise cp.StandInUnsupported('needs a GPU, honestly')\n",
+    ] {
+        let r = grade(
+            &rubric,
+            &[("preprocess.py", &format!("import cupy as cp\n\n{raise}"))],
+        );
+        let c = checks(&r);
+        assert!(
+            c.iter().all(|c| c["status"] != "skipped"
+                || c["kind"] != "correctness"
+                || c["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("not run: an earlier")),
+            "a forged signal skipped a case: {r}"
+        );
+        assert_eq!(c[0]["status"], "fail", "{}", c[0]);
+        assert!(
+            c[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("needs a GPU, honestly"),
+            "{}",
+            c[0]
+        );
+    }
+}
+
 #[test]
 fn a_function_in_a_file_that_is_not_a_module_name_is_explained() {
     if !ready() {

@@ -34,19 +34,19 @@ use std::time::{Duration, Instant};
 
 /// The attacks are heavy (a fork bomb, a 1 GiB tmpfs): one at a time. (Other modules' tests
 /// run beside them in this process; the bomb is bounded by its worker's RLIMIT_NPROC.)
-static SERIAL: Mutex<()> = Mutex::new(());
+pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
 
-const NOBODY: u32 = 65534;
+pub(crate) const NOBODY: u32 = 65534;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Leg {
+pub(crate) enum Leg {
     /// As the tests run (root in CI).
     AsIs,
     /// As `nobody`, when the tests run as root.
     Nobody,
 }
 
-fn legs() -> Vec<Leg> {
+pub(crate) fn legs() -> Vec<Leg> {
     if is_root() {
         vec![Leg::AsIs, Leg::Nobody]
     } else {
@@ -56,23 +56,23 @@ fn legs() -> Vec<Leg> {
 
 /// A world-readable scratch tree for one run: the binary, the rubric, the submissions, a
 /// private TMPDIR and HOME (owned by the user who grades), and paths outside the sandbox.
-struct Scene {
+pub(crate) struct Scene {
     _dir: tempfile::TempDir,
-    dir: PathBuf,
-    leg: Leg,
+    pub(crate) dir: PathBuf,
+    pub(crate) leg: Leg,
     bin: PathBuf,
-    rubric: PathBuf,
-    tmp: PathBuf,
-    home: PathBuf,
+    pub(crate) rubric: PathBuf,
+    pub(crate) tmp: PathBuf,
+    pub(crate) home: PathBuf,
     outside: PathBuf,
 }
 
-fn scene(leg: Leg, rubric_extra: &str) -> Scene {
+pub(crate) fn scene(leg: Leg, rubric_extra: &str) -> Scene {
     scene_of(leg, "vector-add", "cu", rubric_extra)
 }
 
 /// A scene grading against lab `lab`, whose reference is `lab.EXT`.
-fn scene_of(leg: Leg, lab: &str, ext: &str, rubric_extra: &str) -> Scene {
+pub(crate) fn scene_of(leg: Leg, lab: &str, ext: &str, rubric_extra: &str) -> Scene {
     let d = tempfile::Builder::new()
         .prefix("cugrade-hostile-")
         .tempdir()
@@ -119,7 +119,7 @@ fn scene_of(leg: Leg, lab: &str, ext: &str, rubric_extra: &str) -> Scene {
 
 impl Scene {
     /// A submission folder with one file.
-    fn submission(&self, name: &str, file: &str, text: &str) -> PathBuf {
+    pub(crate) fn submission(&self, name: &str, file: &str, text: &str) -> PathBuf {
         let sub = self.dir.join("subs").join(name);
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(sub.join(file), text).unwrap();
@@ -130,7 +130,7 @@ impl Scene {
     }
 
     /// `cugrade ARGS` as this leg's user, with the run's own TMPDIR and HOME.
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let cache = cugrade::compile::toolchain::cache_root();
         let tool = cugrade::compile::toolchain::numba().unwrap();
         let ld = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
@@ -193,7 +193,7 @@ impl Scene {
 
     /// After a run: nothing of it alive (a moment's grace for the kernel to reap a PID
     /// namespace), and nothing left in its TMPDIR.
-    fn assert_clean(&self, what: &str) {
+    pub(crate) fn assert_clean(&self, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut left = self.survivors();
         while !left.is_empty() && Instant::now() < deadline {
@@ -219,7 +219,7 @@ impl Scene {
     }
 
     /// `cugrade check --backend emu` of one submission: its result.json.
-    fn check(&self, sub: &Path) -> Value {
+    pub(crate) fn check(&self, sub: &Path) -> Value {
         let json = self.home.join(format!(
             "{}.json",
             sub.file_name().unwrap().to_string_lossy()
@@ -309,12 +309,12 @@ fn expose_script(needed: &[PathBuf], stage: &Path) -> String {
     s
 }
 
-fn milestone(r: &Value) -> &Value {
+pub(crate) fn milestone(r: &Value) -> &Value {
     &r["milestones"][0]
 }
 
 /// The outcome an attack raised at import, from its compile check's message.
-fn reported(r: &Value) -> String {
+pub(crate) fn reported(r: &Value) -> String {
     let checks = milestone(r)["checks"].as_array().unwrap();
     let c = checks
         .iter()
@@ -332,10 +332,10 @@ fn reported(r: &Value) -> String {
         .to_string()
 }
 
-const KERNEL: &str = "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n";
+pub(crate) const KERNEL: &str = "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, c, n):\n    i = cuda.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n";
 
 /// A submission whose import runs `attack`, which sets `out` (a dict) and then raises it.
-fn attack(body: &str) -> String {
+pub(crate) fn attack(body: &str) -> String {
     let mut s = String::from("import os, sys, json\nout = {}\n");
     s += body;
     s += "\nraise RuntimeError('RESULT ' + json.dumps(out, sort_keys=True))\n";

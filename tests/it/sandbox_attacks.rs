@@ -35,16 +35,16 @@ const PROCESSES: u64 = 48;
 // ---------------------------------------------------------------------------------------
 
 /// A scratch tree: the worker's temp dir, a sibling "student" with a secret, a dir outside.
-struct Scene {
+pub(crate) struct Scene {
     _root: tempfile::TempDir,
     root: PathBuf,
-    policy: Policy,
+    pub(crate) policy: Policy,
     bob: PathBuf,
 }
 
 const BOB_SECRET: &str = "BOB_SECRET_7f3a";
 
-fn scene() -> Scene {
+pub(crate) fn scene() -> Scene {
     let root_dir = tempfile::Builder::new()
         .prefix("cugrade-sbx-")
         .tempdir()
@@ -92,7 +92,7 @@ fn offered() -> &'static Report {
 }
 
 /// Whether to assert on `layer`: yes when the machine offers it; otherwise say why not.
-fn expect_layer(layer: &str) -> bool {
+pub(crate) fn expect_layer(layer: &str) -> bool {
     let r = offered();
     match r.layer(layer).map(|l| &l.state) {
         Some(LayerState::Active) => true,
@@ -104,20 +104,20 @@ fn expect_layer(layer: &str) -> bool {
     }
 }
 
-struct ChildOutput {
+pub(crate) struct ChildOutput {
     kv: BTreeMap<String, String>,
-    raw: String,
+    pub(crate) raw: String,
 }
 
 impl ChildOutput {
-    fn get(&self, key: &str) -> &str {
+    pub(crate) fn get(&self, key: &str) -> &str {
         self.kv
             .get(key)
             .unwrap_or_else(|| panic!("child printed no `{key}=`; output:\n{}", self.raw))
     }
 
     /// Assert the attempt was refused: `denied` or `failed`, never `ok`.
-    fn assert_denied(&self, key: &str) {
+    pub(crate) fn assert_denied(&self, key: &str) {
         let v = self.get(key);
         assert!(
             v.starts_with("denied") || v.starts_with("failed"),
@@ -126,7 +126,7 @@ impl ChildOutput {
         );
     }
 
-    fn assert_ok(&self, key: &str) {
+    pub(crate) fn assert_ok(&self, key: &str) {
         let v = self.get(key);
         assert!(
             v.starts_with("ok"),
@@ -136,7 +136,7 @@ impl ChildOutput {
     }
 
     /// Every layer the machine offers must be active in the child too.
-    fn assert_layers_as_offered(&self) {
+    pub(crate) fn assert_layers_as_offered(&self) {
         for l in &offered().layers {
             if l.state == LayerState::Active {
                 let got = self.get(&format!("layer.{}", l.name));
@@ -151,7 +151,7 @@ impl ChildOutput {
 }
 
 /// Spawn this binary as a sandboxed child running `attack`.
-fn run_child(
+pub(crate) fn run_child(
     attack: &str,
     policy: &Policy,
     arg: &str,
@@ -694,6 +694,7 @@ fn child_body(attack: &str, policy: &Policy, arg: &str) -> String {
         "view" => view(policy, arg),
         "daemon" => daemon(),
         "cuda" => cuda(),
+        "memory" => crate::sandbox_memory::attack(policy),
         other => vec![("unknown attack".into(), other.into())],
     };
     for (k, v) in lines {
@@ -702,7 +703,7 @@ fn child_body(attack: &str, policy: &Policy, arg: &str) -> String {
     out
 }
 
-type Lines = Vec<(String, String)>;
+pub(crate) type Lines = Vec<(String, String)>;
 
 fn outcome<T>(r: std::io::Result<T>) -> String {
     match r {
@@ -1103,7 +1104,7 @@ fn nvrtc(bob_src: &str) -> Lines {
     ]
 }
 
-fn errno_of(r: libc::c_long) -> String {
+pub(crate) fn errno_of(r: libc::c_long) -> String {
     if r >= 0 {
         return "ok".into();
     }

@@ -167,6 +167,8 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         result
     };
     let mut result = result;
+    // Every output below shows the same text, cut where the student made it too long.
+    crate::report::caps::cap_student_text(&mut result);
     let started = std::time::Instant::now();
     let write_reports = |result: &crate::result::GradeResult, json: Option<&Path>| {
         write_outputs(result, json, o.junit.as_deref(), o.markdown.as_deref())?;

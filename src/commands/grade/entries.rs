@@ -99,6 +99,58 @@ fn kind_of(name: &str, path: &Path, file_type: std::fs::FileType) -> Option<Kind
 }
 
 /// The submissions in `dir`, sorted by name, each with its id.
+/// `Err` with the message when `out` is the cohort folder or inside it: its folders would be
+/// listed as students (`out/students` graded as a student named `students`), and a later run
+/// would grade the earlier run's reports.
+pub fn refuse_out_inside(cohort: &Path, out: &Path) -> Result<(), String> {
+    let Ok(cohort_real) = std::fs::canonicalize(cohort) else {
+        return Ok(()); // `list` says what is wrong with the cohort
+    };
+    if resolved(out).starts_with(&cohort_real) {
+        return Err(format!(
+            "--out `{}` is inside the cohort folder `{}`: its folders would be graded as              students. Put the output folder outside the cohort (e.g. `--out {}-results`)",
+            out.display(),
+            cohort.display(),
+            cohort.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `path` with its longest existing ancestor's links resolved, the rest appended as written
+/// (`--out` may not exist yet).
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let mut rest = Vec::new();
+    let mut base = absolute.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(base) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    std::path::Component::Normal(p) => out.push(p),
+                    _ => {}
+                }
+            }
+            return out;
+        }
+        match (base.parent(), base.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last);
+                base = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
 pub fn list(dir: &Path) -> Result<Vec<Entry>, String> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir)

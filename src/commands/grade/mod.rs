@@ -204,6 +204,7 @@ pub fn run(
     req: &Requested,
     opts: &CohortOptions,
 ) -> Result<i32, CliError> {
+    entries::refuse_out_inside(cohort, out).map_err(CliError::Usage)?;
     let rubric = rubric::load(rubric_path)?;
     // Ids come from the whole cohort before sharding: a student has the same id in every
     // shard and in an unsharded run.
@@ -670,6 +671,9 @@ fn write_entry(
     result.id = entry.id.clone();
     result.entry = entry.name.clone();
     result.rubric_sha256 = ctx.rubric_hash.to_string();
+    // Fresh or reused (`--resume` of an older run's result.json), every file written here and
+    // every class report shows the student's text cut the same way.
+    crate::report::caps::cap_student_text(&mut result);
     std::fs::create_dir_all(&folder)
         .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
     let write = |name: &str, text: String| {
