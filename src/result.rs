@@ -367,8 +367,9 @@ impl Phase {
 pub struct GradeResult {
     pub assignment: String,
     pub student: String,
-    /// The id the submission's manifest gives (`student:` in cugrade.yaml), when it differs
-    /// from `student` (the cohort entry): grades.csv keys rows by it.
+    /// A gradebook id other than `student`: results of cugrade before issue 32 took it from
+    /// the student's own manifest; `grade` no longer sets it (the cohort entry names the row),
+    /// and grades.csv still reads it from such older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub student_id: Option<String>,
     /// `grade` only: the row's unique, stable key in the cohort, derived from the cohort entry's

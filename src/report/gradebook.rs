@@ -46,11 +46,11 @@ pub fn speed_column(r: &GradeResult, rubric_measures_speed: bool) -> &'static st
     }
 }
 
-/// The gradebook key of each result: the manifest's student id where it gave one, else the
-/// cohort entry's name. A manifest is the student's own file, so a claimed id that another
-/// row also uses is not trusted: those rows fall back to their entry names (and the entry
-/// literally named so keeps it). Returns one key per result, in order, and the ids that
-/// were refused.
+/// The gradebook key of each result: the cohort entry's name (`grade` never takes one from a
+/// student's manifest). A result with `student_id` (written by an older cugrade, which took it
+/// from the manifest) keeps it only where no other row uses it: those rows fall back to their
+/// entry names (and the entry literally named so keeps it). Returns one key per result, in
+/// order, and the ids that were refused.
 pub fn row_keys(results: &[GradeResult]) -> (Vec<String>, Vec<String>) {
     let mut keys: Vec<String> = results
         .iter()

@@ -587,15 +587,9 @@ fn grade_entry<'e>(
             .map_err(|e| e.to_string())
     });
     let student = entry.student.clone();
-    // The manifest's name is the student's id for the gradebook (grades.csv refuses an id two
-    // submissions claim).
-    let claimed_id = loaded
-        .as_ref()
-        .ok()
-        .and_then(|s| s.manifest.student.clone())
-        .filter(|id| *id != student && !id.trim().is_empty());
-    // The cohort entry names the student, never the manifest: a student could otherwise
-    // claim another's name and take their place in the outputs.
+    // The cohort entry names the student, in the outputs and in the gradebook, never the
+    // manifest: a student could otherwise claim another's name or gradebook id and fill their
+    // row (issue 32). The instructor names the entries (an LMS export's folders).
     let loaded = loaded.map(|mut s| {
         // Only a manifest that names someone else earns a note; a bare file's own name
         // needs none.
@@ -611,7 +605,7 @@ fn grade_entry<'e>(
     let folder = ctx.students.join(&entry.id);
     let mut prints = Fingerprints::default();
     let mut outcome = Outcome::Graded;
-    let mut graded = match loaded {
+    let graded = match loaded {
         Err(why) => pipeline::Graded {
             result: unreadable(rubric, &student, &why, o.seed, o.backend.as_str()),
             deferred: None,
@@ -647,7 +641,6 @@ fn grade_entry<'e>(
             }
         }
     };
-    graded.result.student_id = claimed_id;
     Ok(Held {
         entry,
         graded: Some(graded),
