@@ -56,8 +56,8 @@ fn parse_estimate_gpu(s: &str) -> Result<String, String> {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CheckArgs {
-    /// Rubric file (YAML). Without it, the rubric that the submission's cugrade.yaml names
-    /// (`rubric: LAB` for a lab built into cugrade, or a file next to cugrade.yaml).
+    /// Rubric file (YAML), or the name of a lab built into cugrade (`vector-add`). Without it,
+    /// the rubric that the submission's cugrade.yaml (or the one beside the file) names.
     #[arg(long, value_name = "FILE")]
     pub rubric: Option<PathBuf>,
     /// The submission: a .cu, .ptx or .py (Numba) file, or a folder of them.
@@ -101,7 +101,7 @@ enum Command {
     },
     /// Grade every submission in a cohort folder.
     Grade {
-        /// Rubric file (YAML).
+        /// Rubric file (YAML), or the name of a lab built into cugrade.
         #[arg(long, value_name = "FILE")]
         rubric: PathBuf,
         /// Folder of submissions: each subfolder, .cu/.ptx/.py file or .zip/.tar.gz archive is
@@ -141,7 +141,7 @@ enum Command {
     },
     /// Check rubric files, and that each rubric's reference kernels pass their own rubric.
     Validate {
-        /// Rubric files (YAML).
+        /// Rubric files (YAML), or names of labs built into cugrade.
         #[arg(value_name = "RUBRIC")]
         rubrics: Vec<PathBuf>,
         /// Where the reference kernels run (see `check --backend`).
@@ -154,14 +154,16 @@ enum Command {
     /// Measure each rubric's CPU baselines on this machine and pin them for the course in
     /// `<rubric>.calibration.json` beside the rubric (grading then uses them everywhere).
     Calibrate {
-        /// Rubric files (YAML) whose CPU baselines to measure.
+        /// Rubric files (YAML) whose CPU baselines to measure, or names of labs built into
+        /// cugrade (their pins are kept in cugrade's cache on this machine).
         rubrics: Vec<PathBuf>,
     },
     /// Say what this machine offers (driver, GPUs, NVRTC, CUDA headers, Numba, sandbox) and
     /// what is missing; exit 3 when something the rubric needs is missing.
     Doctor {
-        /// The rubric whose needs count (NVRTC, headers; Numba if it accepts .py kernels).
-        /// Without it, the rubric the submission's cugrade.yaml names.
+        /// The rubric whose needs count (NVRTC, headers; Numba if it accepts .py kernels): a
+        /// file or a built-in lab's name. Without it, the rubric the submission's cugrade.yaml
+        /// names.
         #[arg(long, value_name = "FILE")]
         rubric: Option<PathBuf>,
         /// The submission folder whose cugrade.yaml and files count [default: .]; Numba is
@@ -192,6 +194,11 @@ enum Command {
         /// and exit.
         #[arg(long)]
         list: bool,
+        /// For an instructor: write the lab's rubric, reference and lab document into DIR
+        /// (`rubrics/`, `reference-kernels/`, `docs/labs/`), to start a course from, instead
+        /// of a student's starter.
+        #[arg(long, conflicts_with = "lang")]
+        course: bool,
         /// The language of the starter's kernels: CUDA C++ (LAB.cu), Numba @cuda.jit
         /// functions in Python (LAB.py), or CUDA C++ in a CuPy RawModule (LAB.py) [default:
         /// cuda; a Python function lab's is cupy].
@@ -269,8 +276,71 @@ fn keep_freed_memory() {
     }
 }
 
+/// A rubric argument as a path: the file, or a built-in lab's name written out (kept alive in
+/// `keep` for the command's run).
+fn rubric_path(
+    given: PathBuf,
+    keep: &mut Vec<crate::labs::Materialized>,
+) -> Result<PathBuf, CliError> {
+    let (path, lab) = crate::labs::rubric_argument(&given).map_err(CliError::Usage)?;
+    keep.extend(lab);
+    Ok(path)
+}
+
+/// `cugrade calibrate` of rubric files and built-in labs: a lab's pins go to cugrade's cache
+/// (`Lab::calibration_path`), where the lab's rubric finds them.
+fn calibrate(rubrics: Vec<PathBuf>) -> Result<i32, CliError> {
+    let mut code = exit::OK;
+    for r in rubrics {
+        let (path, lab) = crate::labs::rubric_argument(&r).map_err(CliError::Usage)?;
+        code = code.max(crate::commands::calibrate::run(std::slice::from_ref(
+            &path,
+        ))?);
+        let built_in = lab
+            .is_some()
+            .then(|| crate::labs::find(&r.to_string_lossy()))
+            .flatten();
+        if let Some(lab) = built_in {
+            let pinned = crate::measure::calibration::pinned_path(&path);
+            let to = lab.calibration_path();
+            let copied = to
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::copy(&pinned, &to).map(|_| ()));
+            match copied {
+                Ok(()) => println!(
+                    "pinned for the built-in lab `{}` on this machine: {}",
+                    lab.name,
+                    to.display()
+                ),
+                Err(e) => {
+                    return Err(CliError::Fatal(crate::errors::Fatal::new(format!(
+                        "cannot keep the lab's calibration in {}: {e}",
+                        to.display()
+                    ))));
+                }
+            }
+        }
+    }
+    Ok(code)
+}
+
 fn run_command(cmd: Command) -> i32 {
-    let result = match cmd {
+    // Built-in labs named where a rubric is expected, written out for the command's run.
+    let mut keep: Vec<crate::labs::Materialized> = Vec::new();
+    let result = run_with(cmd, &mut keep);
+    drop(keep);
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i32, CliError> {
+    match cmd {
         Command::Worker { .. } | Command::ProfileKernel { .. } => Ok(exit::USAGE),
         Command::Doctor {
             rubric,
@@ -278,17 +348,23 @@ fn run_command(cmd: Command) -> i32 {
             backend,
             install,
         } => crate::commands::doctor::run(&crate::commands::doctor::DoctorOptions {
-            rubric,
+            rubric: rubric.map(|r| rubric_path(r, keep)).transpose()?,
             submission,
             backend,
             install,
         }),
-        Command::Calibrate { rubrics } => crate::commands::calibrate::run(&rubrics),
+        Command::Calibrate { rubrics } => calibrate(rubrics),
         Command::Validate {
             rubrics,
             backend,
             schema_only,
-        } => crate::commands::validate::run(&rubrics, backend, schema_only),
+        } => {
+            let rubrics = rubrics
+                .into_iter()
+                .map(|r| rubric_path(r, keep))
+                .collect::<Result<Vec<_>, _>>()?;
+            crate::commands::validate::run(&rubrics, backend, schema_only)
+        }
         Command::Check { args, common } => {
             let verbosity = if args.quiet {
                 Verbosity::Quiet
@@ -306,7 +382,7 @@ fn run_command(cmd: Command) -> i32 {
                 (args.json, common.format)
             };
             let opts = crate::commands::check::CheckOptions {
-                rubric: args.rubric,
+                rubric: args.rubric.map(|r| rubric_path(r, keep)).transpose()?,
                 submission: args.submission,
                 json,
                 junit: args.junit,
@@ -328,7 +404,27 @@ fn run_command(cmd: Command) -> i32 {
             dir,
             list,
             lang,
-        } => crate::commands::init::run(lab.as_deref(), dir, list, lang),
+            course,
+        } => match (course, lab.as_deref().and_then(crate::labs::find)) {
+            (true, Some(lab)) => {
+                let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+                let written = lab.write_course(&dir).map_err(CliError::Usage)?;
+                println!(
+                    "wrote the {} lab for a course in {}:",
+                    lab.name,
+                    dir.display()
+                );
+                for f in &written {
+                    println!("  {}", f.strip_prefix(&dir).unwrap_or(f).display());
+                }
+                println!(
+                    "next: cugrade validate {}",
+                    dir.join(format!("rubrics/{}.yaml", lab.name)).display()
+                );
+                Ok(exit::OK)
+            }
+            _ => crate::commands::init::run(lab.as_deref(), dir, list, lang),
+        },
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut command(), "cugrade", &mut script);
@@ -358,16 +454,10 @@ fn run_command(cmd: Command) -> i32 {
                     format: common.format,
                     starter,
                 };
+                let rubric = rubric_path(rubric, keep)?;
                 crate::commands::grade::run(&rubric, &cohort, &out, &common_options(&common), &opts)
             }
         },
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("{e}");
-            e.exit_code()
-        }
     }
 }
 

@@ -82,10 +82,53 @@ impl Lab {
             self.reference,
         )?;
         let rubric_path = write(&format!("rubrics/{}.yaml", self.name), self.rubric)?;
+        // CPU baselines this machine pinned for the lab (`cugrade calibrate LAB`).
+        if let Ok(pinned) = std::fs::read_to_string(self.calibration_path()) {
+            write(&format!("rubrics/{}.calibration.json", self.name), &pinned)?;
+        }
         Ok(Materialized {
             _dir: dir,
             rubric_path,
         })
+    }
+
+    /// Where `cugrade calibrate LAB` pins a built-in lab's CPU baselines on this machine (a
+    /// built-in lab has no folder of its own to keep them beside its rubric).
+    pub fn calibration_path(&self) -> PathBuf {
+        crate::compile::toolchain::cache_root()
+            .join("calibration")
+            .join(format!("{}.calibration.json", self.name))
+    }
+
+    /// Write the lab for a course to start from (`cugrade init LAB DIR --course`): its rubric,
+    /// reference and lab document, laid out as in cugrade's repository so that the rubric's
+    /// `reference:` path resolves. Nothing is overwritten. Returns the files written.
+    pub fn write_course(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
+        let files = [
+            (
+                format!("reference-kernels/{}.{}", self.name, self.reference_ext),
+                self.reference,
+            ),
+            (format!("rubrics/{}.yaml", self.name), self.rubric),
+            (format!("docs/labs/{}.md", self.name), self.doc),
+        ];
+        if let Some((rel, _)) = files.iter().find(|(rel, _)| dir.join(rel).exists()) {
+            return Err(format!(
+                "`{}` already exists; nothing was written",
+                dir.join(rel).display()
+            ));
+        }
+        let mut out = vec![];
+        for (rel, text) in files {
+            let p = dir.join(&rel);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+            }
+            std::fs::write(&p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
+            out.push(p);
+        }
+        Ok(out)
     }
 
     /// The prose of the lab document's "What you write" section (code blocks left out: the
@@ -120,6 +163,26 @@ impl Lab {
             .lines()
             .find_map(|l| l.strip_prefix("# "))
             .unwrap_or(self.name)
+    }
+}
+
+/// A rubric argument (`--rubric R`, `validate R`, `calibrate R`): the file `R`, or when no
+/// such file exists and `R` is a bare name, the built-in lab of that name, written to a
+/// temporary folder that lives as long as the returned guard.
+pub fn rubric_argument(given: &Path) -> Result<(PathBuf, Option<Materialized>), String> {
+    if given.exists() {
+        return Ok((given.to_path_buf(), None));
+    }
+    let bare = given.components().count() == 1 && given.extension().is_none();
+    let name = given.to_string_lossy();
+    match find(&name).filter(|_| bare) {
+        Some(lab) => {
+            let m = lab
+                .materialize()
+                .map_err(|e| format!("cannot unpack the built-in lab `{name}`: {e}"))?;
+            Ok((m.rubric_path.clone(), Some(m)))
+        }
+        None => Ok((given.to_path_buf(), None)),
     }
 }
 

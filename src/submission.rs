@@ -185,6 +185,32 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
     Ok(sub)
 }
 
+/// `check FILE` in a folder that `cugrade init` made: the manifest beside the file (its
+/// `rubric:`, its launch overrides) applies to the file as it does to the folder. Only `check`
+/// asks for it: a cohort's single-file entries never read a `cugrade.yaml` beside them.
+pub fn adopt_folder_manifest(sub: &mut Submission, path: &Path) -> Result<(), SubmissionError> {
+    if sub.manifest_path.is_some() || !path.is_file() {
+        return Ok(());
+    }
+    let manifest = sub.root.join("cugrade.yaml");
+    let Ok(bytes) = read_no_follow(&manifest) else {
+        return Ok(());
+    };
+    let cap = crate::rubric::bounds::MANIFEST.max_bytes;
+    if bytes.len() > cap {
+        return Err(SubmissionError::Manifest(ConfigError::whole_file(
+            &manifest,
+            format!(
+                "the file is {} bytes; a cugrade.yaml may have at most {cap}",
+                bytes.len()
+            ),
+        )));
+    }
+    sub.manifest = parse_manifest(&manifest, &String::from_utf8_lossy(&bytes))?;
+    sub.manifest_path = Some(manifest);
+    Ok(())
+}
+
 /// A submission file's bytes, never through a link (a file swapped for one after it was
 /// listed is refused, not followed), at most [`MAX_FILE_BYTES`].
 fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {

@@ -240,3 +240,63 @@ fn every_numba_starter_is_graded_as_not_implemented_yet() {
         }
     }
 }
+
+/// Issue 32: a student checks one file of the folder `cugrade init` made, or names a built-in
+/// lab where a rubric is expected; an instructor writes a lab out to start a course from.
+#[test]
+fn a_starter_s_file_and_a_lab_s_name_grade_and_a_lab_writes_out_for_a_course() {
+    if !nvrtc() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let o = cugrade(&["init", "vector-add", "starter"], d.path(), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let starter = d.path().join("starter");
+    // The file alone, in the starter's folder: its cugrade.yaml names the rubric.
+    let o = cugrade(
+        &["check", "--backend", "emu", "vector-add.cu"],
+        &starter,
+        &[],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("not implemented yet"), "{out}");
+    // A built-in lab's name as `--rubric`, and to `validate`.
+    let o = cugrade(
+        &[
+            "check",
+            "--backend",
+            "emu",
+            "--rubric",
+            "vector-add",
+            "vector-add.cu",
+        ],
+        &starter,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let o = cugrade(&["validate", "--schema-only", "reduction"], d.path(), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // An unknown name is still a file that does not exist.
+    let o = cugrade(&["validate", "--schema-only", "no-such-lab"], d.path(), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // The lab for a course: its rubric validates where it was written.
+    let o = cugrade(&["init", "reduction", "course", "--course"], d.path(), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let rubric = d.path().join("course/rubrics/reduction.yaml");
+    assert!(
+        d.path()
+            .join("course/reference-kernels/reduction.cu")
+            .is_file()
+    );
+    assert!(d.path().join("course/docs/labs/reduction.md").is_file());
+    let o = cugrade(
+        &["validate", "--schema-only", &rubric.to_string_lossy()],
+        d.path(),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Written once: a second time overwrites nothing.
+    let o = cugrade(&["init", "reduction", "course", "--course"], d.path(), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

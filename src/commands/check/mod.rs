@@ -42,10 +42,13 @@ pub(crate) struct Rubric {
 fn load_submission(path: &Path) -> Result<Submission, CliError> {
     // `cugrade check` in a starter names `.`: the student is the folder's real name.
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    submission::load(&real).map_err(|e| match e {
+    let err = |e| match e {
         submission::SubmissionError::Manifest(c) => CliError::Config(c),
         submission::SubmissionError::Other(m) => CliError::Usage(m),
-    })
+    };
+    let mut sub = submission::load(&real).map_err(err)?;
+    submission::adopt_folder_manifest(&mut sub, &real).map_err(err)?;
+    Ok(sub)
 }
 
 /// `--rubric FILE`, else what `cugrade.yaml` names.
