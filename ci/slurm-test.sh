@@ -113,12 +113,12 @@ code=$?
 set -e
 [ "$code" -le 1 ] || { echo "slurm-test: the unsharded run failed with exit $code" >&2; exit 1; }
 
-# Timings (check seconds, junit times and timestamps, ptxas's "Compile time" in compile logs)
+# Timings (check seconds, run.phases' *_s, junit times and timestamps, ptxas's "Compile time" in compile logs)
 # differ from run to run; everything else must be identical.
 redact() {
   (cd "$1" && find . -type f -not -name cpu-baselines.json | LC_ALL=C sort | while read -r f; do
      printf '=== %s\n' "$f"
-     sed -E -e 's/"(seconds|execution_time)": [0-9.e+-]+/"\1": T/g' \
+     sed -E -e 's/"(seconds|execution_time|[a-z_]+_s)": [0-9.e+-]+/"\1": T/g' \
             -e 's/ time="[0-9.e+-]+"/ time="T"/g' -e 's/ timestamp="[^"]*"/ timestamp="T"/g' \
             -e 's/Compile time = [0-9.]+ ms/Compile time = T ms/g' "$f"
    done)

@@ -20,6 +20,10 @@ chmod +x "$stage/setup.sh" "$stage/run_autograder"
 # The rubric names its reference kernel relative to itself (`reference: ../reference-kernels/x.cu`).
 mkdir -p "$stage/rubrics"
 cp "$rubric" "$stage/rubrics/"
+# The course's pinned CPU baselines (`cugrade calibrate`): without them every student reads
+# "no ratio: the CPU baseline is not pinned".
+pins="${rubric%.*}.calibration.json"
+[ -f "$pins" ] && cp "$pins" "$stage/rubrics/"
 ref=$(sed -n 's/^reference:[[:space:]]*//p' "$rubric" | sed -n 1p | tr -d '"'"'")
 if [ -n "$ref" ]; then
   src_ref=$(realpath "$(dirname "$rubric")/$ref")

@@ -30,4 +30,10 @@ install -m 755 "$SRC/bin/cugrade" /usr/local/bin/cugrade
 python3 -m pip install --quiet --target /opt/cugrade-nvrtc nvidia-cuda-nvrtc==13.0.88
 echo "/opt/cugrade-nvrtc/nvidia/cu13/lib" > /etc/ld.so.conf.d/cugrade-nvrtc.conf
 ldconfig
-cugrade doctor || true
+# Everything each rubric needs (NVRTC, CUDA's headers, Numba where it accepts .py kernels,
+# NumPy for a function lab), installed now into the image, and checked: `doctor` exits 3 when
+# something is still missing, which fails the image's build here rather than every submission
+# later.
+for rubric in "$SRC"/rubrics/*.yaml; do
+  cugrade doctor --install --rubric "$rubric"
+done

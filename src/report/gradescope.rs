@@ -59,10 +59,14 @@ pub fn to_value(r: &GradeResult) -> Value {
                 })
         })
         .collect();
+    // The sandbox's layers are the instructor's business (a "cgroup: DEGRADED" line tells a
+    // student nothing to do): in `extra_data`, which Gradescope does not show students.
+    let mut shown = r.clone();
+    let sandbox = std::mem::take(&mut shown.run.sandbox);
     let mut out = json!({
         "score": round(r.score),
         "execution_time": execution_time.ceil() as u64,
-        "output": super::sanitize::truncate(&markdown::render(r), MAX_OUTPUT),
+        "output": super::sanitize::truncate(&markdown::render(&shown), MAX_OUTPUT),
         "output_format": "md",
         "test_output_format": "md",
         "test_name_format": "text",
@@ -75,6 +79,7 @@ pub fn to_value(r: &GradeResult) -> Value {
             "seed": r.seed,
             "speed_measured": r.run.timed,
             "submission_sha256": r.submission_sha256,
+            "sandbox": sandbox,
         },
         "tests": tests,
     });

@@ -20,12 +20,27 @@ fn pinned(name: &str, got: &str) {
 }
 
 /// results.json with its one timing zeroed and its submission-level output (which must be
-/// the student's report.md, pinned by the report tests) replaced by a marker.
+/// the student's report.md less its sandbox lines, pinned by the report tests) and the
+/// sandbox lines in extra_data replaced by markers.
 fn redacted_gradescope(text: &str, report_md: &str, tmp: &Path) -> String {
     let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
     v["execution_time"] = serde_json::json!(0);
-    assert_eq!(v["output"].as_str(), Some(report_md), "output is report.md");
+    // The sandbox's lines, which differ from host to host, are the instructor's (extra_data).
+    let without_sandbox: String = report_md
+        .lines()
+        .filter(|l| !l.starts_with("- Sandbox: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        v["output"].as_str(),
+        Some(without_sandbox.as_str()),
+        "output is report.md without its sandbox lines"
+    );
     v["output"] = serde_json::json!("<report.md>");
+    if let Some(lines) = v["extra_data"].get_mut("sandbox") {
+        assert!(lines.is_array(), "{lines}");
+        *lines = serde_json::json!("<sandbox lines>");
+    }
     let text = serde_json::to_string_pretty(&v).unwrap() + "\n";
     // A message about an unreadable submission names its path, inside this run's temp dir.
     text.replace(tmp.to_str().unwrap(), "<tmp>")
@@ -341,6 +356,17 @@ fn gradescope_run_autograder_writes_valid_results_even_for_unreadable_submission
         let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:?}\n{text}");
         assert_eq!(v["score"].as_f64(), want_score, "{text}");
+        // The sandbox's layers are for the instructor (extra_data), not the student's page.
+        let output = v["output"].as_str().unwrap();
+        assert!(!output.contains("Sandbox:"), "{output}");
+        if want_score == Some(60.0) {
+            assert!(
+                v["extra_data"]["sandbox"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty()),
+                "{text}"
+            );
+        }
         if want_score == Some(0.0) {
             assert!(
                 v["output"].as_str().unwrap().contains("cugrade.yaml"),
