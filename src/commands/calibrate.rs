@@ -38,22 +38,24 @@ pub fn run(paths: &[PathBuf]) -> Result<i32, CliError> {
                 let Some(case) = r.performance_case(&perf.case) else {
                     continue;
                 };
-                let key = calibration::key(&r.rubric.assignment, what, &case.name, &case.vars);
-                if file.baselines.contains_key(&key) {
-                    continue;
-                }
-                let name = contract.cpu.clone().ok_or_else(|| {
+                let imp = contract.cpu.clone().ok_or_else(|| {
                     Fatal::new(format!(
                         "{}: contract `{}` has no CPU implementation",
                         p.display(),
                         m.contract
                     ))
                 })?;
+                let what = crate::pipeline::cpu_key_what(what, &imp, p);
+                let key = calibration::key(&r.rubric.assignment, &what, &case.name, &case.vars);
+                if file.baselines.contains_key(&key) {
+                    continue;
+                }
                 let inv = crate::inputs::generate(contract, &case_vars(case), 1)
                     .map_err(|e| Fatal::new(format!("inputs for case {}: {e}", case.name)))?;
-                let b =
-                    calibration::measure(|| crate::pipeline::cpu_run(&name, &inv, case, threads))
-                        .map_err(|e| Fatal::new(format!("CPU `{name}` on {}: {e}", case.name)))?;
+                let mut run = crate::pipeline::CpuRunner::start(&imp, p, threads, &[])
+                    .map_err(|e| Fatal::new(format!("{}: {e}", p.display())))?;
+                let b = calibration::measure(|| Ok(run.call(&inv, case, threads)?.0))
+                    .map_err(|e| Fatal::new(format!("CPU `{imp}` on {}: {e}", case.name)))?;
                 println!(
                     "{}: {key}: {:.3} ms (minimum of {} runs, {:.3}..{:.3} ms)",
                     p.display(),

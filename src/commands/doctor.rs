@@ -36,6 +36,8 @@ pub struct Needs {
     pub cupy: bool,
     /// NumPy (and CuPy on a GPU) for a Python function lab (docs/labs/preprocess.md).
     pub arrays: bool,
+    /// NumPy for the course's own CPU implementation (`cpu: {python: ...}`).
+    pub cpu_python: bool,
     pub gpu: bool,
     pub cublas: bool,
     pub what: String,
@@ -57,7 +59,13 @@ pub fn needs_of(r: &LoadedRubric, python: bool, accepts_all: bool, gpu: bool) ->
             .iter()
             .flat_map(|m| &m.performance)
             .any(|p| matches!(p.against, Against::Cublas));
+    let cpu_python = r
+        .rubric
+        .contracts
+        .values()
+        .any(|c| matches!(c.cpu, Some(crate::rubric::schema::CpuImpl::Python(_))));
     Needs {
+        cpu_python,
         nvrtc,
         headers: nvrtc,
         numba: accepts(Language::Numba) && (python || accepts_all),
@@ -104,6 +112,7 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
         numba: python,
         cupy,
         arrays: false,
+        cpu_python: false,
         gpu,
         cublas: false,
         what: "CUDA C++ submissions".into(),
@@ -185,7 +194,7 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
             && !line.contains("not installed")
             && !line.contains("no Python");
         // NumPy is needed for a function lab; CuPy only on a GPU.
-        let needed = needs.arrays && (i == 0 || needs.gpu);
+        let needed = (needs.arrays && (i == 0 || needs.gpu)) || (needs.cpu_python && i == 0);
         add(
             &mut lines,
             found,
@@ -309,9 +318,9 @@ fn install(needs: &Needs) {
     if needs.numba {
         report(toolchain::ensure_numba().map(|_| ()));
     }
-    if needs.arrays {
+    if needs.arrays || needs.cpu_python {
         report(crate::compile::arrays::numpy().map(|_| ()));
-        if needs.gpu {
+        if needs.arrays && needs.gpu {
             report(crate::compile::arrays::cupy().map(|_| ()));
         }
     }

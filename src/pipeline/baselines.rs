@@ -8,7 +8,7 @@ use crate::inputs::Invocation;
 use crate::measure::session::{BaselinePlan, RefCall};
 use crate::measure::{BaselineRecord, calibration};
 use crate::rubric::plan::{CasePlan, PerfPlan};
-use crate::rubric::schema::{Against, Case};
+use crate::rubric::schema::{Against, Case, CpuImpl};
 
 /// What a kernel's speed is compared with, ready for the timed section.
 pub(super) struct BaselineChoice {
@@ -50,13 +50,19 @@ fn cpu_baseline(
     } else {
         (Threads::Parallel, "cpu_parallel", "multi-threaded CPU")
     };
-    let name = ctx
+    let imp = ctx
         .plan
         .contract
         .cpu
         .clone()
         .ok_or("no CPU implementation")?;
-    let key = calibration::key(&ctx.rubric.assignment, what, &case.name, &case.case.vars);
+    let what_key = cpu_key_what(what, &imp, &ctx.rubric.path);
+    let key = calibration::key(
+        &ctx.rubric.assignment,
+        &what_key,
+        &case.name,
+        &case.case.vars,
+    );
     let found = match reference.baselines.get(&key) {
         Some(v) => v.clone(),
         None => {
@@ -69,7 +75,9 @@ fn cpu_baseline(
                         .clone()
                         .unwrap_or_else(calibration::default_cache);
                     calibration::cached_or_measure(&cache, &key, || {
-                        calibration::measure(|| cpu_run(&name, inv, &case.case, threads))
+                        let mut run =
+                            CpuRunner::start(&imp, &ctx.rubric.path, threads, &ctx.opts.protected)?;
+                        calibration::measure(|| Ok(run.call(inv, &case.case, threads)?.0))
                     })
                 });
             reference.baselines.insert(key, v.clone());
@@ -158,14 +166,70 @@ fn paired(kind: String) -> BaselineRecord {
     }
 }
 
-/// One run of a CPU implementation on the invocation's inputs, in ms.
-pub fn cpu_run(name: &str, inv: &Invocation, case: &Case, threads: Threads) -> Result<f64, String> {
-    let f = crate::baseline::lookup(name)
-        .ok_or_else(|| format!("unknown CPU implementation {name}"))?;
-    let mut a = host_args(inv, case);
-    let t = std::time::Instant::now();
-    f(&mut a, threads).map_err(|e| e.to_string())?;
-    Ok(t.elapsed().as_secs_f64() * 1e3)
+/// A contract's CPU implementation, ready to run: a built-in, or the course's Python function
+/// in a sandboxed worker of its own (`cpu_python`).
+pub enum CpuRunner {
+    Builtin(String, crate::baseline::CpuFn),
+    Python(Box<super::cpu_python::PythonCpuRunner>),
+}
+
+impl CpuRunner {
+    /// Prepare `imp` (a Python one is started now; `rubric` is the file its path is relative
+    /// to; `protected`: folders its worker may not read).
+    pub fn start(
+        imp: &CpuImpl,
+        rubric: &std::path::Path,
+        threads: Threads,
+        protected: &[std::path::PathBuf],
+    ) -> Result<CpuRunner, String> {
+        match imp {
+            CpuImpl::Builtin(name) => crate::baseline::lookup(name)
+                .map(|f| CpuRunner::Builtin(name.clone(), f))
+                .ok_or_else(|| format!("unknown CPU implementation {name}")),
+            CpuImpl::Python(p) => {
+                super::cpu_python::PythonCpuRunner::start(rubric, p, threads, protected)
+                    .map(|r| CpuRunner::Python(Box::new(r)))
+            }
+        }
+    }
+
+    /// One run on the invocation's inputs: its time in ms and the buffers it left.
+    pub fn call(
+        &mut self,
+        inv: &Invocation,
+        case: &Case,
+        threads: Threads,
+    ) -> Result<(f64, crate::baseline::HostArgs), String> {
+        match self {
+            CpuRunner::Builtin(_, f) => {
+                let mut a = host_args(inv, case);
+                let t = std::time::Instant::now();
+                f(&mut a, threads).map_err(|e| e.to_string())?;
+                Ok((t.elapsed().as_secs_f64() * 1e3, a))
+            }
+            // A minute per call: a CPU baseline of a large case in plain Python is slow, but
+            // one that hangs must not hold the grader.
+            CpuRunner::Python(r) => r.call(inv, std::time::Duration::from_secs(120)),
+        }
+    }
+}
+
+/// The calibration key's `what` for `imp`: `cpu` or `cpu_parallel` for a built-in; for the
+/// course's Python function, its name and the file's hash too, so that an edited file is
+/// measured again rather than read from a cache or a stale pin.
+pub fn cpu_key_what(what: &str, imp: &CpuImpl, rubric: &std::path::Path) -> String {
+    use sha2::Digest;
+    match imp {
+        CpuImpl::Builtin(_) => what.to_string(),
+        CpuImpl::Python(p) => {
+            let text = super::cpu_python::source(rubric, p)
+                .map(|f| f.text)
+                .unwrap_or_default();
+            let h = sha2::Sha256::digest(text.as_bytes());
+            let hex: String = h[..6].iter().map(|b| format!("{b:02x}")).collect();
+            format!("{what}[{}@{hex}]", p.function)
+        }
+    }
 }
 
 /// The invocation's buffers and scalars as a CPU implementation sees them.

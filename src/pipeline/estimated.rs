@@ -309,8 +309,16 @@ fn unpinned_cpu(ctx: &Ctx, against: &Against, case: &CasePlan) -> Option<String>
         Against::CpuParallel => ("cpu_parallel", "multi-threaded CPU"),
         _ => return None,
     };
-    let key =
-        crate::measure::calibration::key(&ctx.rubric.assignment, what, &case.name, &case.case.vars);
+    let what = match &ctx.plan.contract.cpu {
+        Some(imp) => super::baselines::cpu_key_what(what, imp, &ctx.rubric.path),
+        None => what.to_string(),
+    };
+    let key = crate::measure::calibration::key(
+        &ctx.rubric.assignment,
+        &what,
+        &case.name,
+        &case.case.vars,
+    );
     if crate::measure::calibration::pinned(&ctx.rubric.path, &key).is_some() {
         return None;
     }

@@ -21,6 +21,7 @@ mod build;
 mod compiling;
 mod context;
 mod correctness;
+mod cpu_python;
 mod cross;
 mod cupy;
 pub mod deferred;
@@ -42,7 +43,7 @@ pub mod sanitizer;
 mod selfcheck;
 mod verdict;
 
-pub use baselines::{cpu_run, host_args};
+pub use baselines::{CpuRunner, cpu_key_what, host_args};
 pub use context::{Infrastructure, Kept, KeptKernel, Options};
 pub use deferred::{Deferred, Graded};
 pub use reference::Reference;

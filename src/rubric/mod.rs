@@ -521,25 +521,61 @@ fn check_tolerance(
     Ok(())
 }
 
+/// A contract's `cpu:`: a built-in's name, or the course's Python file (beside the rubric)
+/// and a function name.
+fn check_cpu(
+    r: &LoadedRubric,
+    at: &str,
+    cpu: &crate::rubric::schema::CpuImpl,
+) -> Result<(), ConfigError> {
+    use crate::rubric::schema::CpuImpl;
+    match cpu {
+        CpuImpl::Builtin(name) if crate::baseline::lookup(name).is_none() => {
+            let known: Vec<&str> = crate::baseline::registry()
+                .iter()
+                .map(|(n, _)| *n)
+                .collect();
+            Err(r.error_at(
+                at,
+                format!(
+                    "unknown CPU implementation `{name}` (known: {}; or the course's own: `cpu: {{python: FILE.py, function: NAME}}`)",
+                    known.join(", ")
+                ),
+            ))
+        }
+        CpuImpl::Builtin(_) => Ok(()),
+        CpuImpl::Python(p) => {
+            let ident = regex::Regex::new(r"^[A-Za-z_][A-Za-z0-9_]*$").expect("a valid regex");
+            if !ident.is_match(&p.function) {
+                return Err(r.error_at(
+                    &format!("{at}.function"),
+                    format!("`{}` is not a Python function name", p.function),
+                ));
+            }
+            let file = r.path.parent().unwrap_or(Path::new(".")).join(&p.python);
+            if !p.python.ends_with(".py") || !file.is_file() {
+                return Err(r.error_at(
+                    &format!("{at}.python"),
+                    format!(
+                        "`{}` is not a Python file beside the rubric ({} {}); the path is relative to the rubric's folder",
+                        p.python,
+                        file.display(),
+                        if file.exists() { "is not a .py file" } else { "does not exist" }
+                    ),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
 fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), ConfigError> {
     let at = format!("contracts.{name}");
     let vars = all_case_vars(r);
     let mut tol_vars = vars.clone();
     tol_vars.extend(tolerance_vars(c));
-    if let Some(cpu) = &c.cpu
-        && crate::baseline::lookup(cpu).is_none()
-    {
-        let known: Vec<&str> = crate::baseline::registry()
-            .iter()
-            .map(|(n, _)| *n)
-            .collect();
-        return Err(r.error_at(
-            &format!("{at}.cpu"),
-            format!(
-                "unknown CPU implementation `{cpu}` (known: {})",
-                known.join(", ")
-            ),
-        ));
+    if let Some(cpu) = &c.cpu {
+        check_cpu(r, &format!("{at}.cpu"), cpu)?;
     }
     let mut seen = BTreeSet::new();
     for (i, p) in c.params.iter().enumerate() {

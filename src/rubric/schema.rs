@@ -292,10 +292,11 @@ impl Default for Timeouts {
 #[serde(deny_unknown_fields)]
 pub struct Contract {
     pub params: Vec<Param>,
-    /// Name of the built-in CPU implementation (see `baseline::lookup`), if there is one:
-    /// `validate` cross-checks the reference against it and `against: cpu` times it.
+    /// The CPU implementation, if there is one: a built-in's name (see `baseline::lookup`)
+    /// or the course's Python function. `validate` cross-checks the reference against it and
+    /// `against: cpu` times it.
     #[serde(default)]
-    pub cpu: Option<String>,
+    pub cpu: Option<CpuImpl>,
     /// A Python function lab (docs/labs/preprocess.md): the contract is a function
     /// `f(table)`, not a kernel. Its `in` buffers and scalars are the table's entries, and the
     /// `out` buffer named here is what it returns. Such a contract has no `launch`, and
@@ -314,6 +315,47 @@ pub struct Contract {
     /// than float fails as "less precise than float accumulation allows".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<crate::compare::precision::Precision>,
+}
+
+/// A contract's CPU implementation: `cpu: reduce_sum` (built into cugrade) or
+/// `cpu: {python: cpu/scan.py, function: scan_cpu}`, the course's own function (NumPy or plain
+/// Python, path relative to the rubric), called with the contract's parameters as keyword
+/// arguments and writing its outputs in place, like the kernel (`baseline::python`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "`cpu` is a built-in implementation's name (such as `reduce_sum`) or the course's own Python function, `{python: FILE.py, function: NAME}` (both keys, nothing else)"
+)]
+pub enum CpuImpl {
+    Builtin(String),
+    Python(PythonCpu),
+}
+
+/// `cpu: {python: FILE, function: NAME}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PythonCpu {
+    pub python: String,
+    pub function: String,
+}
+
+impl CpuImpl {
+    /// The built-in implementation's name, if it is one.
+    pub fn builtin(&self) -> Option<&str> {
+        match self {
+            CpuImpl::Builtin(n) => Some(n),
+            CpuImpl::Python(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for CpuImpl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuImpl::Builtin(n) => write!(f, "{n}"),
+            CpuImpl::Python(p) => write!(f, "{} in {}", p.function, p.python),
+        }
+    }
 }
 
 /// Element types a parameter may have. Pointers are written with a trailing `*`.

@@ -489,6 +489,12 @@ fn variant(r: &Response) -> &'static str {
     }
 }
 
+/// A course CPU implementation's call: its own time and its outputs' bytes, in order.
+pub struct CpuAnswer {
+    pub ms: f64,
+    pub outputs: Vec<Vec<u8>>,
+}
+
 // Function labs (`worker::python`): the harness's two requests.
 #[derive(Deserialize)]
 pub(super) struct RawAnswer {
@@ -506,6 +512,9 @@ pub(super) struct RawAnswer {
     dtype: Option<String>,
     #[serde(default)]
     shape: Vec<usize>,
+    /// A CPU implementation's call (`Call::cpu`): its own time, in ms.
+    #[serde(default)]
+    ms: Option<f64>,
 }
 
 impl Client {
@@ -551,6 +560,36 @@ impl Client {
                 self.kill();
                 Err(WorkerFailure::Protocol(
                     "the harness answered without an array".into(),
+                ))
+            }
+        }
+    }
+
+    /// One call of a course's CPU implementation (`call.cpu` set): `buffers` are every buffer's
+    /// bytes in the call's column order; the answer is the function's own time in ms and the
+    /// bytes of the buffers `call.cpu` names, in that order.
+    pub fn python_cpu_call(
+        &mut self,
+        call: &Call,
+        buffers: &[&[u8]],
+        timeout: Duration,
+    ) -> Result<Result<CpuAnswer, PyError>, WorkerFailure> {
+        let json =
+            serde_json::to_string(call).map_err(|e| WorkerFailure::Protocol(e.to_string()))?;
+        let (r, blobs) = self.call(&Request::Python { json }, buffers, timeout)?;
+        let raw = self.python_answer(r)?;
+        if let Some(e) = raw.error {
+            return Ok(Err(e));
+        }
+        let want = call.cpu.as_ref().map_or(0, Vec::len);
+        match raw.ms {
+            Some(ms) if blobs.len() == want && ms.is_finite() && ms >= 0.0 => {
+                Ok(Ok(CpuAnswer { ms, outputs: blobs }))
+            }
+            _ => {
+                self.kill();
+                Err(WorkerFailure::Protocol(
+                    "the harness answered a CPU call without its time and outputs".into(),
                 ))
             }
         }

@@ -55,6 +55,11 @@ pub struct Call {
     /// calling the function (what moving the data costs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub null: Option<Column>,
+    /// A course's CPU implementation (`cpu: {python: ...}`): call the function with the
+    /// columns and scalars as keyword arguments, time it in the harness, and answer with the
+    /// columns named here (its outputs, written in place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Vec<String>>,
 }
 
 /// Where in the submission something failed, as the harness saw it.
