@@ -38,6 +38,8 @@ pub const OFFSET: &str = "Every output is off by the same amount: look at the ac
 /// The right values in the wrong places.
 pub const PERMUTED: &str = "The right values land in the wrong places: check the index arithmetic of the store (which thread writes which element), and whether x and y (or rows and columns) are swapped.";
 /// Right inside, wrong at the border.
+pub const SHIFTED: &str = "Each output holds its neighbour's right value: an index off by one (or two). Check where each thread reads and stores (i vs i - 1, i + 1), the loop bounds (< vs <=), and, for a scan, whether element i should include x[i] (inclusive) or stop before it (exclusive).";
+
 pub const EDGES: &str = "Right inside but wrong at the border: check the bounds conditions of the threads at the edges, and what the kernel reads outside the matrix (padding, or the last partial tile).";
 
 /// The hint for a kind of wrong output.
@@ -49,6 +51,7 @@ pub fn for_wrong(w: &crate::compare::Wrong) -> &'static str {
         Wrong::Imprecise { .. } => IMPRECISE,
         Wrong::Zeros => ZEROS,
         Wrong::Offset { .. } => OFFSET,
+        Wrong::Shifted { .. } => SHIFTED,
         Wrong::Transposed => TRANSPOSED,
         Wrong::Permuted => PERMUTED,
         Wrong::Edges { .. } => EDGES,

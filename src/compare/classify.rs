@@ -36,6 +36,11 @@ pub enum Wrong {
         worst: f64,
         precision: crate::compare::Precision,
     },
+    /// Every element holds the expected value of the element `by` places before it (`by` < 0:
+    /// after it): an index off by one or two, such as an exclusive scan where an inclusive one
+    /// is asked for. Tried before [`Wrong::Imprecise`]: an error of one element's size is not
+    /// a precision problem, however loose a tolerance that grows with the size is.
+    Shifted { by: isize, wrong: usize },
     /// Every element is zero, where the reference is not all zeros.
     Zeros,
     /// Every element is off by the same constant.
@@ -59,6 +64,7 @@ impl Wrong {
             Wrong::NonFinite { nan: true, .. } => "nan",
             Wrong::NonFinite { nan: false, .. } => "inf",
             Wrong::Imprecise { .. } => "imprecise",
+            Wrong::Shifted { .. } => "shifted",
             Wrong::Zeros => "zeros",
             Wrong::Offset { .. } => "offset",
             Wrong::Transposed => "transposed",
@@ -102,6 +108,20 @@ impl Wrong {
                 precision.word(),
                 precision.word(),
                 fmt_num((worst * 10.0).round() / 10.0)
+            ),
+            Wrong::Shifted { by, wrong } => format!(
+                "`{name}` holds the right values {} place{} {} ({wrong} of {total} elements \
+                 wrong): {name}[i] is what {name}[i{}] should be, an index off by {}, such as \
+                 an exclusive scan where an inclusive one is asked for",
+                by.unsigned_abs(),
+                if by.unsigned_abs() == 1 { "" } else { "s" },
+                if *by > 0 { "late" } else { "early" },
+                if *by > 0 {
+                    format!(" - {by}")
+                } else {
+                    format!(" + {}", -by)
+                },
+                by.unsigned_abs()
             ),
             Wrong::Zeros => format!("`{name}` is all zeros, where the right answer is not"),
             Wrong::Offset { by } => format!(
@@ -228,6 +248,23 @@ pub fn classify_at(
         };
     }
 
+    // Off by a constant: the first wrong element's difference explains every element.
+    let by = g[bad[0]] - e[bad[0]];
+    let offset = by.is_finite()
+        && by != 0.0
+        && n >= 2
+        && (0..n).all(|i| tol_any.accepts(e[i] + by, g[i], elem));
+    if let Some(by) = shifted(&e[..n], &g[..n], &bad, |i, j| {
+        tol.accepts_at(e[j], g[i], mag_at(j), elem)
+    })
+    .filter(|_| !offset)
+    {
+        return Wrong::Shifted {
+            by,
+            wrong: bad.len(),
+        };
+    }
+
     // Close, but not as close as the lab's precision allows: every wrong element is within
     // the coarse band.
     if tol.coarse.is_some()
@@ -256,9 +293,7 @@ pub fn classify_at(
         return values;
     }
 
-    // Off by a constant: the first wrong element's difference explains every element.
-    let by = g[bad[0]] - e[bad[0]];
-    if by.is_finite() && by != 0.0 && (0..n).all(|i| tol_any.accepts(e[i] + by, g[i], elem)) {
+    if offset {
         return Wrong::Offset { by };
     }
 
@@ -281,6 +316,32 @@ pub fn classify_at(
         };
     }
     values
+}
+
+/// The shift `k` (1, -1, 2, -2) for which every element `i` with `i - k` in range holds what
+/// element `i - k` should (`same(i, i - k)`, the lab's own tolerance), where that explains a
+/// wrong element: `None` when no shift does. Needs three elements and a wrong one inside the
+/// shifted range (outside it, at the ends, anything may stand: a scan's identity, say).
+fn shifted(
+    e: &[f64],
+    g: &[f64],
+    bad: &[usize],
+    same: impl Fn(usize, usize) -> bool,
+) -> Option<isize> {
+    let n = e.len().min(g.len());
+    if n < 3 {
+        return None;
+    }
+    [1isize, -1, 2, -2].into_iter().find(|&k| {
+        let inside = |i: usize| {
+            let j = i as isize - k;
+            (j >= 0 && (j as usize) < n).then_some(j as usize)
+        };
+        let covered = (0..n).filter(|&i| inside(i).is_some()).count();
+        bad.iter().any(|&i| inside(i).is_some())
+            && covered >= 2
+            && (0..n).all(|i| inside(i).is_none_or(|j| same(i, j)))
+    })
 }
 
 /// Is `g` the transpose of `e` over the last two dimensions of `shape` (leading dimensions are
@@ -449,6 +510,49 @@ mod tests {
         let e = ramp(16);
         assert_eq!(class(&e, &[0.0; 16], Some(vec![4, 4])), Wrong::Zeros);
         assert_eq!(class(&[5.0], &[0.0], None), Wrong::Zeros);
+    }
+
+    #[test]
+    fn shifted_by_one_is_named_not_called_imprecise() {
+        // An exclusive scan where the inclusive one is asked for, under a tolerance that grows
+        // with the index and a coarse band that would call it "imprecise".
+        let x: Vec<f64> = (0..64).map(|i| ((i * 7) % 5) as f64 - 2.0).collect();
+        let inclusive: Vec<f64> = x
+            .iter()
+            .scan(0.0, |s, v| {
+                *s += v;
+                Some(*s)
+            })
+            .collect();
+        let mut exclusive = vec![0.0];
+        exclusive.extend_from_slice(&inclusive[..63]);
+        let mut loose = tol();
+        loose.coarse = Some(crate::compare::Band {
+            abs: 10.0,
+            rel: 0.0,
+            sum: 0.0,
+        });
+        let b = buf(64, None);
+        let w = classify(
+            &b,
+            &b.data.clone(),
+            &encode(&inclusive, ScalarType::F32),
+            &encode(&exclusive, ScalarType::F32),
+            loose,
+        );
+        assert!(matches!(w, Wrong::Shifted { by: 1, .. }), "{w:?}");
+        let text = w.describe("y", 64);
+        assert!(text.contains("y[i] is what y[i - 1] should be"), "{text}");
+        // One place early: y[i] holds y[i + 1]'s value.
+        let early: Vec<f64> = inclusive[1..].iter().copied().chain([0.0]).collect();
+        let w = class(&inclusive, &early, None);
+        assert!(matches!(w, Wrong::Shifted { by: -1, .. }), "{w:?}");
+        // A ramp shifted is also a constant offset: that is the simpler story, and comes first
+        // only where shifting does not explain it; a constant signal cannot be shifted.
+        assert_eq!(
+            class(&[1.0, 1.0, 1.0, 1.0], &[2.0, 2.0, 2.0, 2.0], None),
+            Wrong::Offset { by: 1.0 }
+        );
     }
 
     #[test]

@@ -211,3 +211,61 @@ fn a_python_cpu_that_is_not_there_is_a_rubric_error_at_its_line() {
         assert!(text.contains("scan.yaml:7:"), "{text}");
     }
 }
+
+/// The scan course's off-by-one (an exclusive scan where the inclusive one is asked for) is
+/// named as such, with its hint, not "less precise than float": its error is one element's
+/// size, whatever the tolerance.
+#[test]
+fn an_exclusive_scan_is_named_shifted_not_imprecise() {
+    if !ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let rubric = course(tmp.path(), GOOD_CPU);
+    // A tolerance that grows with n and a coarse band (`u`) that an element's size fits in.
+    std::fs::write(
+        &rubric,
+        RUBRIC.replace(
+            "tolerance: {abs: 0.5}",
+            "tolerance: {abs: \"8 * u * n * 64\"}",
+        ),
+    )
+    .unwrap();
+    let student = tmp.path().join("student");
+    std::fs::create_dir_all(&student).unwrap();
+    std::fs::write(
+        student.join("scan.cu"),
+        REFERENCE.replace("j <= i", "j < i"),
+    )
+    .unwrap();
+    let json = tmp.path().join("r.json");
+    let o = cugrade()
+        .args(["check", "--backend", "emu", "--rubric"])
+        .arg(&rubric)
+        .arg(&student)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let failed: Vec<&serde_json::Value> = r["milestones"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail" && c["case"] == "n300")
+        .collect();
+    // (On n1 the one element is 0 where x[0] is expected: "all zeros", also right.)
+    assert!(!failed.is_empty(), "{r}");
+    for c in failed {
+        assert_eq!(c["cause"], "shifted", "{c}");
+        assert!(
+            c["message"]
+                .as_str()
+                .unwrap()
+                .contains("y[i] is what y[i - 1] should be"),
+            "{c}"
+        );
+    }
+}
