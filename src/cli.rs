@@ -151,6 +151,20 @@ enum Command {
         #[arg(long)]
         schema_only: bool,
     },
+    /// Grade a course's example submissions (each folder with an expected.yaml) and check
+    /// each got the verdicts it promises; exit 1 when one did not.
+    Test {
+        /// The course's folder (rubrics/ and the examples below it).
+        #[arg(value_name = "COURSE_DIR", default_value = ".")]
+        course: PathBuf,
+        /// Where the examples run (see `check --backend`); on a GPU, an expected.yaml's
+        /// `gpu:` statuses apply.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        /// The inputs' seed, the same for every example.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Measure each rubric's CPU baselines on this machine and pin them for the course in
     /// `<rubric>.calibration.json` beside the rubric (grading then uses them everywhere).
     Calibrate {
@@ -354,6 +368,20 @@ fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i
             install,
         }),
         Command::Calibrate { rubrics } => calibrate(rubrics),
+        Command::Test {
+            course,
+            backend,
+            seed,
+        } => crate::commands::test::run(&crate::commands::test::TestOptions {
+            course,
+            backend: match backend {
+                BackendChoice::Auto => "auto",
+                BackendChoice::Cuda => "cuda",
+                BackendChoice::Emu => "emu",
+            }
+            .to_string(),
+            seed,
+        }),
         Command::Validate {
             rubrics,
             backend,

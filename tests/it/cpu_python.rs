@@ -269,3 +269,75 @@ fn an_exclusive_scan_is_named_shifted_not_imprecise() {
         );
     }
 }
+
+/// `cugrade test COURSE_DIR` over the scan course's examples: each graded by the binary, each
+/// line says ok or what differs from its expected.yaml, and the exit code says whether all
+/// got what they promise.
+#[test]
+fn cugrade_test_grades_a_courses_examples_against_their_promises() {
+    if !ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    course(tmp.path(), GOOD_CPU);
+    let ex = tmp.path().join("submissions-example/scan");
+    let example = |name: &str, source: &str, expected: &str| {
+        std::fs::create_dir_all(ex.join(name)).unwrap();
+        std::fs::write(ex.join(name).join("scan.cu"), source).unwrap();
+        std::fs::write(ex.join(name).join("expected.yaml"), expected).unwrap();
+    };
+    let exclusive = REFERENCE.replace("j <= i", "j < i");
+    example("good", REFERENCE, "milestones: {scan_naive: skipped}\n");
+    example(
+        "exclusive",
+        &exclusive,
+        "milestones: {scan_naive: fail}\nhint_contains: [\"exclusive\"]\n",
+    );
+    let run = || {
+        let o = cugrade()
+            .args(["test", "--backend", "emu"])
+            .arg(tmp.path())
+            .output()
+            .unwrap();
+        (o.status.code(), output_text(&o))
+    };
+    let (code, text) = run();
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("ok    submissions-example/scan/good"),
+        "{text}"
+    );
+    assert!(text.contains("2 of 2 examples"), "{text}");
+
+    // A promise the example does not keep, a rubric named by the example, an unknown
+    // milestone and an unreadable expected.yaml: each said on its line, and the run goes on.
+    example(
+        "broken_promise",
+        REFERENCE,
+        "milestones: {scan_naive: fail}\n",
+    );
+    example(
+        "elsewhere",
+        &exclusive,
+        "rubric: ../../../rubrics/scan.yaml\nmilestones: {scan_naive: fail, scan_fast: pass}\n",
+    );
+    let (code, text) = run();
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("scan_naive: skipped, expected fail"),
+        "{text}"
+    );
+    assert!(
+        text.contains("scan_fast: expected.yaml names it, but the rubric has no such milestone"),
+        "{text}"
+    );
+    assert!(text.contains("2 of 4 examples"), "{text}");
+    example("typo", REFERENCE, "milestone: {scan_naive: pass}\n");
+    let (code, text) = run();
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("ERROR submissions-example/scan/typo"),
+        "{text}"
+    );
+    assert!(text.contains("2 of 5 examples"), "{text}");
+}
