@@ -7,6 +7,7 @@
 
 pub mod atomic;
 pub mod caps;
+pub mod causes;
 pub mod charts;
 pub mod cohort;
 pub mod describe;

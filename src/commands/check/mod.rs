@@ -44,7 +44,9 @@ fn load_submission(path: &Path) -> Result<Submission, CliError> {
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let err = |e| match e {
         submission::SubmissionError::Manifest(c) => CliError::Config(c),
-        submission::SubmissionError::Other(m) => CliError::Usage(m),
+        submission::SubmissionError::Other(m) | submission::SubmissionError::Empty(m) => {
+            CliError::Usage(m)
+        }
     };
     let mut sub = submission::load(&real).map_err(err)?;
     submission::adopt_folder_manifest(&mut sub, &real).map_err(err)?;
