@@ -20,6 +20,8 @@
 #   5. junitparser on every job's JUnit report;
 #   6. README's student path with the installed binary on a fresh HOME: init, check, edit,
 #      check, with no environment variable set.
+#   The vector-add repository carries a plotting script (plot.py): neither the cache key nor
+#   `doctor --install` takes it for Numba.
 #
 # The release build of `cargo install` reuses compiled dependencies through CARGO_TARGET_DIR
 # (under $CUGRADE_CI_TOOLS): the command and everything it installs are the templates' own.
@@ -221,12 +223,17 @@ expect "Save (cache hit)" "$(outcome second "Save cugrade and its compilers")" s
 expect "Grade" "$(outcome second Grade)" failure "$log"
 echo "ok: restored and graded in $((SECONDS - started)) s"
 
-echo "--- GitHub: a finished vector-add (the job passes)"
+echo "--- GitHub: a finished vector-add with a plotting script (the job passes, no Numba)"
 vadd="$work/gh-vector-add"
 finished "$vadd"
+# A .py file that is no kernel (issue 32): neither the cache key nor doctor --install may
+# take it for Numba.
+printf 'import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4])\nplt.savefig("speed.png")\n' > "$vadd/plot.py"
 finish_repo "$vadd"
 expect "the job" "$(gh_run third "$vadd")" pass "$work/third.log"
 all_correct "$work/artifacts-third/cugrade/result.json"
+has "$work/third.log" "Cache restored from key: cugrade-Linux-.*-nvrtc"
+hasnt "$work/third.log" "installing numba"
 
 echo "--- GitHub: a Numba repository (Numba installed with the compilers, cached under its own key)"
 started=$SECONDS

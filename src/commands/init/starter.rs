@@ -384,7 +384,7 @@ fn readme(r: &LoadedRubric, source: &str, lang: StarterLang) -> String {
 
 /// Source text with comments and string/char literals blanked out (same length, newlines
 /// kept), so that positions still map to lines.
-fn blank_comments(src: &str) -> String {
+pub(crate) fn blank_comments(src: &str) -> String {
     let b = src.as_bytes();
     let mut out = b.to_vec();
     let mut i = 0;
@@ -442,7 +442,7 @@ fn matching(text: &[u8], open: usize, (l, r): (u8, u8)) -> Option<usize> {
 }
 
 /// Where `kernel` is defined in `src` and whether its body is empty (comments aside).
-fn definitions(src: &str, kernel: &str) -> Vec<(usize, bool)> {
+pub(crate) fn definitions(src: &str, kernel: &str) -> Vec<(usize, bool)> {
     let clean = blank_comments(src);
     let b = clean.as_bytes();
     let mut out = Vec::new();
