@@ -137,7 +137,10 @@ pub fn init(
                 readme(&r, &source_name, lang)
             },
         ),
-        ("lab.md".to_string(), lab.doc.to_string()),
+        (
+            "lab.md".to_string(),
+            super::labdoc::lab_md(lab, &r, lang, &source_name),
+        ),
         (".gitignore".to_string(), "cugrade-out/\n".to_string()),
     ];
     // A README or .gitignore the folder already has is kept; the kernels and cugrade.yaml
@@ -279,9 +282,12 @@ pub(super) fn kernels(r: &LoadedRubric) -> Vec<(&str, &str)> {
 
 pub(super) fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "// {}", lab.heading().replace('`', ""));
+    let _ = writeln!(s, "// {}", super::labdoc::title(lab).replace('`', ""));
     let _ = writeln!(s, "//");
-    s.push_str(&comment(&lab.what_you_write(), "// "));
+    s.push_str(&comment(
+        &super::labdoc::clean(&lab.what_you_write(), false),
+        "// ",
+    ));
     let _ = writeln!(s, "//");
     let _ = writeln!(
         s,
