@@ -9,6 +9,7 @@ pub mod atomic;
 pub mod caps;
 pub mod causes;
 pub mod charts;
+pub mod codequality;
 pub mod cohort;
 pub mod describe;
 pub mod devices;
