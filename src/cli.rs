@@ -75,6 +75,10 @@ pub struct CheckArgs {
     /// Write Gradescope's results.json here (e.g. /autograder/results/results.json).
     #[arg(long, value_name = "FILE")]
     pub gradescope: Option<PathBuf>,
+    /// Write GitLab's Code Quality report here (gl-code-quality-report.json): one issue per
+    /// failing finding, at its file and line.
+    #[arg(long, value_name = "FILE")]
+    pub codequality: Option<PathBuf>,
     /// Grade again each time a file of the submission (.cu, .cuh, .h, .ptx, .py,
     /// cugrade.yaml) or the rubric changes (Ctrl-C stops).
     #[arg(long)]
@@ -416,6 +420,7 @@ fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i
                 junit: args.junit,
                 markdown: args.markdown,
                 gradescope: args.gradescope,
+                codequality: args.codequality,
                 format,
                 verbosity,
                 requested: common_options(&common),

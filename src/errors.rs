@@ -65,9 +65,19 @@ impl ConfigError {
     /// The same rendering as a warning: something to look at that does not stop the command
     /// (`validate`'s remarks on a sound rubric).
     pub fn as_warning(&self) -> String {
+        self.labelled("warning")
+    }
+
+    /// The same rendering as a note: a second place an error involves (the reference kernel
+    /// a rubric's contract disagrees with).
+    pub fn as_note(&self) -> String {
+        self.labelled("note")
+    }
+
+    fn labelled(&self, label: &str) -> String {
         let text = self.to_string();
         match text.strip_prefix("error: ") {
-            Some(rest) => format!("warning: {rest}"),
+            Some(rest) => format!("{label}: {rest}"),
             None => text,
         }
     }

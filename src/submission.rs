@@ -78,9 +78,12 @@ pub enum SubmissionError {
     /// The manifest is malformed (exit 2 for `check`).
     #[error("{0}")]
     Manifest(ConfigError),
-    /// Anything else (missing path, no sources, too large).
+    /// Anything else (missing path, too large).
     #[error("{0}")]
     Other(String),
+    /// No `.cu`, `.ptx` or `.py` file: an empty submission.
+    #[error("{0}")]
+    Empty(String),
 }
 
 /// Read a submission from a file or directory.
@@ -177,7 +180,7 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
             .unwrap_or(sub.student);
     }
     if sub.sources.is_empty() && sub.ptx.is_empty() && sub.python.is_empty() {
-        return Err(SubmissionError::Other(format!(
+        return Err(SubmissionError::Empty(format!(
             "no `.cu`, `.ptx` or `.py` file in `{}`",
             path.display()
         )));
@@ -468,8 +471,11 @@ impl Submission {
             .map(|f| self.python_language(f))
             .collect();
         let any = |l: PyLang| langs.iter().any(|x| *x == l || *x == PyLang::Both);
-        // Helper modules alone are Numba, as before CuPy was graded.
-        if any(PyLang::Numba) || (!langs.is_empty() && !any(PyLang::Cupy)) {
+        // Python files alone that import neither are Numba, as before CuPy was graded. Beside
+        // CUDA C++ or PTX, a file that imports neither (a plotting or benchmark script) is not
+        // a kernel at all: no Numba is needed for it (issue 32).
+        let python_only = self.sources.is_empty() && self.ptx.is_empty();
+        if any(PyLang::Numba) || (python_only && !langs.is_empty() && !any(PyLang::Cupy)) {
             v.push(Language::Numba);
         }
         if any(PyLang::Cupy) {
@@ -584,6 +590,24 @@ mod tests {
             panic!("expected a manifest error")
         };
         assert!(e.message.contains("`numba` or `cupy`"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_script_beside_cuda_sources_is_no_language() {
+        use crate::rubric::schema::Language;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("k.cu"), "__global__ void k() {}\n").unwrap();
+        std::fs::write(
+            d.path().join("plot.py"),
+            "import matplotlib.pyplot as plt\n",
+        )
+        .unwrap();
+        assert_eq!(load(d.path()).unwrap().languages(), vec![Language::Cuda]);
+        std::fs::write(d.path().join("n.py"), "from numba import cuda\n").unwrap();
+        assert_eq!(
+            load(d.path()).unwrap().languages(),
+            vec![Language::Cuda, Language::Numba]
+        );
     }
 
     #[test]

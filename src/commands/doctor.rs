@@ -4,7 +4,9 @@
 //! What is needed comes from a rubric: `--rubric FILE`, else the rubric the submission's
 //! `cugrade.yaml` names (SUBMISSION, default `.`). NVRTC and CUDA's headers are needed by every
 //! rubric whose reference or accepted submissions are CUDA C++; Numba by a rubric that accepts
-//! `.py` kernels (given with `--rubric`), or by a submission that has them; a GPU with
+//! `.py` kernels (given with `--rubric`), or by a submission that has them (a `.py` file that
+//! imports `numba`, or Python files alone) and whose CUDA C++ or PTX files do not already
+//! define every milestone's kernel: a plotting script beside `.cu` kernels needs nothing; a GPU with
 //! `--backend cuda`, and then cuBLAS when a threshold is measured against it. Without any
 //! rubric, NVRTC and the headers are needed (every built-in lab compiles CUDA C++).
 //! `--install` first installs what is needed and missing into cugrade's cache.
@@ -90,12 +92,18 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
     let cupy = langs.contains(&Language::Cupy);
     if let Some(r) = &o.rubric {
         let loaded = crate::rubric::load(r)?;
-        let mut n = needs_of(&loaded, python, true, gpu);
+        // Named, the submission decides; else every language the rubric accepts counts (an
+        // instructor's machine grades whatever comes).
+        let mut n = match sub.as_ref().filter(|_| o.submission.is_some()) {
+            Some(s) => needs_of(&loaded, python && !kernels_in_cuda(s, &loaded), false, gpu),
+            None => needs_of(&loaded, python, true, gpu),
+        };
         n.cupy |= cupy;
         return Ok(n);
     }
     if let Some(s) = sub.as_ref().filter(|s| s.manifest.rubric.is_some()) {
         let r = crate::commands::check::find_rubric(None, s)?;
+        let python = python && !kernels_in_cuda(s, &r.loaded);
         let mut n = needs_of(&r.loaded, python, false, gpu);
         n.cupy = cupy
             && r.loaded
@@ -117,6 +125,23 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
         cublas: false,
         what: "CUDA C++ submissions".into(),
     })
+}
+
+/// Whether the submission's CUDA C++ or PTX files define every kernel the rubric's milestones
+/// name: grading finds those first, so its Python files are never compiled as kernels and
+/// Numba is not needed, whatever they import (a benchmark script using `numba`).
+fn kernels_in_cuda(sub: &crate::submission::Submission, r: &LoadedRubric) -> bool {
+    let in_cuda = |k: &str| {
+        sub.sources
+            .iter()
+            .any(|f| !crate::commands::init::starter::definitions(&f.text, k).is_empty())
+            || sub
+                .ptx
+                .iter()
+                .any(|f| crate::compile::ptx_entries(&f.text).iter().any(|e| e == k))
+    };
+    !crate::commands::init::is_function_lab(r)
+        && r.rubric.milestones.iter().all(|m| in_cuda(&m.kernel))
 }
 
 /// One line of the report: present, missing and needed, or missing and not needed here.

@@ -2,9 +2,14 @@
 //! combined into one tree that equals an unsharded run of the same cohort with the same seed:
 //! each student's folder (`students/<id>/`) is copied as it is, and the class files (summary,
 //! charts, grades.csv, integrity.csv, junit.xml) are computed again over everyone, the
-//! integrity pairs from the fingerprints each shard saved. Shards written by a cugrade before
-//! the `students/` folder (students directly in the shard) are read too.
+//! integrity pairs from the fingerprints each shard saved.
+//!
+//! Each shard's record (`shard.json`, [`crate::commands::grade::shard`]) says which shard of
+//! which run it is: the merge is refused (exit 2, naming the shards) unless every shard of
+//! 1..=N is given once, all of one run (N, seed, rubric, backend, cohort), each finished; and
+//! only the students a shard's record lists are taken from it.
 
+use crate::commands::grade::shard::{self, ShardRecord};
 use crate::errors::{CliError, Fatal};
 use crate::exit;
 use crate::integrity::Fingerprints;
@@ -22,28 +27,25 @@ struct Found {
     recapped: bool,
 }
 
-/// Every student folder (one holding result.json) of one shard's output: in its `students/`,
-/// or, for a shard of the older layout, in the shard itself.
-fn students_in(shard: &Path) -> Result<Vec<Found>, CliError> {
-    let nested = shard.join(crate::commands::grade::STUDENTS);
-    let dir = if nested.is_dir() {
-        nested
-    } else {
-        shard.to_path_buf()
-    };
-    let entries = std::fs::read_dir(&dir).map_err(|e| {
-        CliError::Usage(format!(
-            "cannot read shard output `{}`: {e}",
-            shard.display()
-        ))
-    })?;
+/// The students a shard's record lists, each from `students/<id>/result.json`; folders the
+/// record does not list (left from another run into the same folder) are said and left out.
+fn students_in(shard: &Path, record: &ShardRecord) -> Result<Vec<Found>, CliError> {
+    let dir = shard.join(crate::commands::grade::STUDENTS);
     let mut out = Vec::new();
-    for e in entries.flatten() {
-        let path = e.path();
+    for id in &record.students {
+        let path = dir.join(id);
         let json = path.join("result.json");
         // Never through a link: grade writes none, and one could point anywhere.
-        if !e.file_type().is_ok_and(|t| t.is_dir()) || !json.is_file() {
-            continue;
+        let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        if !is_dir || !json.is_file() {
+            return Err(CliError::Usage(format!(
+                "shard {}/{} in `{}` lists the student `{id}`, but `{}` is missing: grade the \
+                 shard again with --resume",
+                record.shard,
+                record.of,
+                shard.display(),
+                json.display()
+            )));
         }
         let mut result = crate::report::json::read(&json).map_err(|e| {
             CliError::Usage(format!(
@@ -54,11 +56,32 @@ fn students_in(shard: &Path) -> Result<Vec<Found>, CliError> {
         let before = result.clone();
         crate::report::caps::cap_student_text(&mut result);
         out.push(Found {
-            folder: e.file_name().to_string_lossy().into_owned(),
+            folder: id.clone(),
             from: path,
             recapped: result != before,
             result,
         });
+    }
+    let unlisted = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            !record
+                .students
+                .iter()
+                .any(|id| e.file_name() == id.as_str())
+        })
+        .count();
+    if unlisted > 0 {
+        eprintln!(
+            "note: `{}` holds {unlisted} student folder{} that shard {}/{} does not grade (from \
+             another run into the same folder); left out",
+            dir.display(),
+            if unlisted == 1 { "" } else { "s" },
+            record.shard,
+            record.of
+        );
     }
     Ok(out)
 }
@@ -120,33 +143,29 @@ pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
         ));
     }
     let out_abs = std::fs::canonicalize(out).ok();
-    let mut by_folder: BTreeMap<String, Found> = BTreeMap::new();
-    for shard in shards {
-        if out_abs.is_some() && std::fs::canonicalize(shard).ok() == out_abs {
+    let mut records: Vec<(PathBuf, ShardRecord)> = Vec::new();
+    for dir in shards {
+        if out_abs.is_some() && std::fs::canonicalize(dir).ok() == out_abs {
             return Err(CliError::Usage(format!(
                 "--out `{}` is also a shard: merge into a new directory",
                 out.display()
             )));
         }
-        let found = students_in(shard)?;
-        if found.is_empty() {
-            eprintln!(
-                "warning: `{}` holds no graded students (no students/*/result.json)",
-                shard.display()
-            );
-        }
-        for f in found {
+        records.push((dir.clone(), shard::read(dir).map_err(CliError::Usage)?));
+    }
+    shard::check_set(&records).map_err(CliError::Usage)?;
+    let mut by_folder: BTreeMap<String, Found> = BTreeMap::new();
+    for (dir, record) in &records {
+        for f in students_in(dir, record)? {
             if let Some(prev) = by_folder.get(&f.folder) {
-                if prev.result != f.result {
-                    return Err(CliError::Usage(format!(
-                        "student folder `{}` is in both `{}` and `{}` with different results: \
-                         were these shards of one run (same cohort, same --shard N)?",
-                        f.folder,
-                        prev.from.display(),
-                        f.from.display()
-                    )));
-                }
-                continue;
+                // Shards of one run split the cohort's ids: only a forged record repeats one.
+                return Err(CliError::Usage(format!(
+                    "student folder `{}` is in both `{}` and `{}`: were these shards of one run \
+                     (same cohort, same --shard N)?",
+                    f.folder,
+                    prev.from.display(),
+                    f.from.display()
+                )));
             }
             by_folder.insert(f.folder.clone(), f);
         }

@@ -174,6 +174,64 @@ pub fn numpy() -> Result<ArrayEnv, String> {
     })
 }
 
+/// SciPy, which stands in for `cupyx.scipy` without a GPU (`cupyx_numpy.py`), for NumPy 2.
+pub const SCIPY_WHEELS: &[&str] = &["scipy>=1.13,<1.17", "numpy>=1.24,<2.5"];
+
+pub fn scipy_dir() -> PathBuf {
+    cache_root().join("scipy")
+}
+
+/// `numpy` with SciPy importable too: the interpreter's own (with NumPy's sites), else
+/// cugrade's cache, installed there on first use (only a pipeline that imports
+/// `cupyx.scipy` asks).
+pub fn with_scipy(numpy: &ArrayEnv) -> Result<ArrayEnv, String> {
+    static ONCE: Once = Mutex::new(None);
+    once(&ONCE, || {
+        let find = || {
+            probe(&numpy.sites, "scipy")
+                .map(|f| (vec![], f))
+                .or_else(|| {
+                    let mut sites = numpy.sites.clone();
+                    sites.push(scipy_dir());
+                    stamped(&scipy_dir(), SCIPY_WHEELS)
+                        .then(|| probe(&sites, "scipy"))
+                        .flatten()
+                        .map(|f| (vec![scipy_dir()], f))
+                })
+        };
+        let (extra, found) = match find() {
+            Some(f) => f,
+            None => {
+                super::install::pins_into(
+                    &scipy_dir(),
+                    SCIPY_WHEELS,
+                    "SciPy (stands in for cupyx.scipy without a GPU)",
+                    "~40 MB download, ~120 MB on disk",
+                )?;
+                find().ok_or_else(|| {
+                    format!(
+                        "SciPy was installed into {} but does not import",
+                        scipy_dir().display()
+                    )
+                })?
+            }
+        };
+        let mut env = numpy.clone();
+        env.sites.extend(extra);
+        env.read_dirs.push(found.dir.clone());
+        env.read_dirs.extend(env.sites.clone());
+        env.read_dirs.sort();
+        env.read_dirs.dedup();
+        env.describe = format!(
+            "{}, SciPy {} ({})",
+            numpy.describe,
+            found.version,
+            found.dir.display()
+        );
+        Ok(env)
+    })
+}
+
 /// The CUDA toolkit folder CuPy compiles with (`$CUDA_PATH`, else `/usr/local/cuda`).
 fn cuda_path() -> Option<PathBuf> {
     std::env::var_os("CUDA_PATH")

@@ -26,6 +26,8 @@ use std::process::{Command, Stdio};
 
 const DRIVER: &str = include_str!("cupy_driver.py");
 pub(crate) const STUB: &str = include_str!("cupy_stub.py");
+/// `cupyx` beside it: every module imports, `cupyx.jit` kernels are refused at their line.
+const CUPYX_STUB: &str = include_str!("cupyx_stub.py");
 
 /// How a `.py` file takes part in grading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +199,8 @@ pub fn extract(
     std::fs::create_dir_all(&src).map_err(io)?;
     std::fs::create_dir_all(stub.join("cupy")).map_err(io)?;
     std::fs::write(stub.join("cupy/__init__.py"), STUB).map_err(io)?;
+    std::fs::create_dir_all(stub.join("cupyx")).map_err(io)?;
+    std::fs::write(stub.join("cupyx/__init__.py"), CUPYX_STUB).map_err(io)?;
     super::write_sources(files, &src).map_err(|e| match e {
         super::WriteError::Name(m) => m,
         super::WriteError::Io(e) => io(e),

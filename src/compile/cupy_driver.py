@@ -78,6 +78,18 @@ def locate(value, fallback):
     return {"file": fallback[0], "line": fallback[1], "exact": False}
 
 
+def student_traceback(exc, tb):
+    """The traceback through the submission's own files: this driver, the stand-ins and
+    Python's import machinery are cugrade's, not the student's to read."""
+    frames = [
+        f for f in traceback.extract_tb(tb) if not f.filename.startswith("<") and rel(f.filename)
+    ][-30:]
+    text = "".join(traceback.format_exception_only(type(exc), exc))
+    if frames:
+        text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + text
+    return text
+
+
 def failure(path, exc, tb):
     where = (path, None)
     for frame in traceback.extract_tb(tb):
@@ -88,7 +100,7 @@ def failure(path, exc, tb):
     if isinstance(exc, SyntaxError) and exc.filename:
         where = (rel(exc.filename) or path, exc.lineno)
         message = f"SyntaxError: {exc.msg}"
-    details = scrub("".join(traceback.format_exception(type(exc), exc, tb)[-30:]))
+    details = scrub(student_traceback(exc, tb))
     return {
         "file": where[0],
         "line": where[1],

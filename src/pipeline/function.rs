@@ -102,17 +102,34 @@ pub(super) fn start(
 }
 
 /// Whether a Python file of the submission constructs a CuPy kernel (`RawKernel(`,
-/// `RawModule(`, `ElementwiseKernel(`, `ReductionKernel(`), which the NumPy stand-in defines
-/// but cannot run.
+/// `RawModule(`, `ElementwiseKernel(`, `ReductionKernel(`, a `cupyx.jit.rawkernel`), which the
+/// NumPy stand-in defines but cannot run.
 pub(super) fn builds_cupy_kernel(files: &[SourceFile]) -> bool {
     static KERNEL: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\b(RawKernel|RawModule|ElementwiseKernel|ReductionKernel)\s*\(")
-            .expect("a valid regex")
+        regex::Regex::new(
+            r"\b(RawKernel|RawModule|ElementwiseKernel|ReductionKernel)\s*\(|\bjit\.rawkernel\b",
+        )
+        .expect("a valid regex")
     });
     files
         .iter()
         .filter(|f| f.name.ends_with(".py"))
         .any(|f| KERNEL.is_match(&f.text))
+}
+
+/// Whether a Python file of the submission imports `cupyx.scipy` (`import cupyx.scipy.X`,
+/// `from cupyx.scipy import X`, `from cupyx import scipy`).
+fn imports_cupyx_scipy(files: &[SourceFile]) -> bool {
+    static IMPORT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?m)^[ \t]*(?:import[ \t]+cupyx\.scipy\b|from[ \t]+cupyx\.scipy\b|from[ \t]+cupyx[ \t]+import[^\n]*\bscipy\b|import[ \t]+cupyx\b)",
+        )
+        .expect("a valid regex")
+    });
+    files
+        .iter()
+        .filter(|f| f.name.ends_with(".py"))
+        .any(|f| IMPORT.is_match(&f.text) && f.text.contains("scipy"))
 }
 
 pub(super) fn on_gpu(opts: &Options) -> bool {
@@ -395,7 +412,16 @@ pub(super) fn sides(
     opts: &Options,
     reference: &Reference,
 ) -> Result<Sides, Infrastructure> {
-    let (numpy, env) = environments(opts)?;
+    let (numpy, mut env) = environments(opts)?;
+    // Without a GPU, SciPy stands in for cupyx.scipy: found or installed only when asked for.
+    if !on_gpu(opts) && imports_cupyx_scipy(&sub.python) {
+        env = arrays::with_scipy(&env).map_err(|e| {
+            Infrastructure(format!(
+                "the submission imports cupyx.scipy, for which SciPy stands in without a GPU, \
+                 and SciPy cannot be had here: {e}"
+            ))
+        })?;
+    }
     let startup = Duration::from_secs_f64(plan.timeouts.import_s.max(30.0));
     let mut file = reference
         .python

@@ -195,7 +195,8 @@ fn signature_check(
             format!("kernel {kernel}"),
             format!("`{kernel}` takes {} parameters of sizes {:?}; the contract is ({}) with sizes {:?}", info.param_count, info.param_sizes, sig.join(", "), expected_sizes),
         )
-        .with_hint(hints::MISSING_KERNEL.replace("NAME", kernel));
+        .with_hint(hints::MISSING_KERNEL.replace("NAME", kernel))
+        .with_cause("signature");
     }
     Check::pass(
         CheckKind::Kernel,

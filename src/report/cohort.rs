@@ -256,105 +256,15 @@ pub fn summary_md_with(results: &[GradeResult], pairs: &[Pair]) -> String {
          with its speed points still to come). *Cleared*: nothing failed or errored (a check \
          that could not run does not count against the student).\n",
     );
-    failure_causes(&mut out, results);
+    super::causes::section(&mut out, results);
     leaderboard(&mut out, results);
     super::devices::section(&mut out, results);
     duplicates(&mut out, pairs);
     out
 }
 
-/// How many causes the summary lists.
-const TOP_CAUSES: usize = 10;
 /// How many places each leaderboard shows.
 const TOP_PLACES: usize = 10;
-
-/// A failure's cause, comparable across students: the milestone, the kind of check and the
-/// message's first line with its numbers blanked (`out[0] is 499712` and `out[0] is 12` are
-/// one cause); for findings that name their checker first (`memcheck: ...`), just that name.
-fn cause_key(milestone: &str, kind: CheckKind, message: &str) -> String {
-    let first_line = message.lines().next().unwrap_or("");
-    let head = match first_line.split_once(':') {
-        Some((h, _)) if kind != CheckKind::Compile && h.len() <= 60 => h,
-        _ => first_line,
-    };
-    let mut blanked = String::new();
-    let mut in_number = false;
-    for c in head.chars().take(160) {
-        if c.is_ascii_digit() || (in_number && (c.is_ascii_hexdigit() || matches!(c, '.' | 'x'))) {
-            if !in_number {
-                blanked.push('#');
-            }
-            in_number = true;
-        } else {
-            in_number = false;
-            blanked.push(c);
-        }
-    }
-    format!("{milestone}\u{0}{}\u{0}{blanked}", kind.as_str())
-}
-
-fn failure_causes(out: &mut String, results: &[GradeResult]) {
-    // cause -> (students, an example message, its hint)
-    let mut causes: BTreeMap<String, (usize, String, Option<String>)> = BTreeMap::new();
-    for r in results {
-        let mut seen = std::collections::HashSet::new();
-        // A finding several milestones share (one compile error stops them all) is one cause,
-        // under the milestones it stopped.
-        for p in super::findings::placed(r).iter().flatten() {
-            let milestones = match &p.shared {
-                super::findings::Shared::Repeat { .. } => continue,
-                super::findings::Shared::First { also } => {
-                    let mut ids = vec![p.milestone.id.as_str()];
-                    ids.extend(also);
-                    ids.join(", ")
-                }
-                super::findings::Shared::Alone => p.milestone.id.clone(),
-            };
-            for c in p
-                .finding
-                .all
-                .iter()
-                .filter(|c| matches!(c.status, Status::Fail | Status::Error))
-            {
-                let key = cause_key(&milestones, c.kind, &c.message);
-                if seen.insert(key.clone()) {
-                    let e = causes
-                        .entry(key)
-                        .or_insert_with(|| (0, c.message.clone(), c.hint.clone()));
-                    e.0 += 1;
-                }
-            }
-        }
-    }
-    if causes.is_empty() {
-        return;
-    }
-    let mut ranked: Vec<_> = causes.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| a.0.cmp(&b.0)));
-    let _ = writeln!(
-        out,
-        "\n## Most common failure causes\n\n| Students | Milestone | Check | Example message |\n| ---: | --- | --- | --- |"
-    );
-    for (key, (n, message, _)) in ranked.iter().take(TOP_CAUSES) {
-        let mut parts = key.split('\u{0}');
-        let (milestone, kind) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let first = message.lines().next().unwrap_or("");
-        let _ = writeln!(
-            out,
-            "| {n} | {} | {} | {} |",
-            inline(milestone),
-            inline(kind),
-            inline(&super::sanitize::truncate(first, 200))
-        );
-    }
-    if ranked.len() > TOP_CAUSES {
-        let _ = writeln!(
-            out,
-            "\n{} more causes in the students' reports.",
-            ranked.len() - TOP_CAUSES
-        );
-    }
-}
 
 /// Per performance check that was measured for someone: the best values, without names. A
 /// student learns where the class stands, not who is where.

@@ -7,7 +7,9 @@
 
 pub mod atomic;
 pub mod caps;
+pub mod causes;
 pub mod charts;
+pub mod codequality;
 pub mod cohort;
 pub mod describe;
 pub mod devices;

@@ -6,6 +6,7 @@
 
 pub mod baseline;
 pub mod bounds;
+mod collect;
 pub mod confine;
 pub mod convention;
 pub mod expr;
@@ -99,6 +100,11 @@ impl LoadedRubric {
         self.rubric.milestones.iter().map(milestone_max).sum()
     }
 
+    /// An error located at the key that introduces `path` in this rubric (`params:`).
+    pub fn error_at_key(&self, path: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(&self.path, self.locations.key(path), message, &self.source)
+    }
+
     /// An error located at `path` in this rubric.
     pub fn error_at(&self, path: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::new(
@@ -141,7 +147,14 @@ pub fn load(path: &Path) -> Result<LoadedRubric, ConfigError> {
 pub fn load_within(path: &Path, within: Option<&Path>) -> Result<LoadedRubric, ConfigError> {
     let (_, root) = confine::rubric_file(path, within)?;
     let source = read_bounded(path, bounds::RUBRIC.max_bytes)?;
-    let rubric: Rubric = parse_yaml(path, &source)?;
+    // The first mistake in file order (`load_all` reports them all).
+    let (rubric, mut schema) = collect::parse_all::<Rubric>(path, &source);
+    if !schema.is_empty() {
+        return Err(schema.swap_remove(0));
+    }
+    let Some(rubric) = rubric else {
+        return Err(ConfigError::whole_file(path, "the rubric does not parse"));
+    };
     let locations = Locations::of(&source);
     let reference_path = confine::reference(path, &rubric.reference, &root, within.is_some())
         .map_err(|m| ConfigError::new(path, locations.value("reference"), m, &source))?;
@@ -164,16 +177,23 @@ pub fn load_within(path: &Path, within: Option<&Path>) -> Result<LoadedRubric, C
 pub fn load_all(path: &Path) -> Result<LoadedRubric, Vec<ConfigError>> {
     let (_, root) = confine::rubric_file(path, None).map_err(|e| vec![e])?;
     let source = read_bounded(path, bounds::RUBRIC.max_bytes).map_err(|e| vec![e])?;
-    let rubric: Rubric = parse_yaml(path, &source).map_err(|e| vec![e])?;
+    // Every unknown key (and wrong value) serde can be taken past, each at its own line; the
+    // checks below then run on the rest, so that one typo hides nothing else.
+    let (rubric, mut schema) = collect::parse_all::<Rubric>(path, &source);
+    let Some(rubric) = rubric else {
+        return Err(schema);
+    };
     let locations = Locations::of(&source);
     let reference_path =
         confine::reference(path, &rubric.reference, &root, false).map_err(|m| {
-            vec![ConfigError::new(
+            let mut all = std::mem::take(&mut schema);
+            all.push(ConfigError::new(
                 path,
                 locations.value("reference"),
                 m,
                 &source,
-            )]
+            ));
+            all
         })?;
     let loaded = LoadedRubric {
         rubric,
@@ -182,7 +202,9 @@ pub fn load_all(path: &Path) -> Result<LoadedRubric, Vec<ConfigError>> {
         source,
         locations,
     };
-    let errors = check_all(&loaded);
+    let mut errors = schema;
+    errors.extend(check_all(&loaded));
+    errors.sort_by_key(|e| e.pos.map(|p| (p.line, p.col)));
     if errors.is_empty() {
         Ok(loaded)
     } else {
@@ -1030,9 +1052,52 @@ milestones:
         let text = GOOD.replace("    launch:", "    tolerence: 1\n    launch:");
         assert_eq!(
             load_text(&text).unwrap_err(),
-            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `returns`, `launch`, `tolerance`, `precision`\n \
+            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `returns`, `launch`, `tolerance`, `precision`; did you mean `tolerance`?\n \
              --> r.yaml:9:5\n  |\n9 |     tolerence: 1\n  |     ^"
         );
+    }
+
+    #[test]
+    fn every_independent_mistake_is_reported_at_its_line() {
+        let text = GOOD
+            .replace("    launch:", "    tolerence: { abs: 0.1 }\n    launch:")
+            .replace(
+                "reference: ref.cu",
+                "reference: ref.cu\ntrials: 1\ntrails: 3",
+            )
+            .replace(
+                "    kernel: vector_add",
+                "    kernel: vector_add\n    titel: x",
+            )
+            .replace("contract: add", "contract: ad");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("ref.cu"),
+            "extern \"C\" __global__ void vector_add() {}\n",
+        )
+        .unwrap();
+        let p = dir.path().join("r.yaml");
+        std::fs::write(&p, &text).unwrap();
+        let errors = load_all(&p).unwrap_err();
+        let said: Vec<String> = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.pos.unwrap().line, e.message))
+            .collect();
+        let want = [
+            ("trials must be at least 2", "trials: 1"),
+            ("unknown field `trails`", "trails: 3"),
+            ("unknown field `tolerence`", "tolerence: {"),
+            ("unknown field `titel`", "titel: x"),
+            ("unknown contract `ad`", "contract: ad"),
+        ];
+        assert_eq!(said.len(), want.len(), "{said:#?}");
+        for ((msg, line), got) in want.iter().zip(&errors) {
+            assert!(got.message.contains(msg), "{said:#?}");
+            let at = text.lines().nth(got.pos.unwrap().line - 1).unwrap();
+            assert!(at.contains(line), "{msg} at `{at}`: {said:#?}");
+        }
+        assert!(said[2].contains("did you mean `tolerance`?"), "{said:#?}");
+        assert!(said[3].contains("did you mean `title`?"), "{said:#?}");
     }
 
     #[test]

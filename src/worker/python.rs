@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 pub(crate) const HARNESS: &str = include_str!("python_harness.py");
 pub(crate) const STAND_IN: &str = include_str!("cupy_numpy.py");
+/// `cupyx` beside it: cupyx.scipy from SciPy, a few functions, the rest refused by name.
+const CUPYX_STAND_IN: &str = include_str!("cupyx_numpy.py");
 
 /// What the worker turns into.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,6 +119,8 @@ pub(crate) fn exec(start: &PythonStart, temp: &Path, proto: std::os::fd::RawFd) 
         if start.stand_in {
             std::fs::create_dir_all(stand_in.join("cupy")).map_err(io)?;
             std::fs::write(stand_in.join("cupy/__init__.py"), STAND_IN).map_err(io)?;
+            std::fs::create_dir_all(stand_in.join("cupyx")).map_err(io)?;
+            std::fs::write(stand_in.join("cupyx/__init__.py"), CUPYX_STAND_IN).map_err(io)?;
         }
         let harness = temp.join("cugrade_python_harness.py");
         std::fs::write(&harness, HARNESS).map_err(io)?;

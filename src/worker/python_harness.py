@@ -124,6 +124,21 @@ def scrub(text):
     return text.replace(SRC + os.sep, "").replace(SRC, ".")
 
 
+_HARNESS = os.path.realpath(__file__)
+
+
+def ours(filename):
+    """Whether a traceback's frame is in cugrade's own code, not the student's or a library's."""
+    if filename.startswith("<frozen "):
+        return True
+    try:
+        real = os.path.realpath(filename)
+    except (TypeError, ValueError):
+        return False
+    stand_in = REQUEST.get("stand_in")
+    return real == _HARNESS or bool(stand_in and real.startswith(os.path.realpath(stand_in) + os.sep))
+
+
 def failure(exc, kind="exception"):
     """What went wrong, at the submission's innermost line."""
     tb = traceback.extract_tb(exc.__traceback__)
@@ -134,7 +149,13 @@ def failure(exc, kind="exception"):
     else:
         at_file, at_line = (rel(at.filename), at.lineno) if at else (None, None)
     message = scrub("".join(traceback.format_exception_only(type(exc), exc)).strip())
-    details = scrub("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    # This harness, the stand-ins and Python's import machinery are cugrade's: the student
+    # reads the frames of their own files and of the libraries they called.
+    frames = [f for f in tb if not ours(f.filename)]
+    details = "".join(traceback.format_exception_only(type(exc), exc))
+    if frames:
+        details = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + details
+    details = scrub(details)
     # A message of 50 MB would not fit a frame; the grader caps what it keeps anyway (this is
     # the student's interpreter: nothing here is trusted), so send no more than it keeps.
     if len(message) > 4000:

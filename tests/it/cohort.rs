@@ -201,23 +201,52 @@ fn fifty_students_grade_into_pinned_gradebook_integrity_and_gradescope_files() {
         );
     }
 
-    // merge of the run split in two halves equals the run, byte for byte.
+    // merge of the run split in two shards equals the run, byte for byte. Each shard's folder
+    // starts as a copy of the whole run, so `--resume` reuses every result; each shard's
+    // record (shard.json) lists its own students, and merge takes only those.
     let (a, b) = (tmp.path().join("half-a"), tmp.path().join("half-b"));
-    let mut i = 0;
-    for e in std::fs::read_dir(out.join("students")).unwrap() {
-        let p = e.unwrap().path();
-        if !p.join("result.json").is_file() {
-            continue;
+    for (k, half) in [(1, &a), (2, &b)] {
+        for (rel, bytes) in tree(&out.join("students")) {
+            let to = half.join("students").join(rel);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::write(to, bytes).unwrap();
         }
-        let dest = if i % 2 == 0 { &a } else { &b }
-            .join("students")
-            .join(p.file_name().unwrap());
-        std::fs::create_dir_all(&dest).unwrap();
-        for f in std::fs::read_dir(&p).unwrap() {
-            let f = f.unwrap().path();
-            std::fs::copy(&f, dest.join(f.file_name().unwrap())).unwrap();
-        }
-        i += 1;
+        let o = cugrade()
+            .args(["grade", "--rubric"])
+            .arg(root().join("tests/fixtures/cohort/reduction-small.yaml"))
+            .arg(&cohort)
+            .arg("--out")
+            .arg(half)
+            .args([
+                "--backend",
+                "emu",
+                "--seed",
+                "11",
+                "--jobs",
+                "2",
+                "--resume",
+            ])
+            .arg("--shard")
+            .arg(format!("{k}/2"))
+            .env("CI", "1")
+            .env("CUGRADE_ESTIMATE_GPU", "none")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(1), "{stdout}");
+        assert!(stdout.contains(" reused from the previous run"), "{stdout}");
+        let record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(half.join("shard.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            (&record["shard"], &record["of"], &record["complete"]),
+            (
+                &serde_json::json!(k),
+                &serde_json::json!(2),
+                &serde_json::json!(true)
+            )
+        );
+        assert_eq!(record["students"].as_array().unwrap().len(), 25);
     }
     let merged = tmp.path().join("merged");
     let o = cugrade()
@@ -274,23 +303,165 @@ fn merge_refuses_conflicting_shards_and_bad_usage() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot read shard output"), "{err}");
 
-    let (a, b) = (
-        tmp.path().join("a/students/x"),
-        tmp.path().join("b/students/x"),
-    );
+    // A folder that no `grade --shard` wrote: no record, so nothing says which shard it is.
+    let a = tmp.path().join("a/students/x");
     std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
     std::fs::write(a.join("result.json"), "{not json").unwrap();
     let (code, err) = run(&[&tmp.path().join("m"), &tmp.path().join("a")]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("is not a cugrade result.json"), "{err}");
-    // A shard of the layout before students/ is read too.
-    let legacy = tmp.path().join("legacy/x");
-    std::fs::create_dir_all(&legacy).unwrap();
-    std::fs::write(legacy.join("result.json"), "{not json").unwrap();
-    let (code, err) = run(&[&tmp.path().join("m2"), &tmp.path().join("legacy")]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("legacy/x/result.json"), "{err}");
+    assert!(err.contains("has no shard.json"), "{err}");
+    assert!(err.contains("--shard K/N --resume"), "{err}");
+}
+
+/// Issue 32: `merge` of 2 of 3 shards wrote a gradebook without a third of the class and said
+/// nothing. Shards record K/N (shard.json); merge refuses a missing, repeated, unfinished or
+/// foreign shard (exit 2, naming it) and merges a complete set.
+#[test]
+fn merge_refuses_a_missing_repeated_or_foreign_shard() {
+    if !nvrtc() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cohort = tmp.path().join("cohort");
+    for (i, ex) in ["naive", "missing_bounds", "compile_error"]
+        .iter()
+        .enumerate()
+    {
+        let to = cohort.join(format!("s{i}"));
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(
+            root()
+                .join("submissions-example/reduction")
+                .join(ex)
+                .join("reduce.cu"),
+            to.join("reduce.cu"),
+        )
+        .unwrap();
+    }
+    let rubric = root().join("tests/fixtures/cohort/reduction-small.yaml");
+    let grade = |rubric: &Path, shard: &str, seed: &str, out: &Path| {
+        let o = cugrade()
+            .args(["grade", "--rubric"])
+            .arg(rubric)
+            .arg(&cohort)
+            .arg("--out")
+            .arg(out)
+            .args(["--backend", "emu", "--seed", seed, "--shard", shard])
+            .env("CUGRADE_ESTIMATE_GPU", "none")
+            .output()
+            .unwrap();
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let s = |name: &str| tmp.path().join(name);
+    for k in 1..=3 {
+        grade(&rubric, &format!("{k}/3"), "5", &s(&format!("k{k}")));
+    }
+    let merge = |out: &str, shards: &[&str]| {
+        let o = cugrade()
+            .arg("merge")
+            .arg("--out")
+            .arg(s(out))
+            .args(shards.iter().map(|d| s(d)))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        (o.status.code(), err)
+    };
+    let refused = |shards: &[&str], says: &[&str]| {
+        let (code, err) = merge("refused", shards);
+        assert_eq!(code, Some(2), "{shards:?}: {err}");
+        for s in says {
+            assert!(err.contains(s), "{shards:?}: no `{s}` in {err}");
+        }
+        assert!(
+            !s("refused/grades.csv").exists(),
+            "{shards:?}: a gradebook was written"
+        );
+    };
+    // Two of three: the missing shard is named, with the command that grades it.
+    refused(
+        &["k1", "k3"],
+        &[
+            "shard 2/3 is missing (given: 1/3, 3/3)",
+            "cugrade grade --shard 2/3 --seed 5",
+        ],
+    );
+    refused(&["k2"], &["shards 1/3, 3/3 are missing"]);
+    // The same shard twice (a copy of its folder).
+    for (rel, bytes) in tree(&s("k1")) {
+        let to = s("k1-copy").join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, bytes).unwrap();
+    }
+    refused(
+        &["k1", "k1-copy", "k2", "k3"],
+        &["shard 1/3 is given more than once"],
+    );
+    // Another split, another seed, another rubric.
+    grade(&rubric, "2/2", "5", &s("n2"));
+    refused(&["k1", "n2", "k3"], &["has N = 3", "has 2"]);
+    grade(&rubric, "2/3", "6", &s("seed6"));
+    refused(&["k1", "seed6", "k3"], &["has seed 5", "has 6"]);
+    // The same rubric with other points, in a course folder of its own.
+    let other = s("course/rubrics/reduction.yaml");
+    std::fs::create_dir_all(s("course/reference-kernels")).unwrap();
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::copy(
+        root().join("reference-kernels/reduction.cu"),
+        s("course/reference-kernels/reduction.cu"),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&rubric).unwrap();
+    assert!(text.contains("correctness: {points: 20}"));
+    std::fs::write(
+        &other,
+        text.replace("../../../reference-kernels/", "../reference-kernels/")
+            .replace("correctness: {points: 20}", "correctness: {points: 25}"),
+    )
+    .unwrap();
+    grade(&other, "2/3", "5", &s("other-rubric"));
+    refused(&["k1", "other-rubric", "k3"], &["rubric (sha256)"]);
+    // A shard that did not finish (its run was killed: the record stays unfinished).
+    let record = s("k2/shard.json");
+    let done = std::fs::read_to_string(&record).unwrap();
+    std::fs::write(
+        &record,
+        done.replace("\"complete\": true", "\"complete\": false"),
+    )
+    .unwrap();
+    refused(
+        &["k1", "k2", "k3"],
+        &["shard 2/3 in", "did not finish grading"],
+    );
+    std::fs::write(&record, done).unwrap();
+
+    // The complete set merges into the unsharded run's gradebook.
+    let (code, err) = merge("merged", &["k3", "k1", "k2"]);
+    assert_eq!(code, Some(1), "{err}");
+    grade_unsharded(&rubric, &cohort, &s("whole"));
+    assert_eq!(
+        std::fs::read_to_string(s("merged/grades.csv")).unwrap(),
+        std::fs::read_to_string(s("whole/grades.csv")).unwrap()
+    );
+    assert!(!s("merged/shard.json").exists() && !s("whole/shard.json").exists());
+}
+
+fn grade_unsharded(rubric: &Path, cohort: &Path, out: &Path) {
+    let o = cugrade()
+        .args(["grade", "--rubric"])
+        .arg(rubric)
+        .arg(cohort)
+        .arg("--out")
+        .arg(out)
+        .args(["--backend", "emu", "--seed", "5"])
+        .env("CUGRADE_ESTIMATE_GPU", "none")
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)));
 }
 
 /// ci/gradescope/run_autograder in a fake /autograder: a graded submission, and one cugrade
@@ -460,4 +631,146 @@ fn leaderboard_is_anonymous_and_causes_group_across_students() {
         .map(|l| l.split(',').nth(4).unwrap())
         .collect();
     assert_eq!(speed, ["yes", "yes", "no"], "{csv}");
+}
+
+/// The rows of the table under `## heading` of a Markdown file, each as its cells' text, as a
+/// CommonMark renderer reads them (escapes undone).
+fn markdown_table(md: &str, heading: &str) -> Vec<Vec<String>> {
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    let (mut in_heading, mut under, mut in_table, mut rows) = (false, false, false, Vec::new());
+    let (mut row, mut cell, mut heading_text) = (Vec::new(), String::new(), String::new());
+    for e in Parser::new_ext(md, Options::ENABLE_TABLES) {
+        match e {
+            Event::Start(Tag::Heading { .. }) => {
+                in_heading = true;
+                heading_text.clear();
+            }
+            Event::End(TagEnd::Heading(_)) => {
+                in_heading = false;
+                under = heading_text == heading;
+            }
+            Event::Text(t) | Event::Code(t) if in_heading => heading_text.push_str(&t),
+            Event::Start(Tag::Table(_)) => in_table = true,
+            Event::End(TagEnd::Table) => in_table = false,
+            Event::Text(t) | Event::Code(t) if under && in_table => cell.push_str(&t),
+            Event::End(TagEnd::TableCell) if under => row.push(std::mem::take(&mut cell)),
+            Event::End(TagEnd::TableRow) | Event::End(TagEnd::TableHead) if under => {
+                rows.push(std::mem::take(&mut row))
+            }
+            _ => {}
+        }
+    }
+    rows
+}
+
+/// Issue 32: summary.md's "Most common failure causes" counted one student's two compile
+/// errors as two rows, cut long messages with "[truncated: N more bytes]", and filed broken
+/// archives and empty folders under "compile". Students are counted, once per cause and once
+/// among the compile causes; the example is short and clean; unreadable and empty submissions
+/// are causes of their own.
+#[test]
+fn failure_causes_count_students_with_clean_examples() {
+    if !nvrtc() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cohort = tmp.path().join("cohort");
+    std::fs::create_dir_all(cohort.join("alice")).unwrap();
+    std::fs::copy(
+        root().join("submissions-example/reduction/naive/reduce.cu"),
+        cohort.join("alice/reduce.cu"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(cohort.join("bob-empty")).unwrap();
+    std::fs::write(cohort.join("bob-empty/notes.txt"), "todo\n").unwrap();
+    std::fs::write(cohort.join("carol.zip"), "not a zip at all").unwrap();
+    let long = "undefined_helper_with_a_name_long_enough_to_overflow_any_table_cell".repeat(3);
+    // Two errors each, of two kinds: the first an undefined name (another one for each
+    // student) as long as a helper's name gets, the second a type mismatch.
+    for who in ["dave", "erin"] {
+        std::fs::create_dir_all(cohort.join(who)).unwrap();
+        std::fs::write(
+            cohort.join(who).join("reduce.cu"),
+            format!(
+                "extern \"C\" __global__ void reduce_naive(const float* in, float* out, int n) {{\n\
+                 int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+                 if (i < n) atomicAdd(out, in[i] + {who}_{long});\n\
+                 int x = \"not a number\";\n}}\n"
+            ),
+        )
+        .unwrap();
+    }
+    let out = tmp.path().join("out");
+    let o = cugrade()
+        .args(["grade", "--rubric"])
+        .arg(root().join("tests/fixtures/cohort/reduction-small.yaml"))
+        .arg(&cohort)
+        .arg("--out")
+        .arg(&out)
+        .args(["--backend", "emu", "--seed", "3"])
+        .env("CUGRADE_ESTIMATE_GPU", "none")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(!summary.contains("truncated"), "{summary}");
+    let rows = markdown_table(&summary, "Most common failure causes");
+    assert_eq!(
+        rows[0],
+        ["Students", "Milestone", "Check", "Example message"],
+        "{rows:?}"
+    );
+    let rows = &rows[1..];
+    let all = "reduce_naive, reduce_shared, reduce_shuffle";
+    let find =
+        |check: &str| -> Vec<&Vec<String>> { rows.iter().filter(|r| r[2] == check).collect() };
+    // dave and erin: one compile row of two students (under their first errors, which differ
+    // only in the name), its example cut clean.
+    let compile = find("compile");
+    assert_eq!(compile.len(), 1, "{rows:?}");
+    assert_eq!((compile[0][0].as_str(), compile[0][1].as_str()), ("2", all));
+    let example = &compile[0][3];
+    assert!(
+        example.starts_with("identifier \"dave_undefined_helper"),
+        "{example}"
+    );
+    assert!(example.ends_with("…\" is undefined"), "{example}");
+    assert!(
+        example.contains("…") && example.chars().count() < 80,
+        "{example}"
+    );
+    // Each of the others its own cause, one student each.
+    for (check, example) in [
+        ("submission unreadable", "carol.zip cannot be unpacked"),
+        (
+            "empty submission",
+            "no .cu, .ptx or .py file in the submission",
+        ),
+    ] {
+        let r = find(check);
+        assert_eq!(r.len(), 1, "{check}: {rows:?}");
+        assert_eq!((r[0][0].as_str(), r[0][1].as_str()), ("1", all), "{rows:?}");
+        assert!(r[0][3].starts_with(example), "{check}: {rows:?}");
+    }
+    // No row counts more students than the class has failing.
+    assert!(
+        rows.iter().all(|r| r[0].parse::<usize>().unwrap() <= 4),
+        "{rows:?}"
+    );
+    // result.json keeps every occurrence, and the cause key says what the entry was.
+    let carol: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("students/carol.zip/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(carol["milestones"][0]["checks"][0]["cause"], "unreadable");
+    let bob: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("students/bob-empty/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(bob["milestones"][0]["checks"][0]["cause"], "empty");
 }

@@ -189,3 +189,46 @@ fn numba_kernels_beside_cupy_host_arrays_still_compile() {
     );
     correct(&r, "vector_add").unwrap();
 }
+
+/// Issue 32: a CuPy kernel file importing `cupyx.scipy.ndimage` (or another cupyx module) scored
+/// 0/100 with a `ModuleNotFoundError` traceback through cugrade's driver. Reading kernel
+/// definitions runs nothing on data, so every cupyx module imports; a kernel written with
+/// `cupyx.jit` is not graded, and that is said at the student's line, without cugrade's files.
+#[test]
+fn cupyx_imports_do_not_hide_the_kernels_and_cupyx_jit_is_named() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let vadd = rubric(d.path(), "vector-add", "");
+    let raw = std::fs::read_to_string(
+        crate::support::root().join("submissions-example/vector-add/cupy_raw/vector_add.py"),
+    )
+    .unwrap();
+    let imports = raw.replacen(
+        "import cupy as cp\n",
+        "import cupy as cp\nimport cupyx\nimport cupyx.scipy.ndimage as ndi\n\
+         from cupyx.scipy import special\nfrom cupyx.profiler import benchmark\n\
+         SMOOTH = ndi.uniform_filter\nPINNED = cupyx.zeros_pinned((4,))\n",
+        1,
+    );
+    assert_ne!(raw, imports, "the cupy_raw example changed");
+    let r = grade(&vadd, &[("vector_add.py", &imports)]);
+    correct(&r, "vector_add").unwrap();
+
+    let jit = "import cupy as cp\nfrom cupyx import jit\n\n\n@jit.rawkernel()\n\
+               def vector_add(a, b, c, n):\n    i = jit.grid(1)\n    if i < n:\n        c[i] = a[i] + b[i]\n";
+    let r = grade(&vadd, &[("vector_add.py", jit)]);
+    let f = first_failure(&r, "vector_add");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`vector_add` is a cupyx.jit kernel, which cugrade does not grade"),
+        "{f}"
+    );
+    assert!(msg.contains("cp.RawKernel"), "{f}");
+    assert_eq!(f["location"], "vector_add.py:5", "{f}");
+    let text = r.to_string();
+    for ours in ["cugrade_cupy_driver", "cupy-stub", "<frozen"] {
+        assert!(!text.contains(ours), "`{ours}` in {r}");
+    }
+}

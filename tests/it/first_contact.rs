@@ -112,6 +112,40 @@ fn doctor_exits_3_when_something_the_rubric_needs_is_missing() {
         "{out}"
     );
     assert!(out.lines().any(|l| l.starts_with("--   Numba")), "{out}");
+    // Issue 32: a plotting script in a CUDA repository, or a benchmark that uses Numba on the
+    // CPU while every kernel is in the .cu file, needs no Numba either (it was `MISS Numba`,
+    // and `doctor --install` fetched 700 MB).
+    std::fs::write(
+        d.path().join("cu/plot.py"),
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4])\nplt.savefig('t.png')\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("cu/bench.py"),
+        "from numba import njit\n\n@njit\ndef cpu_sum(a):\n    return a.sum()\n",
+    )
+    .unwrap();
+    for args in [&[][..], &["."][..]] {
+        let (code, out) = doctor(args, &d.path().join("cu"), &env);
+        assert_eq!(code, Some(0), "{args:?}: {out}");
+        assert!(out.lines().any(|l| l.starts_with("--   Numba")), "{out}");
+    }
+    // A Numba kernel for a milestone the .cu file lacks does need it.
+    let cu = d.path().join("cu/reduction.cu");
+    let text = std::fs::read_to_string(&cu).unwrap();
+    let without = text.replace("reduce_shuffle(", "reduce_shuffle_unused(");
+    assert_ne!(text, without);
+    std::fs::write(&cu, without).unwrap();
+    std::fs::write(
+        d.path().join("cu/shuffle.py"),
+        "from numba import cuda\n\n@cuda.jit\ndef reduce_shuffle(in_, out, n):\n    pass\n",
+    )
+    .unwrap();
+    let (code, out) = doctor(&[], &d.path().join("cu"), &env);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("MISS Numba")), "{out}");
+    std::fs::write(&cu, text).unwrap();
+    std::fs::remove_file(d.path().join("cu/shuffle.py")).unwrap();
     // A Numba starter needs Numba, which this cache lacks.
     cugrade(
         &["init", "reduction", "py", "--lang", "numba"],

@@ -338,3 +338,81 @@ fn function_contract_mistakes_are_rubric_errors() {
         assert!(err.contains(want), "{to}: {err}");
     }
 }
+
+/// Issue 32: a pipeline importing `cupyx.scipy.ndimage` scored 0/100 with a
+/// `ModuleNotFoundError` traceback through cugrade's harness. Without a GPU, SciPy stands in
+/// for cupyx.scipy (found, or installed into cugrade's cache on first use): a correct port
+/// that uses it is graded like any other. What has no stand-in (a cupyx.jit kernel) waits for
+/// a GPU, said plainly at the student's line; no message or detail shows cugrade's files.
+#[test]
+fn cupyx_scipy_stands_in_and_what_cannot_is_said_at_the_students_line() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = lab_rubric(d.path(), "preprocess", "");
+    let port = good();
+    let from = "l = cp.log1p(amount)";
+    assert!(
+        port.contains(from),
+        "the cupy_port example changed:\n{port}"
+    );
+    // log1p from cupyx.scipy.special, and ndimage imported (unused), as a course's port might.
+    let with_scipy = port
+        .replacen(
+            "import cupy as cp\n",
+            "import cupy as cp\nimport cupyx.scipy.ndimage as ndi  # noqa: F401\nfrom cupyx.scipy import special\n",
+            1,
+        )
+        .replace(from, "l = special.log1p(amount)");
+    let r = grade(&rubric, &[("preprocess.py", &with_scipy)]);
+    let c = checks(&r);
+    let correctness: Vec<&Value> = c.iter().filter(|c| c["kind"] == "correctness").collect();
+    assert!(!correctness.is_empty(), "{r}");
+    for check in correctness {
+        assert_eq!(check["status"], "pass", "{check}");
+    }
+    assert_eq!(milestone(&r, "preprocess")["score"], 60.0, "{r}");
+
+    // A cupyx.jit kernel inside the pipeline: not run without a GPU (skipped, no points yet).
+    let jit = "import cupy as cp\nfrom cupyx import jit\n\n@jit.rawkernel()\ndef clip(x, y, n):\n    \
+               i = jit.grid(1)\n    if i < n:\n        y[i] = x[i]\n\n\
+               def preprocess(table):\n    x = cp.asarray(table['age'])\n    y = cp.empty_like(x)\n    \
+               clip((1,), (256,), (x, y, x.size))\n    return y\n";
+    let r = grade(&rubric, &[("preprocess.py", jit)]);
+    let first = &checks(&r)[0];
+    assert_eq!(first["status"], "skipped", "{first}");
+    assert!(
+        first["message"]
+            .as_str()
+            .unwrap()
+            .contains("not run without a GPU"),
+        "{first}"
+    );
+    let text = r.to_string();
+    for ours in ["cugrade_python_harness", "cupy-stand-in", "<frozen"] {
+        assert!(!text.contains(ours), "`{ours}` in {r}");
+    }
+
+    // A cupyx name that has no stand-in, used: a failure that names it, at the student's line.
+    let benchmark = port.replacen(
+        "def preprocess(table):\n",
+        "def preprocess(table):\n    import cupyx.profiler\n    cupyx.profiler.benchmark(len, ([],))\n",
+        1,
+    );
+    let r = grade(&rubric, &[("preprocess.py", &benchmark)]);
+    let f = first_failure(&r, "preprocess");
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("cupyx.profiler.benchmark"), "{f}");
+    assert!(msg.contains("without a GPU"), "{f}");
+    let line = benchmark
+        .lines()
+        .position(|l| l.contains("cupyx.profiler.benchmark("))
+        .unwrap()
+        + 1;
+    assert_eq!(f["location"], format!("preprocess.py:{line}"), "{f}");
+    let text = r.to_string();
+    for ours in ["cugrade_python_harness", "cupy-stand-in", "<frozen"] {
+        assert!(!text.contains(ours), "`{ours}` in {r}");
+    }
+}

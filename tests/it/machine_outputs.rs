@@ -292,3 +292,126 @@ fn github_annotations_are_repository_paths_one_per_finding() {
         "{out}"
     );
 }
+
+/// Issue 32: the GitLab template had no inline findings. `check --codequality FILE` writes
+/// GitLab's Code Quality report, read here as GitLab reads it: valid against GitLab's
+/// documented format (tests/data/gitlab-code-quality.schema.json), fingerprints unique and the
+/// same from one run (and seed) to the next, every path a file of the repository from its
+/// root and every line one of that file, each finding at the student's line.
+#[test]
+fn codequality_report_is_gitlabs_format_at_the_students_lines() {
+    if !nvrtc() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let repo = d.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    let o = run(&["init", "reduction", "lab1"], Some(&repo));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // reduce_naive written, reduce_shared with a compile error in its own line's name, the
+    // third left as it was.
+    let cu = repo.join("lab1/reduction.cu");
+    let src = std::fs::read_to_string(&cu).unwrap();
+    let stub =
+        "void reduce_naive(const float* in, float* out, int n)\n{\n    // TODO: your code here.\n}";
+    assert!(src.contains(stub), "{src}");
+    std::fs::write(
+        &cu,
+        src.replace(
+            stub,
+            "void reduce_naive(const float* in, float* out, int n)\n{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) atomicAdd(out, in[i] + undefined_offset);\n}",
+        ),
+    )
+    .unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../data/gitlab-code-quality.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let report = |seed: &str| -> Vec<serde_json::Value> {
+        let out = d.path().join(format!("cq-{seed}.json"));
+        let o = run(
+            &[
+                "check",
+                "lab1",
+                "--backend",
+                "emu",
+                "--seed",
+                seed,
+                "--codequality",
+                out.to_str().unwrap(),
+            ],
+            Some(&repo),
+        );
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&v)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}\n{v:#}");
+        v.as_array().unwrap().clone()
+    };
+    let issues = report("1");
+    assert!(!issues.is_empty());
+    let prints: std::collections::BTreeSet<&str> = issues
+        .iter()
+        .map(|i| i["fingerprint"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        prints.len(),
+        issues.len(),
+        "fingerprints repeat: {issues:#?}"
+    );
+    for i in &issues {
+        let path = i["location"]["path"].as_str().unwrap();
+        let line = i["location"]["lines"]["begin"].as_u64().unwrap() as usize;
+        let file = std::fs::read_to_string(repo.join(path))
+            .unwrap_or_else(|e| panic!("{path}: {e}\n{issues:#?}"));
+        assert!(line <= file.lines().count(), "{path}:{line}");
+    }
+    let at = |needle: &str| src.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let find = |what: &str| {
+        issues
+            .iter()
+            .find(|i| i["description"].as_str().unwrap().contains(what))
+            .unwrap_or_else(|| panic!("no `{what}`: {issues:#?}"))
+    };
+    let compile = find("undefined_offset");
+    assert_eq!(compile["location"]["path"], "lab1/reduction.cu");
+    assert_eq!(
+        compile["location"]["lines"]["begin"],
+        at("void reduce_naive(") + 3
+    );
+    assert_eq!(compile["check_name"], "cugrade/compile");
+    assert_eq!(compile["severity"], "major");
+    // A run with another seed says the same findings with the same fingerprints.
+    let again: std::collections::BTreeSet<String> = report("2")
+        .iter()
+        .map(|i| i["fingerprint"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        again,
+        prints.iter().map(|s| s.to_string()).collect(),
+        "fingerprints moved between runs"
+    );
+
+    // The untouched stubs: "not implemented yet" at each kernel's line.
+    std::fs::write(&cu, &src).unwrap();
+    let issues = report("1");
+    for k in ["reduce_naive", "reduce_shared", "reduce_shuffle"] {
+        let i = find_in(&issues, &format!("`{k}` has an empty body"));
+        assert_eq!(i["location"]["path"], "lab1/reduction.cu");
+        assert_eq!(
+            i["location"]["lines"]["begin"],
+            at(&format!("void {k}(")),
+            "{i:#}"
+        );
+    }
+}
+
+fn find_in<'a>(issues: &'a [serde_json::Value], what: &str) -> &'a serde_json::Value {
+    issues
+        .iter()
+        .find(|i| i["description"].as_str().unwrap().contains(what))
+        .unwrap_or_else(|| panic!("no `{what}`: {issues:#?}"))
+}

@@ -195,3 +195,105 @@ fn grade_refuses_an_output_folder_inside_the_cohort() {
         assert!(!cohort.join("students").exists(), "{t}");
     }
 }
+
+/// Issue 32: one misspelled key hid every other mistake of the file. `validate` reports each
+/// unknown key (with a did-you-mean) and the other mistakes after it, each at its own
+/// `file:line:col`.
+#[test]
+fn validate_reports_every_misspelled_key_and_the_mistakes_after_them() {
+    let d = tempfile::tempdir().unwrap();
+    let rubric = crate::support::course_copy(d.path(), "vector-add");
+    let original = std::fs::read_to_string(&rubric).unwrap();
+    let edits = [
+        ("    cpu: vector_add", "    cpuu: vector_add"),
+        ("trials: 2", "trials: 1"),
+        (
+            "    kernel: vector_add",
+            "    kernell: vector_add\n    kernel: vector_add",
+        ),
+        ("        min: 70\n", "        minn: 70\n"),
+    ];
+    let mut edited = original.clone();
+    for (from, to) in edits {
+        assert!(
+            edited.contains(from),
+            "rubrics/vector-add.yaml changed: no `{from}`"
+        );
+        edited = edited.replacen(from, to, 1);
+    }
+    std::fs::write(&rubric, &edited).unwrap();
+    let o = run(&[
+        "validate".as_ref(),
+        "--schema-only".as_ref(),
+        rubric.as_os_str(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    for (needle, says) in [
+        ("cpuu:", "unknown field `cpuu`"),
+        ("trials: 1", "trials must be at least 2"),
+        ("kernell:", "unknown field `kernell`"),
+        ("minn:", "unknown field `minn`"),
+    ] {
+        let at = format!("{}:{}:", rubric.display(), line_of(&rubric, needle));
+        let block = t
+            .split("\n\n")
+            .find(|b| b.contains(says))
+            .unwrap_or_else(|| panic!("no `{says}` in:\n{t}"));
+        assert!(block.contains(&at), "`{says}` not at {at}:\n{t}");
+    }
+    assert!(t.contains("did you mean `cpu`?"), "{t}");
+    assert!(t.contains("did you mean `kernel`?"), "{t}");
+    assert!(t.contains("did you mean `min`?"), "{t}");
+    assert!(t.contains("error: 4 mistakes in 1 of 1 rubric file"), "{t}");
+}
+
+/// Issue 32: a contract whose parameters are not its reference kernel's made `validate` fail
+/// (exit 1, or 3 from the CPU cross-check) with no line to fix. It is a rubric mistake: exit
+/// 2, at the contract's `params:` line, with a note at the reference kernel's line.
+#[test]
+fn validate_points_a_signature_mismatch_at_the_rubric_and_the_reference() {
+    if !nvrtc() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = crate::support::course_copy(d.path(), "vector-add");
+    let original = std::fs::read_to_string(&rubric).unwrap();
+    let from = "      - {name: n, type: i32, value: n}";
+    assert!(original.contains(from), "rubrics/vector-add.yaml changed");
+    std::fs::write(
+        &rubric,
+        original.replace(from, "      - {name: n, type: i64, value: n}"),
+    )
+    .unwrap();
+    let o = run(&[
+        "validate".as_ref(),
+        "--backend".as_ref(),
+        "emu".as_ref(),
+        rubric.as_os_str(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    let params = format!("{}:{}:", rubric.display(), line_of(&rubric, "    params:"));
+    assert!(t.contains(&params), "no `{params}` in:\n{t}");
+    assert!(
+        t.contains("does not take the parameters of contract `vector_add`"),
+        "{t}"
+    );
+    assert!(t.contains("i64 n"), "{t}");
+    let reference = d.path().join("reference-kernels/vector-add.cu");
+    let note = t
+        .split("note: the reference kernel `vector_add` is defined here\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no note in:\n{t}"));
+    let def = format!(
+        "--> {}:{}:",
+        reference.display(),
+        line_of(&reference, "void vector_add(")
+    );
+    assert!(
+        note.lines().next().unwrap().trim_start().starts_with(&def),
+        "no `{def}` in:\n{t}"
+    );
+    assert!(!t.contains("launch failed"), "{t}");
+}

@@ -376,3 +376,96 @@ fn github_annotations_point_at_the_students_source_line() {
         }
     }
 }
+
+/// Issue 32: the starter's lab.md was the instructor's document: a link to `../rubric.md`
+/// and to validation logs, `submissions-example/`, the rubric's and the reference's paths,
+/// and CUDA C++ signatures for a Numba or CuPy starter. Every lab's starter in every language
+/// it has: each relative link resolves in the student's folder, nothing names a path of
+/// cugrade's repository, and "What you write" speaks the starter's language.
+#[test]
+fn every_starters_lab_md_is_the_students_in_its_language() {
+    use pulldown_cmark::{Event, Parser, Tag};
+    let repo_path = regex::Regex::new(
+        r"\.\./|\b(?:submissions-example|reference-kernels|rubrics|src|tests|ci|docs|validation)/",
+    )
+    .unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let (list, _) = text(&run(&["init", "--list"], d.path()));
+    let mut seen = 0;
+    for line in list.lines().skip(1) {
+        let lab = line.split_whitespace().next().unwrap();
+        // The `--lang` column: 12 characters of lab name, a space, 18 of languages.
+        let langs = line.get(13..31).unwrap_or("");
+        for lang in ["cuda", "numba", "cupy"] {
+            if !langs.contains(lang) {
+                continue;
+            }
+            let dir = d.path().join(format!("{lab}-{lang}"));
+            let o = run(
+                &["init", lab, dir.to_str().unwrap(), "--lang", lang],
+                d.path(),
+            );
+            let (out, err) = text(&o);
+            if o.status.code() != Some(0) {
+                // A function lab has its one language (`--list` names it); nothing else fails.
+                assert!(err.contains("not kernels"), "{lab} {lang}: {out}{err}");
+                continue;
+            }
+            seen += 1;
+            let md = std::fs::read_to_string(dir.join("lab.md")).unwrap();
+            let at = |what: &str| format!("{lab} --lang {lang}: {what}\n{md}");
+            assert!(
+                !repo_path.is_match(&md),
+                "{}",
+                at("names a path the student lacks")
+            );
+            assert!(
+                !md.contains("## Measured") && !md.contains("## Examples"),
+                "{}",
+                at("the instructor's sections")
+            );
+            for e in Parser::new(&md) {
+                if let Event::Start(Tag::Link { dest_url, .. }) = e {
+                    if dest_url.starts_with("https://") || dest_url.starts_with("http://") {
+                        continue;
+                    }
+                    let file = dest_url.split('#').next().unwrap();
+                    assert!(
+                        dir.join(file).is_file(),
+                        "{}",
+                        at(&format!("the link `{dest_url}` does not resolve"))
+                    );
+                }
+            }
+            // The source file lab.md names is the one the starter wrote.
+            let source = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .find(|f| f.ends_with(".cu") || (f.ends_with(".py")))
+                .unwrap();
+            let is_function_lab = md.contains("## The NumPy reference");
+            if !is_function_lab {
+                assert!(md.contains(&format!("`{source}`")), "{}", at(&source));
+            }
+            match lang {
+                "cuda" => assert!(md.contains("extern \"C\" __global__"), "{}", at("no C")),
+                "numba" => {
+                    assert!(md.contains("@cuda.jit\ndef "), "{}", at("no Numba def"));
+                    for c in ["__global__", "__syncthreads", "atomicAdd", "extern \"C\""] {
+                        assert!(!md.contains(c), "{}", at(&format!("CUDA C++'s `{c}`")));
+                    }
+                }
+                _ if is_function_lab => {
+                    assert!(
+                        md.contains("def preprocess(table)"),
+                        "{}",
+                        at("no reference")
+                    );
+                }
+                _ => assert!(md.contains("cp.RawModule"), "{}", at("no RawModule")),
+            }
+        }
+    }
+    assert!(seen >= 20, "only {seen} starters:\n{list}");
+}

@@ -25,6 +25,8 @@ pub struct CheckOptions {
     pub markdown: Option<PathBuf>,
     /// Gradescope's results.json.
     pub gradescope: Option<PathBuf>,
+    /// GitLab's Code Quality report.
+    pub codequality: Option<PathBuf>,
     pub format: Format,
     pub verbosity: Verbosity,
     pub requested: Requested,
@@ -44,7 +46,9 @@ fn load_submission(path: &Path) -> Result<Submission, CliError> {
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let err = |e| match e {
         submission::SubmissionError::Manifest(c) => CliError::Config(c),
-        submission::SubmissionError::Other(m) => CliError::Usage(m),
+        submission::SubmissionError::Other(m) | submission::SubmissionError::Empty(m) => {
+            CliError::Usage(m)
+        }
     };
     let mut sub = submission::load(&real).map_err(err)?;
     submission::adopt_folder_manifest(&mut sub, &real).map_err(err)?;
@@ -173,12 +177,38 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
     // Every output below shows the same text, cut where the student made it too long.
     crate::report::caps::cap_student_text(&mut result);
     let started = std::time::Instant::now();
+    // GitLab's Code Quality paths: from the repository's root; a finding without a line goes
+    // to the submission's manifest, else its first source file.
+    let repo_dir = crate::report::output::repo_relative(if o.submission.is_dir() {
+        o.submission.as_path()
+    } else {
+        o.submission.parent().unwrap_or(Path::new("."))
+    });
+    let first_file = sub
+        .manifest_path
+        .as_ref()
+        .and(Some("cugrade.yaml".to_string()))
+        .or_else(|| {
+            sub.sources
+                .iter()
+                .chain(&sub.ptx)
+                .chain(&sub.python)
+                .map(|f| f.name.clone())
+                .next()
+        })
+        .unwrap_or_default();
     let write_reports = |result: &crate::result::GradeResult, json: Option<&Path>| {
         write_outputs(result, json, o.junit.as_deref(), o.markdown.as_deref())?;
         if let Some(p) = &o.gradescope {
             crate::report::atomic::write(p, crate::report::gradescope::to_string(result)).map_err(
                 |e| CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display()))),
             )?;
+        }
+        if let Some(p) = &o.codequality {
+            let text = crate::report::codequality::to_string(result, &repo_dir, &first_file);
+            crate::report::atomic::write(p, text).map_err(|e| {
+                CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
+            })?;
         }
         Ok::<(), CliError>(())
     };

@@ -10,6 +10,7 @@ pub mod entries;
 pub mod gpus;
 pub mod lock;
 pub mod progress;
+pub mod shard;
 
 use crate::errors::{CliError, Fatal};
 use crate::exit;
@@ -105,14 +106,35 @@ fn fingerprints_of(sub: &submission::Submission, common: &HashSet<u64>) -> Finge
     integrity::fingerprint(&sources, common)
 }
 
+/// Why a cohort entry could not be graded at all: a message for the student, and its cause
+/// key for the class summary (`causes::UNREADABLE` or `causes::EMPTY`).
+pub struct Unread {
+    pub why: String,
+    pub cause: &'static str,
+}
+
+impl Unread {
+    fn unreadable(why: impl Into<String>) -> Self {
+        Unread {
+            why: why.into(),
+            cause: crate::report::causes::UNREADABLE,
+        }
+    }
+}
+
 /// The result for a submission that could not be graded at all.
 pub fn unreadable(
     rubric: &LoadedRubric,
     student: &str,
-    why: &str,
+    unread: &Unread,
     seed: u64,
     backend: &str,
 ) -> GradeResult {
+    let message = if unread.cause == crate::report::causes::EMPTY {
+        format!("the submission has no source file: {}", unread.why)
+    } else {
+        format!("the submission could not be read: {}", unread.why)
+    };
     let milestones = rubric
         .rubric
         .milestones
@@ -124,11 +146,10 @@ pub fn unreadable(
             score: 0.0,
             max_score: rubric::milestone_max(m),
             provisional: false,
-            checks: vec![Check::error(
-                CheckKind::Compile,
-                "submission",
-                format!("the submission could not be read: {why}"),
-            )],
+            checks: vec![
+                Check::error(CheckKind::Compile, "submission", message.clone())
+                    .with_cause(unread.cause),
+            ],
             kernel: m.kernel.clone(),
         })
         .collect();
@@ -216,6 +237,10 @@ pub fn run(
             cohort.display()
         )));
     }
+    let cohort_ids = (
+        shard::cohort_sha256(entries.iter().map(|e| e.id.as_str())),
+        entries.len(),
+    );
     if let Some((k, n)) = opts.shard {
         entries = entries
             .into_iter()
@@ -250,6 +275,24 @@ pub fn run(
     // `--resume` of the cohort is compared with the same value (unless the rubric pins one).
     base.baseline_cache = Some(out.join("cpu-baselines.json"));
     let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
+    // What `merge` checks: which shard of which run this folder holds, and whether it finished.
+    let mut record = opts.shard.map(|(k, n)| shard::ShardRecord {
+        shard: k,
+        of: n,
+        seed: base.seed,
+        assignment: rubric.rubric.assignment.clone(),
+        rubric_sha256: rubric_hash.clone(),
+        backend: base.backend.as_str().to_string(),
+        cohort_sha256: cohort_ids.0.clone(),
+        cohort_entries: cohort_ids.1,
+        students: entries.iter().map(|e| e.id.clone()).collect(),
+        complete: false,
+        cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
+    });
+    match &record {
+        Some(r) => shard::write(out, r)?,
+        None => shard::remove_stale(out),
+    }
 
     let queue = Mutex::new(entries.iter());
     type Graded = (GradeResult, Fingerprints, Outcome);
@@ -368,6 +411,10 @@ pub fn run(
     let pairs = integrity::pairs(&prints);
     let results: Vec<GradeResult> = graded.into_iter().map(|(r, _, _)| r).collect();
     report::write_cohort(&results, &pairs, out)?;
+    if let Some(r) = record.as_mut() {
+        r.complete = true;
+        shard::write(out, r)?;
+    }
     match opts.format {
         Format::Human => {}
         // JSON Lines on stdout, one result.json per line; everything for people goes to stderr.
@@ -536,28 +583,35 @@ struct EntryContext<'a> {
 }
 
 /// Read a cohort entry into a submission; `Err` is the student's message.
-fn read_entry(entry: &Entry, unpack: &Path, protected: &[PathBuf]) -> Result<Submission, String> {
+fn read_entry(entry: &Entry, unpack: &Path, protected: &[PathBuf]) -> Result<Submission, Unread> {
     let path = match entry.kind {
         EntryKind::Link => {
-            return Err(format!(
+            return Err(Unread::unreadable(format!(
                 "the cohort entry `{}` is a symbolic link; cugrade does not follow links in a \
                  cohort (copy the submission itself into the cohort folder)",
                 entry.name
-            ));
+            )));
         }
         EntryKind::Special => {
-            return Err(format!(
+            return Err(Unread::unreadable(format!(
                 "the cohort entry `{}` is not a regular file or folder (a FIFO, socket or \
                  device); it was not opened",
                 entry.name
-            ));
+            )));
         }
         EntryKind::Archive(_) => {
-            submission::unpack(&entry.path, &unpack.join(&entry.id), protected)?
+            submission::unpack(&entry.path, &unpack.join(&entry.id), protected)
+                .map_err(Unread::unreadable)?
         }
         EntryKind::Dir | EntryKind::File => entry.path.clone(),
     };
-    submission::load(&path).map_err(|e| e.to_string())
+    submission::load(&path).map_err(|e| match e {
+        submission::SubmissionError::Empty(why) => Unread {
+            why,
+            cause: crate::report::causes::EMPTY,
+        },
+        e => Unread::unreadable(e.to_string()),
+    })
 }
 
 /// Students a job grades before compute-sanitizer's pass runs over all of them at once: each
@@ -584,7 +638,7 @@ fn grade_entry<'e>(
     let loaded = loaded.and_then(|s| {
         submission::check_against(&s, rubric)
             .map(|_| s)
-            .map_err(|e| e.to_string())
+            .map_err(|e| Unread::unreadable(e.to_string()))
     });
     let student = entry.student.clone();
     // The cohort entry names the student, in the outputs and in the gradebook, never the

@@ -36,7 +36,7 @@ pub fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
          # test code under `if __name__ == \"__main__\":`.\n\n\
          import cupy as cp\n\n\
          SOURCE = r'''\n",
-        lab.heading().replace('`', "")
+        super::labdoc::title(lab).replace('`', "")
     );
     s.push_str(&cuda.replace("'''", "\"\"\""));
     s.push_str("'''\n\nmodule = cp.RawModule(code=SOURCE)\n");

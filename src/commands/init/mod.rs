@@ -4,6 +4,7 @@
 mod cupy;
 mod function;
 pub use function::is_function_lab;
+mod labdoc;
 mod numba;
 pub mod starter;
 

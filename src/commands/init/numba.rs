@@ -58,7 +58,7 @@ fn numba_type(t: ScalarType) -> &'static str {
 }
 
 /// `def NAME(a, b, c, n):`, wrapped to 80 columns.
-fn def_line(kernel: &str, contract: &Contract) -> String {
+pub(super) fn def_line(kernel: &str, contract: &Contract) -> String {
     let names: Vec<String> = contract.params.iter().map(|p| py_name(&p.name)).collect();
     let one = format!("def {kernel}({}):", names.join(", "));
     if one.len() <= 80 {
@@ -102,9 +102,12 @@ fn param_notes(contract: &Contract) -> Vec<String> {
 /// The starter's Python source.
 pub fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# {}", lab.heading().replace('`', ""));
+    let _ = writeln!(s, "# {}", super::labdoc::title(lab).replace('`', ""));
     let _ = writeln!(s, "#");
-    s.push_str(&super::starter::comment(&lab.what_you_write(), "# "));
+    s.push_str(&super::starter::comment(
+        &super::labdoc::clean(&lab.what_you_write(), false),
+        "# ",
+    ));
     let _ = writeln!(s, "#");
     s.push_str(&super::starter::comment(
         "Numba: each kernel is a `@cuda.jit` function with the name below, taking the \

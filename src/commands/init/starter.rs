@@ -137,7 +137,10 @@ pub fn init(
                 readme(&r, &source_name, lang)
             },
         ),
-        ("lab.md".to_string(), lab.doc.to_string()),
+        (
+            "lab.md".to_string(),
+            super::labdoc::lab_md(lab, &r, lang, &source_name),
+        ),
         (".gitignore".to_string(), "cugrade-out/\n".to_string()),
     ];
     // A README or .gitignore the folder already has is kept; the kernels and cugrade.yaml
@@ -279,9 +282,12 @@ pub(super) fn kernels(r: &LoadedRubric) -> Vec<(&str, &str)> {
 
 pub(super) fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "// {}", lab.heading().replace('`', ""));
+    let _ = writeln!(s, "// {}", super::labdoc::title(lab).replace('`', ""));
     let _ = writeln!(s, "//");
-    s.push_str(&comment(&lab.what_you_write(), "// "));
+    s.push_str(&comment(
+        &super::labdoc::clean(&lab.what_you_write(), false),
+        "// ",
+    ));
     let _ = writeln!(s, "//");
     let _ = writeln!(
         s,
@@ -384,7 +390,7 @@ fn readme(r: &LoadedRubric, source: &str, lang: StarterLang) -> String {
 
 /// Source text with comments and string/char literals blanked out (same length, newlines
 /// kept), so that positions still map to lines.
-fn blank_comments(src: &str) -> String {
+pub(crate) fn blank_comments(src: &str) -> String {
     let b = src.as_bytes();
     let mut out = b.to_vec();
     let mut i = 0;
@@ -442,7 +448,7 @@ fn matching(text: &[u8], open: usize, (l, r): (u8, u8)) -> Option<usize> {
 }
 
 /// Where `kernel` is defined in `src` and whether its body is empty (comments aside).
-fn definitions(src: &str, kernel: &str) -> Vec<(usize, bool)> {
+pub(crate) fn definitions(src: &str, kernel: &str) -> Vec<(usize, bool)> {
     let clean = blank_comments(src);
     let b = clean.as_bytes();
     let mut out = Vec::new();
