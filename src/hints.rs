@@ -14,6 +14,9 @@ pub const CONST_WRITTEN: &str = "The kernel changed an input it must only read. 
 /// NaN or Inf where the reference has finite values.
 pub const NON_FINITE: &str = "NaN or Inf where a finite value was expected: look for overflow (for softmax, subtract the row maximum before exp), division by zero, or reading memory that was never written.";
 /// A timeout or hang.
+/// A correctness launch that ran past its deadline (the finding names the line its threads
+/// were at, where the emulator saw it).
+pub const TIMEOUT: &str = "The kernel did not finish. At the line shown (or in the loops of the kernel): a loop whose condition never becomes false (a bound never reached, an index never advanced), a thread waiting for a value another thread or block should write (a spin on a flag: blocks need not run at the same time, and a plain load may never see the write; use atomics, or split the work into two launches), or a __syncthreads() that not every thread of the block reaches (e.g. inside `if (tid < s)`).";
 pub const DEADLOCK: &str = "The kernel did not finish: a __syncthreads() that not every thread of the block reaches (e.g. inside `if (tid < s)`), or a loop whose condition never becomes false.";
 /// A fault (illegal address, trap).
 pub const FAULT: &str = "The kernel crashed: an access outside any allocation (check the bounds and pointer arithmetic), a trap, or a misaligned access.";

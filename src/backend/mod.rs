@@ -275,7 +275,16 @@ pub trait Backend {
     fn timer(&mut self) -> Option<&mut dyn Timer> {
         None
     }
+    /// What the last launch that returned an error leaves to say: the emulator's
+    /// [`HUNG`] diagnostic, where the threads of a kernel that ran past its deadline were.
+    fn failed_launch_report(&mut self) -> LaunchReport {
+        LaunchReport::default()
+    }
 }
+
+/// The `tool` of the diagnostic that says where a kernel stopped at its deadline was running
+/// (`Backend::failed_launch_report`): the timeout's location, not a sanitizer's finding.
+pub const HUNG: &str = "hung";
 
 /// Which loaded module a timed-section launch uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -45,6 +45,9 @@ pub struct BlockOut {
     pub diags: Vec<(DiagKey, Diagnostic)>,
     pub printf: Vec<u8>,
     pub fault: Option<String>,
+    /// Where most of the block's live threads were when the launch's deadline passed
+    /// (`backend::HUNG`).
+    pub hung: Option<Diagnostic>,
     /// The cost counters, when the launch asked for them.
     pub cost: Option<Box<(cost::BlockProfile, cost::Touched)>>,
 }
@@ -433,6 +436,37 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         self.out.diags.push((key, d));
     }
 
+    /// Where the most live threads of this block are now (a kernel stopped at its deadline:
+    /// the loop that did not end), as a [`crate::backend::HUNG`] diagnostic.
+    fn hung_at(&mut self) -> Option<Diagnostic> {
+        let prog = self.ctx.prog;
+        let mut count: HashMap<u32, (u32, u32, usize)> = HashMap::new();
+        for w in &mut self.warps {
+            w.sync_pc();
+            let live = w.valid & !w.exited;
+            let id = w.id;
+            lanes!(live, l, {
+                let e = count.entry(w.lane_pc[l]).or_insert((0, id, l));
+                e.0 += 1;
+            });
+        }
+        // The most threads, then the lowest pc: the same answer on every run.
+        let (&pc, &(_, warp, lane)) = count
+            .iter()
+            .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))?;
+        let (file, line) = prog.locs.get(pc as usize).copied().unwrap_or((0, 0));
+        Some(Diagnostic {
+            tool: crate::backend::HUNG.to_string(),
+            message: "still running here when the launch's deadline passed".into(),
+            thread: self.thread_of(warp, lane),
+            block: self.ctaid,
+            instruction: prog.texts.get(pc as usize).cloned().unwrap_or_default(),
+            file: (line > 0).then(|| prog.files.get(&file).cloned().unwrap_or_default()),
+            line: (line > 0).then_some(line),
+            repeats: 0,
+        })
+    }
+
     /// Run the block to completion.
     pub fn run(mut self, printf_room: usize) -> BlockOut {
         self.printf_room = printf_room;
@@ -464,6 +498,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
             if Instant::now() > self.ctx.deadline {
                 self.ctx.abort.store(true, Ordering::Relaxed);
+                self.out.hung = self.hung_at();
                 return Err(Stop::Fault(
                     "deadline exceeded: the kernel ran too long (infinite loop?)".into(),
                 ));

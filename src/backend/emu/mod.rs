@@ -48,6 +48,8 @@ pub struct EmuBackend {
     pub parallel: bool,
     /// Where device printf goes; `None` means this process's stdout.
     printf_sink: Option<Vec<u8>>,
+    /// Where the last launch stopped at its deadline was running (`Backend::failed_launch_report`).
+    last_hung: Option<Diagnostic>,
 }
 
 impl Default for EmuBackend {
@@ -80,6 +82,7 @@ impl EmuBackend {
             allocated: 0,
             parallel: true,
             printf_sink: None,
+            last_hung: None,
         }
     }
 
@@ -229,6 +232,13 @@ impl Backend for EmuBackend {
     /// memcheck knows every allocation's exact bounds; guard regions would count as valid.
     fn wants_guards(&self) -> bool {
         false
+    }
+
+    fn failed_launch_report(&mut self) -> LaunchReport {
+        LaunchReport {
+            diagnostics: self.last_hung.take().into_iter().collect(),
+            ..Default::default()
+        }
     }
 
     fn device_name(&self) -> String {
@@ -409,7 +419,12 @@ impl Backend for EmuBackend {
         let mut index: HashMap<exec::DiagKey, usize> = HashMap::new();
         let mut printf = Vec::new();
         let mut fault = None;
+        let mut hung: Option<Diagnostic> = None;
+        self.last_hung = None;
         let mut merge = |o: BlockOut| {
+            if hung.is_none() {
+                hung = o.hung.clone();
+            }
             let m = o.metrics;
             metrics.lane_instructions += m.lane_instructions;
             metrics.warp_instructions += m.warp_instructions;
@@ -488,6 +503,7 @@ impl Backend for EmuBackend {
         if let Some(f) = fault {
             // With parallel blocks, others stop with "aborted" once one hits the deadline.
             if abort.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() > deadline {
+                self.last_hung = hung;
                 return Err(BackendError::Fault(
                     "deadline exceeded: the kernel ran too long (infinite loop?)".into(),
                 ));
