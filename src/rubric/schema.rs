@@ -659,6 +659,10 @@ pub struct MetricSpec {
     pub max: Option<f64>,
     #[serde(default)]
     pub points: f64,
+    /// What a student should change when this check fails (the rubric's own words; without
+    /// it, what the metric means and the milestone's `hint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// Whether L2 is flushed before every timed launch (`cold`, the default) or left as the

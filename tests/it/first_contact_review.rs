@@ -336,3 +336,60 @@ fn doctor_install_installs_nvjitlink_for_ptx_and_numba() {
         text(&o)
     );
 }
+
+/// A failing metric check says what the rubric says for it and points at the line that costs
+/// it, as a compile error does (issue 32: "use shared memory" for an unpadded tile).
+#[test]
+fn a_failing_metric_check_gives_the_rubrics_hint_and_the_line() {
+    if !nvrtc() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let sub = d.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("cugrade.yaml"), "rubric: transpose\n").unwrap();
+    std::fs::write(
+        sub.join("transpose.cu"),
+        "extern \"C\" __global__ void transpose_naive(const float* in, float* out, int rows, int cols)\n{\n\
+         \x20   int c = blockIdx.x * blockDim.x + threadIdx.x;\n\
+         \x20   int r = blockIdx.y * blockDim.y + threadIdx.y;\n\
+         \x20   if (r < rows && c < cols) out[c * rows + r] = in[r * cols + c];\n}\n\n\
+         extern \"C\" __global__ void transpose_coalesced(const float* in, float* out, int rows, int cols)\n{\n\
+         \x20   __shared__ float tile[32][32];\n\
+         \x20   int c = blockIdx.x * 32 + threadIdx.x, r = blockIdx.y * 32 + threadIdx.y;\n\
+         \x20   if (r < rows && c < cols) tile[threadIdx.y][threadIdx.x] = in[r * cols + c];\n\
+         \x20   __syncthreads();\n\
+         \x20   int oc = blockIdx.y * 32 + threadIdx.x, orow = blockIdx.x * 32 + threadIdx.y;\n\
+         \x20   float v = tile[threadIdx.x][threadIdx.y];\n\
+         \x20   if (orow < cols && oc < rows) out[orow * rows + oc] = v;\n}\n",
+    )
+    .unwrap();
+    let json = d.path().join("r.json");
+    let o = cugrade(
+        &["check", "--backend", "emu", "--json", json.to_str().unwrap()],
+        &sub,
+        &[],
+    );
+    let out = text(&o);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let m = support::milestone(&r, "transpose_coalesced");
+    let c = m["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "shared_bank_conflicts")
+        .unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(c["status"], "fail", "{c}");
+    assert_eq!(c["location"], "transpose.cu:15", "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("100% of the bank conflicts are at transpose.cu:15"),
+        "{c}"
+    );
+    let hint = c["hint"].as_str().unwrap();
+    assert!(hint.contains("tile[32][33]") && !hint.contains("Correct but slow"), "{c}");
+    assert!(out.contains("15 |     float v = tile[threadIdx.x][threadIdx.y];"), "{out}");
+}

@@ -48,9 +48,21 @@ pub struct BlockOut {
     /// Where most of the block's live threads were when the launch's deadline passed
     /// (`backend::HUNG`).
     pub hung: Option<Diagnostic>,
+    /// Per metric of [`HOT_METRICS`] and instruction, its cost there (`Metrics::hot_lines`):
+    /// counted only where there is one, so a clean kernel pays nothing.
+    pub hot: HashMap<(u8, u32), u64>,
     /// The cost counters, when the launch asked for them.
     pub cost: Option<Box<(cost::BlockProfile, cost::Touched)>>,
 }
+
+/// The metrics whose cost the emulator places on lines, by index in [`BlockOut::hot`]: bank
+/// conflicts, unused bytes of loaded and of stored global sectors, divergent branches.
+pub const HOT_METRICS: [&str; 4] = [
+    "shared_bank_conflicts",
+    "global_load_efficiency",
+    "global_store_efficiency",
+    "branch_divergence",
+];
 
 /// Repeats of the same problem at the same instruction fold into one diagnostic.
 pub type DiagKey = (&'static str, u32, u8);
@@ -704,6 +716,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     w.cur_pc += 1;
                 } else {
                     self.out.metrics.divergent_branches += 1;
+                    *self.out.hot.entry((3, pc)).or_default() += 1;
                     let cur = w.cur;
                     lanes!(cur, l, {
                         w.lane_pc[l] = if mask >> l & 1 != 0 { inst.aux } else { pc + 1 };
@@ -1289,10 +1302,19 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 m.global_store_sectors += uniq;
                 m.global_store_bytes_requested += req;
             }
+            let unused = (uniq * 32).saturating_sub(req);
+            if unused > 0 {
+                let kind = if is_load || is_atom { 1 } else { 2 };
+                *self.out.hot.entry((kind, pc)).or_default() += unused;
+            }
         }
         if smask != 0 {
             self.out.metrics.shared_requests += 1;
-            self.out.metrics.shared_bank_conflicts += bank_conflicts(&addrs, smask, total);
+            let conflicts = bank_conflicts(&addrs, smask, total);
+            self.out.metrics.shared_bank_conflicts += conflicts;
+            if conflicts > 0 {
+                *self.out.hot.entry((0, pc)).or_default() += conflicts;
+            }
         }
         if let Some(c) = self.cost.as_mut() {
             let mut lmask = 0u32;
@@ -1405,7 +1427,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         let m = &mut self.out.metrics;
         m.shared_requests += 1;
         if clash || size > 4 {
-            m.shared_bank_conflicts += bank_conflicts(&addrs, mask, size);
+            let conflicts = bank_conflicts(&addrs, mask, size);
+            m.shared_bank_conflicts += conflicts;
+            if conflicts > 0 {
+                *self.out.hot.entry((0, pc)).or_default() += conflicts;
+            }
         }
         let wid = self.warps[wi].id;
         let sync = self.warps[wi].sync_epoch;
