@@ -21,11 +21,21 @@ pub const TIMEOUT: &str = "The kernel did not finish. At the line shown (or in t
 /// `check --profile` gives); `None` for a metric without one.
 pub fn for_metric(metric: &str) -> Option<&'static str> {
     Some(match metric {
-        "shared_bank_conflicts" => "Shared-memory accesses of one warp hit the same bank and are served one after the other: pad the shared array (a 32x32 tile read by columns as `tile[32][33]`) or change which thread touches which word.",
-        "global_load_efficiency" | "global_load_sectors_per_request" => "The loads of a warp use only part of each 32-byte sector they fetch: consecutive threads should read consecutive addresses (threadIdx.x on the fastest-varying index), or stage a tile through shared memory.",
-        "global_store_efficiency" | "global_store_sectors_per_request" => "The stores of a warp fill only part of each 32-byte sector they write: consecutive threads should write consecutive addresses (threadIdx.x on the fastest-varying index), or stage a tile through shared memory.",
-        "branch_divergence" => "The threads of a warp take different sides of a branch, which then run one after the other: let whole warps take the same path (conditions on the warp, not the thread, where you can).",
-        "warp_instructions" | "lane_instructions" => "The kernel executes more instructions than the bar allows: do less work per element (hoist what does not change out of loops, reuse loaded values).",
+        "shared_bank_conflicts" => {
+            "Shared-memory accesses of one warp hit the same bank and are served one after the other: pad the shared array (a 32x32 tile read by columns as `tile[32][33]`) or change which thread touches which word."
+        }
+        "global_load_efficiency" | "global_load_sectors_per_request" => {
+            "The loads of a warp use only part of each 32-byte sector they fetch: consecutive threads should read consecutive addresses (threadIdx.x on the fastest-varying index), or stage a tile through shared memory."
+        }
+        "global_store_efficiency" | "global_store_sectors_per_request" => {
+            "The stores of a warp fill only part of each 32-byte sector they write: consecutive threads should write consecutive addresses (threadIdx.x on the fastest-varying index), or stage a tile through shared memory."
+        }
+        "branch_divergence" => {
+            "The threads of a warp take different sides of a branch, which then run one after the other: let whole warps take the same path (conditions on the warp, not the thread, where you can)."
+        }
+        "warp_instructions" | "lane_instructions" => {
+            "The kernel executes more instructions than the bar allows: do less work per element (hoist what does not change out of loops, reuse loaded values)."
+        }
         _ => return None,
     })
 }

@@ -84,16 +84,20 @@ impl Drop for Materialized {
     }
 }
 
+/// The built-in lab `path` was written out for (while it is), if any.
+pub fn lab_name(path: &Path) -> Option<&'static str> {
+    written_out()
+        .iter()
+        .find(|(dir, _)| path.starts_with(dir))
+        .map(|(_, name)| *name)
+}
+
 /// A rubric's path as messages name it: a built-in lab's rubric (or any file written out with
 /// it) as "the built-in lab `reduction`" rather than the temporary file it was written to
 /// (`cugrade check --rubric reduction -v`, `cugrade validate reduction`); anything else as
 /// its path.
 pub fn shown(path: &Path) -> String {
-    let lab = written_out()
-        .iter()
-        .find(|(dir, _)| path.starts_with(dir))
-        .map(|(_, name)| *name);
-    match lab {
+    match lab_name(path) {
         Some(name) => format!("the built-in lab `{name}`"),
         None => path.display().to_string(),
     }

@@ -366,7 +366,13 @@ fn a_failing_metric_check_gives_the_rubrics_hint_and_the_line() {
     .unwrap();
     let json = d.path().join("r.json");
     let o = cugrade(
-        &["check", "--backend", "emu", "--json", json.to_str().unwrap()],
+        &[
+            "check",
+            "--backend",
+            "emu",
+            "--json",
+            json.to_str().unwrap(),
+        ],
         &sub,
         &[],
     );
@@ -390,6 +396,115 @@ fn a_failing_metric_check_gives_the_rubrics_hint_and_the_line() {
         "{c}"
     );
     let hint = c["hint"].as_str().unwrap();
-    assert!(hint.contains("tile[32][33]") && !hint.contains("Correct but slow"), "{c}");
-    assert!(out.contains("15 |     float v = tile[threadIdx.x][threadIdx.y];"), "{out}");
+    assert!(
+        hint.contains("tile[32][33]") && !hint.contains("Correct but slow"),
+        "{c}"
+    );
+    assert!(
+        out.contains("15 |     float v = tile[threadIdx.x][threadIdx.y];"),
+        "{out}"
+    );
+}
+
+/// Without a GPU, an estimate prints its likely range, words ratio and bar in one direction,
+/// says when the kernel is likely to fail the bar (with what to change), and a bar against the
+/// CPU with no ratio is explained once, with what the student can do; speed still reads as
+/// not measured and nothing is graded on the estimate (issue 32).
+#[test]
+fn an_estimate_far_below_its_bar_says_so_and_what_to_change() {
+    if !nvrtc() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let sub = d.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("cugrade.yaml"), "rubric: reduction\n").unwrap();
+    let atomics = |name: &str| {
+        format!(
+            "extern \"C\" __global__ void {name}(const float* in, float* out, int n)\n{{\n\
+             \x20   int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+             \x20   if (i < n) atomicAdd(out, in[i]);\n}}\n"
+        )
+    };
+    let naive = "extern \"C\" __global__ void reduce_naive(const float* in, float* out, int n)\n{\n\
+                 \x20   int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+                 \x20   if (i < n) atomicAdd(out, in[i]);\n}\n";
+    std::fs::write(
+        sub.join("reduction.cu"),
+        format!(
+            "{naive}\n{}\n{}",
+            atomics("reduce_shared"),
+            atomics("reduce_shuffle")
+        ),
+    )
+    .unwrap();
+    let json = d.path().join("r.json");
+    let o = cugrade(
+        &[
+            "check",
+            "--backend",
+            "emu",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &sub,
+        // Wide: each sentence on one line.
+        &[("CUGRADE_ESTIMATE_GPU", "h100"), ("COLUMNS", "1000")],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let m = support::milestone(&r, "reduce_shared");
+    let c = m["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "speedup_over_naive")
+        .unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(c["status"], "skipped", "{c}");
+    let message = c["message"].as_str().unwrap();
+    for said in [
+        "(likely between",
+        "needs 10x faster): likely to fail this bar on a GPU",
+        "an estimate, not a grade",
+        "Speed is not measured on the PTX emulator",
+    ] {
+        assert!(message.contains(said), "{said}: {c}");
+    }
+    assert!(
+        !message.contains("faster (needs") && !message.contains("(needs 10x)"),
+        "{c}"
+    );
+    let hint = c["hint"].as_str().unwrap_or_else(|| panic!("no hint: {c}"));
+    assert!(
+        hint.contains("atomics on one address") && hint.contains("The lab's hint:"),
+        "{c}"
+    );
+    assert!(
+        out.contains("likely to fail this bar") && out.contains("help: Most of the estimated time"),
+        "{out}"
+    );
+    // The bar against the CPU: short per check, explained once, with a command that works for
+    // a built-in lab.
+    let notes: Vec<&str> = r["run"]["notes"]
+        .as_array()
+        .map(|n| n.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    let cpu: Vec<&&str> = notes
+        .iter()
+        .filter(|n| n.contains("against the CPU"))
+        .collect();
+    assert_eq!(cpu.len(), 1, "{notes:?}");
+    assert!(
+        cpu[0].contains("reduce_shuffle › speedup_over_cpu")
+            && cpu[0].contains("`cugrade calibrate reduction`"),
+        "{notes:?}"
+    );
+    assert_eq!(
+        out.matches("cugrade calibrate reduction").count(),
+        1,
+        "{out}"
+    );
+    assert!(out.contains("speed not measured"), "{out}");
 }

@@ -555,4 +555,3 @@ fn hot_lines(prog: &Program, hot: &HashMap<(u8, u32), u64>) -> Vec<crate::backen
     }
     out
 }
-
