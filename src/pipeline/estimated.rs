@@ -481,27 +481,6 @@ fn profile_on(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_words_drop_their_time() {
-        assert_eq!(
-            against_words("faster than the single-threaded CPU (12.345 ms)"),
-            "faster than the single-threaded CPU"
-        );
-        assert_eq!(
-            against_words("faster than the reference `reduce_naive`"),
-            "faster than the reference `reduce_naive`"
-        );
-        assert_eq!(
-            against_words("of cuBLAS SGEMM's speed"),
-            "of cuBLAS SGEMM's speed"
-        );
-    }
-}
-
 /// The run's one note on checks against the CPU that got no estimated ratio (`NO_CPU_PIN`):
 /// what they are, why, and what the student can do: compare the estimated time, or pin this
 /// machine's CPU with `cugrade calibrate` (a built-in lab by its name, into cugrade's cache).
@@ -526,4 +505,25 @@ pub(super) fn no_cpu_ratio_note(checks: &[String], rubric: &std::path::Path) -> 
          the estimated time with the CPU time your course gives, {pin}",
         checks.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_words_drop_their_time() {
+        assert_eq!(
+            against_words("faster than the single-threaded CPU (12.345 ms)"),
+            "faster than the single-threaded CPU"
+        );
+        assert_eq!(
+            against_words("faster than the reference `reduce_naive`"),
+            "faster than the reference `reduce_naive`"
+        );
+        assert_eq!(
+            against_words("of cuBLAS SGEMM's speed"),
+            "of cuBLAS SGEMM's speed"
+        );
+    }
 }

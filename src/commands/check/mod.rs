@@ -141,12 +141,12 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
             path: o.rubric.clone().unwrap_or_default(),
             _lab: None,
         },
-        None => find_rubric(None, &sub)?,
+        None => find_rubric(None, sub)?,
     };
     let r = &rubric.loaded;
-    submission::check_against(&sub, r)?;
+    submission::check_against(sub, r)?;
     let device = o.requested.gpus.first().copied().unwrap_or(0);
-    let stubs = starter::stubs(&sub, r);
+    let stubs = starter::stubs(sub, r);
     let untouched = r
         .rubric
         .milestones
@@ -182,14 +182,14 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         opts.keep_kernels = Some(kept.clone());
     }
     let result = if untouched {
-        starter::untouched(r, &sub, &stubs, &opts)
+        starter::untouched(r, sub, &stubs, &opts)
     } else {
         opts.protected = protected_dirs(&[rubric.path.as_path(), o.submission.as_path()]);
         let started = std::time::Instant::now();
         let mut reference =
             Reference::compile(r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
         let reference_s = started.elapsed().as_secs_f64();
-        let mut result = pipeline::grade(r, &sub, &opts, &mut reference)
+        let mut result = pipeline::grade(r, sub, &opts, &mut reference)
             .map_err(|e| Fatal::new(e.0.to_string()))?;
         // The reference's compile is this run's too (`grade` compiles it once per cohort).
         if let Some(p) = result.run.phases.as_mut() {
@@ -231,7 +231,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let text = crate::commands::profile::section(&result, r, &sub, &kept, &opts);
+        let text = crate::commands::profile::section(&result, r, sub, &kept, &opts);
         let text = crate::report::output::fit(&text);
         // stdout holds exactly result.json under --format json.
         if o.format == Format::Json {
