@@ -248,6 +248,30 @@ pub fn command() -> clap::Command {
     Cli::command()
 }
 
+/// [`command`] as users may type it: without the hidden internal subcommands (`__worker`,
+/// `__profile-kernel`). clap_complete's generators list every subcommand, hidden or not
+/// (clap_complete 4.6 filters hidden arguments and values, not subcommands), and clap cannot
+/// remove a subcommand, so the command is built again from the visible parts.
+pub fn public_command() -> clap::Command {
+    let full = command();
+    let mut public = clap::Command::new("cugrade")
+        .version(env!("CARGO_PKG_VERSION"))
+        .max_term_width(80);
+    if let Some(about) = full.get_about() {
+        public = public.about(about.clone());
+    }
+    if let Some(about) = full.get_long_about() {
+        public = public.long_about(about.clone());
+    }
+    for a in full
+        .get_arguments()
+        .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+    {
+        public = public.arg(a.clone());
+    }
+    public.subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+}
+
 /// Parse the command line and run it; returns the exit code.
 pub fn main() -> i32 {
     keep_freed_memory();
@@ -460,7 +484,7 @@ fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i
         },
         Command::Completions { shell } => {
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut command(), "cugrade", &mut script);
+            clap_complete::generate(shell, &mut public_command(), "cugrade", &mut script);
             write_stdout(&script).map(|()| exit::OK)
         }
         Command::Man { out } => man(out),
@@ -600,6 +624,35 @@ fn common_options(c: &Common) -> Requested {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Completions come from this: every visible subcommand with its arguments, the same
+    /// top-level text and version, and none of the hidden ones.
+    #[test]
+    fn the_public_command_is_the_command_without_its_hidden_subcommands() {
+        let full = command();
+        let public = public_command();
+        let names = |c: &clap::Command, hidden: bool| -> Vec<String> {
+            c.get_subcommands()
+                .filter(|s| hidden || !s.is_hide_set())
+                .map(|s| s.get_name().to_string())
+                .collect()
+        };
+        assert_eq!(names(&public, true), names(&full, false));
+        assert!(names(&full, true).iter().any(|n| n == "__worker"));
+        for s in public.get_subcommands() {
+            let f = full.find_subcommand(s.get_name()).unwrap();
+            let ids = |c: &clap::Command| -> Vec<String> {
+                c.get_arguments().map(|a| a.get_id().to_string()).collect()
+            };
+            assert_eq!(ids(s), ids(f), "{}", s.get_name());
+        }
+        assert_eq!(
+            public.get_about().map(ToString::to_string),
+            full.get_about().map(ToString::to_string)
+        );
+        assert_eq!(public.get_version(), full.get_version());
+        public.debug_assert();
+    }
 
     /// Every argument and option of every subcommand says what it is for.
     #[test]

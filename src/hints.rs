@@ -14,6 +14,32 @@ pub const CONST_WRITTEN: &str = "The kernel changed an input it must only read. 
 /// NaN or Inf where the reference has finite values.
 pub const NON_FINITE: &str = "NaN or Inf where a finite value was expected: look for overflow (for softmax, subtract the row maximum before exp), division by zero, or reading memory that was never written.";
 /// A timeout or hang.
+/// A correctness launch that ran past its deadline (the finding names the line its threads
+/// were at, where the emulator saw it).
+pub const TIMEOUT: &str = "The kernel did not finish. At the line shown (or in the loops of the kernel): a loop whose condition never becomes false (a bound never reached, an index never advanced), a thread waiting for a value another thread or block should write (a spin on a flag: blocks need not run at the same time, and a plain load may never see the write; use atomics, or split the work into two launches), or a __syncthreads() that not every thread of the block reaches (e.g. inside `if (tid < s)`).";
+/// What a failing metric check's metric means and what usually fixes it (the same advice as
+/// `check --profile` gives); `None` for a metric without one.
+pub fn for_metric(metric: &str) -> Option<&'static str> {
+    Some(match metric {
+        "shared_bank_conflicts" => {
+            "Shared-memory accesses of one warp hit the same bank and are served one after the other: pad the shared array (a 32x32 tile read by columns as `tile[32][33]`) or change which thread touches which word."
+        }
+        "global_load_efficiency" | "global_load_sectors_per_request" => {
+            "The loads of a warp use only part of each 32-byte sector they fetch: consecutive threads should read consecutive addresses (threadIdx.x on the fastest-varying index), or stage a tile through shared memory."
+        }
+        "global_store_efficiency" | "global_store_sectors_per_request" => {
+            "The stores of a warp fill only part of each 32-byte sector they write: consecutive threads should write consecutive addresses (threadIdx.x on the fastest-varying index), or stage a tile through shared memory."
+        }
+        "branch_divergence" => {
+            "The threads of a warp take different sides of a branch, which then run one after the other: let whole warps take the same path (conditions on the warp, not the thread, where you can)."
+        }
+        "warp_instructions" | "lane_instructions" => {
+            "The kernel executes more instructions than the bar allows: do less work per element (hoist what does not change out of loops, reuse loaded values)."
+        }
+        _ => return None,
+    })
+}
+
 pub const DEADLOCK: &str = "The kernel did not finish: a __syncthreads() that not every thread of the block reaches (e.g. inside `if (tid < s)`), or a loop whose condition never becomes false.";
 /// A fault (illegal address, trap).
 pub const FAULT: &str = "The kernel crashed: an access outside any allocation (check the bounds and pointer arithmetic), a trap, or a misaligned access.";

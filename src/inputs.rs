@@ -504,6 +504,11 @@ pub fn decode(bytes: &[u8], elem: ScalarType) -> Vec<f64> {
         .collect()
 }
 
+/// `len` elements of `elem`'s poison pattern, as outputs start (tests build outputs with it).
+pub fn poison_bytes(len: usize, elem: ScalarType) -> Vec<u8> {
+    poison(len, elem)
+}
+
 fn poison(len: usize, elem: ScalarType) -> Vec<u8> {
     let one: Vec<u8> = match elem {
         ScalarType::F32 => POISON_F32.to_le_bytes().to_vec(),

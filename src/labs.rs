@@ -61,9 +61,46 @@ pub fn names() -> String {
 
 /// A built-in lab's rubric and reference written to a temporary folder (laid out as in the
 /// repository, so the rubric's relative `reference:` path resolves), for `rubric::load`.
+/// While it lives, [`shown`] names files in that folder by the lab, never by the temp path.
 pub struct Materialized {
     _dir: tempfile::TempDir,
     pub rubric_path: PathBuf,
+}
+
+/// The temp folders of the labs materialized now, with each lab's name (for [`shown`]).
+static WRITTEN_OUT: std::sync::Mutex<Vec<(PathBuf, &'static str)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn written_out() -> std::sync::MutexGuard<'static, Vec<(PathBuf, &'static str)>> {
+    WRITTEN_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Drop for Materialized {
+    fn drop(&mut self) {
+        let dir = self._dir.path().to_path_buf();
+        written_out().retain(|(d, _)| *d != dir);
+    }
+}
+
+/// The built-in lab `path` was written out for (while it is), if any.
+pub fn lab_name(path: &Path) -> Option<&'static str> {
+    written_out()
+        .iter()
+        .find(|(dir, _)| path.starts_with(dir))
+        .map(|(_, name)| *name)
+}
+
+/// A rubric's path as messages name it: a built-in lab's rubric (or any file written out with
+/// it) as "the built-in lab `reduction`" rather than the temporary file it was written to
+/// (`cugrade check --rubric reduction -v`, `cugrade validate reduction`); anything else as
+/// its path.
+pub fn shown(path: &Path) -> String {
+    match lab_name(path) {
+        Some(name) => format!("the built-in lab `{name}`"),
+        None => path.display().to_string(),
+    }
 }
 
 impl Lab {
@@ -86,6 +123,7 @@ impl Lab {
         if let Ok(pinned) = std::fs::read_to_string(self.calibration_path()) {
             write(&format!("rubrics/{}.calibration.json", self.name), &pinned)?;
         }
+        written_out().push((dir.path().to_path_buf(), self.name));
         Ok(Materialized {
             _dir: dir,
             rubric_path,

@@ -497,6 +497,8 @@ pub fn unpack(archive: &Path, into: &Path, protected: &[PathBuf]) -> Result<Path
     unpack::unpack(archive, into, protected)
 }
 
+pub use unpack::load_archive;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -146,9 +146,36 @@ pub struct Metrics {
     pub shared_bank_conflicts: u64,
     pub branches: u64,
     pub divergent_branches: u64,
+    /// Where a metric's cost is largest (the emulator's; empty on a GPU): the source line
+    /// with the most bank conflicts, unused bytes of the global sectors its loads fetch or its
+    /// stores write, or divergent branches. A failed metric check points there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hot_lines: Vec<HotLine>,
+}
+
+/// The source line that costs a metric most, and its share of the launch's total.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HotLine {
+    /// The metric's name as rubrics write it (`shared_bank_conflicts`).
+    pub metric: String,
+    pub file: String,
+    pub line: u32,
+    /// This line's part of the metric's cost, 0 to 1.
+    pub share: f64,
 }
 
 impl Metrics {
+    /// The line that costs `metric` most; the sectors-per-request metrics share their
+    /// efficiency's.
+    pub fn hot_line(&self, metric: &str) -> Option<&HotLine> {
+        let metric = match metric {
+            "global_load_sectors_per_request" => "global_load_efficiency",
+            "global_store_sectors_per_request" => "global_store_efficiency",
+            m => m,
+        };
+        self.hot_lines.iter().find(|h| h.metric == metric)
+    }
+
     /// Percent of fetched global-load bytes that lanes asked for (100 = fully coalesced).
     pub fn global_load_efficiency(&self) -> Option<f64> {
         ratio(
@@ -275,7 +302,16 @@ pub trait Backend {
     fn timer(&mut self) -> Option<&mut dyn Timer> {
         None
     }
+    /// What the last launch that returned an error leaves to say: the emulator's
+    /// [`HUNG`] diagnostic, where the threads of a kernel that ran past its deadline were.
+    fn failed_launch_report(&mut self) -> LaunchReport {
+        LaunchReport::default()
+    }
 }
+
+/// The `tool` of the diagnostic that says where a kernel stopped at its deadline was running
+/// (`Backend::failed_launch_report`): the timeout's location, not a sanitizer's finding.
+pub const HUNG: &str = "hung";
 
 /// Which loaded module a timed-section launch uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -41,7 +41,7 @@ pub fn run(paths: &[PathBuf]) -> Result<i32, CliError> {
                 let imp = contract.cpu.clone().ok_or_else(|| {
                     Fatal::new(format!(
                         "{}: contract `{}` has no CPU implementation",
-                        p.display(),
+                        crate::labs::shown(p),
                         m.contract
                     ))
                 })?;
@@ -58,7 +58,7 @@ pub fn run(paths: &[PathBuf]) -> Result<i32, CliError> {
                     .map_err(|e| Fatal::new(format!("CPU `{imp}` on {}: {e}", case.name)))?;
                 println!(
                     "{}: {key}: {:.3} ms (minimum of {} runs, {:.3}..{:.3} ms)",
-                    p.display(),
+                    crate::labs::shown(p),
                     b.ms,
                     b.runs_ms.len(),
                     b.ms,
@@ -68,17 +68,23 @@ pub fn run(paths: &[PathBuf]) -> Result<i32, CliError> {
             }
         }
         if file.baselines.is_empty() {
-            println!("{}: no CPU baselines to calibrate", p.display());
+            println!("{}: no CPU baselines to calibrate", crate::labs::shown(p));
             continue;
         }
         let target = calibration::pinned_path(p);
         calibration::write(&target, &file).map_err(Fatal::new)?;
-        println!(
-            "{}: pinned for {} in {}",
-            p.display(),
-            file.cpu,
-            target.display()
-        );
+        // A built-in lab's pins are kept in cugrade's cache (the caller says where), not in
+        // the temporary folder its rubric was written to.
+        if crate::labs::shown(p) == p.display().to_string() {
+            println!(
+                "{}: pinned for {} in {}",
+                p.display(),
+                file.cpu,
+                target.display()
+            );
+        } else {
+            println!("{}: measured on {}", crate::labs::shown(p), file.cpu);
+        }
     }
     Ok(exit::OK)
 }

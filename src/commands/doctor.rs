@@ -9,7 +9,8 @@
 //! define every milestone's kernel: a plotting script beside `.cu` kernels needs nothing; a GPU with
 //! `--backend cuda`, and then cuBLAS when a threshold is measured against it. Without any
 //! rubric, NVRTC and the headers are needed (every built-in lab compiles CUDA C++).
-//! `--install` first installs what is needed and missing into cugrade's cache.
+//! `--install` first installs what is needed and missing into cugrade's cache (and nvJitLink
+//! where Numba or PTX kernels are graded without a GPU: the registers they report).
 
 use crate::backend::cuda;
 use crate::errors::CliError;
@@ -42,6 +43,9 @@ pub struct Needs {
     pub cpu_python: bool,
     pub gpu: bool,
     pub cublas: bool,
+    /// nvJitLink, for ptxas's registers of PTX and Numba kernels without a GPU. Never missing
+    /// (without it those registers are said to be unknown), but `--install` installs it.
+    pub nvjitlink: bool,
     pub what: String,
 }
 
@@ -66,15 +70,18 @@ pub fn needs_of(r: &LoadedRubric, python: bool, accepts_all: bool, gpu: bool) ->
         .contracts
         .values()
         .any(|c| matches!(c.cpu, Some(crate::rubric::schema::CpuImpl::Python(_))));
+    let numba = accepts(Language::Numba) && (python || accepts_all);
+    let ptx = accepts_all && accepts(Language::Ptx);
     Needs {
         cpu_python,
         nvrtc,
         headers: nvrtc,
-        numba: accepts(Language::Numba) && (python || accepts_all),
+        numba,
         cupy: accepts(Language::Cupy) && accepts_all && !arrays,
         arrays,
         gpu,
         cublas,
+        nvjitlink: !gpu && (numba || ptx),
         what: r.rubric.assignment.clone(),
     }
 }
@@ -90,6 +97,7 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
     let langs = sub.as_ref().map(|s| s.languages()).unwrap_or_default();
     let python = langs.contains(&Language::Numba);
     let cupy = langs.contains(&Language::Cupy);
+    let ptx = langs.contains(&Language::Ptx);
     if let Some(r) = &o.rubric {
         let loaded = crate::rubric::load(r)?;
         // Named, the submission decides; else every language the rubric accepts counts (an
@@ -99,6 +107,7 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
             None => needs_of(&loaded, python, true, gpu),
         };
         n.cupy |= cupy;
+        n.nvjitlink |= ptx && !gpu;
         return Ok(n);
     }
     if let Some(s) = sub.as_ref().filter(|s| s.manifest.rubric.is_some()) {
@@ -111,6 +120,7 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
                 .languages
                 .as_ref()
                 .is_none_or(|v| v.contains(&Language::Cupy));
+        n.nvjitlink |= ptx && !gpu;
         n.what = format!("{} ({})", n.what, s.root.display());
         return Ok(n);
     }
@@ -123,6 +133,7 @@ fn needs(o: &DoctorOptions) -> Result<Needs, CliError> {
         cpu_python: false,
         gpu,
         cublas: false,
+        nvjitlink: (python || ptx) && !gpu,
         what: "CUDA C++ submissions".into(),
     })
 }
@@ -228,8 +239,8 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
             line,
         );
     }
-    // ptxas's registers for PTX and Numba kernels without a GPU (never needed: without it the
-    // resources check says the registers are unknown).
+    // ptxas's registers for PTX and Numba kernels without a GPU (never missing: without it the
+    // resources check says the registers are unknown; `--install` installs it where needed).
     let (ok, line) = crate::compile::jitlink::describe();
     add(&mut lines, ok, false, "nvJitLink", line);
     // cuBLAS (only for matmul thresholds against cuBLAS, on a GPU).
@@ -303,25 +314,30 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
             );
         }
     }
+    // Fitted to the terminal as `check`'s summary is (`COLUMNS`, else the terminal's width,
+    // else 80 columns), each line's continuation under its text.
+    let width = crate::report::output::columns();
     for (mark, line) in &lines {
         let tag = match mark {
-            Mark::Ok => "ok  ",
-            Mark::Miss => "MISS",
-            Mark::Optional => "--  ",
+            Mark::Ok => "ok   ",
+            Mark::Miss => "MISS ",
+            Mark::Optional => "--   ",
         };
-        println!("{tag} {line}");
+        print!("{}", crate::report::output::hang(tag, line, width));
     }
     if missing.is_empty() {
-        println!("ready: everything needed for {} is here", needs.what);
+        let last = format!("ready: everything needed for {} is here", needs.what);
+        print!("{}", crate::report::output::fit_to(&last, width));
         Ok(exit::OK)
     } else {
         missing.dedup();
-        println!(
+        let last = format!(
             "not ready for {}: missing {} (the MISS lines say how to fix it; `cugrade doctor \
-             --install` installs NVRTC, CUDA's headers and Numba)",
+             --install` installs NVRTC, CUDA's headers, Numba and nvJitLink)",
             needs.what,
             missing.join(", ")
         );
+        print!("{}", crate::report::output::fit_to(&last, width));
         Ok(exit::CANNOT_GRADE)
     }
 }
@@ -342,6 +358,9 @@ fn install(needs: &Needs) {
     }
     if needs.numba {
         report(toolchain::ensure_numba().map(|_| ()));
+    }
+    if needs.nvjitlink {
+        report(install::ensure_nvjitlink());
     }
     if needs.arrays || needs.cpu_python {
         report(crate::compile::arrays::numpy().map(|_| ()));

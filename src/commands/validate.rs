@@ -26,7 +26,7 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
                 let n = r.rubric.milestones.len();
                 println!(
                     "{}: schema ok ({n} milestone{}, {} points)",
-                    p.display(),
+                    crate::labs::shown(p),
                     if n == 1 { "" } else { "s" },
                     r.max_score()
                 );

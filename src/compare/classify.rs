@@ -153,7 +153,7 @@ fn fmt_num(x: f64) -> String {
 }
 
 /// Does `bytes` (one element) hold the poison value of `elem`?
-fn is_poison(bytes: &[u8], elem: ScalarType) -> bool {
+pub(crate) fn is_poison(bytes: &[u8], elem: ScalarType) -> bool {
     match elem {
         ScalarType::F32 | ScalarType::I32 | ScalarType::U32 => {
             let v = u32::from_le_bytes(bytes.try_into().unwrap_or_default());

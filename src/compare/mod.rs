@@ -255,6 +255,8 @@ pub struct Mismatch {
     pub got: f64,
     /// The element's allowance when it depends on the element (`sum`), for the listing.
     pub allowed: Option<f64>,
+    /// The element still holds the poison pattern outputs start with, whatever its type.
+    pub unwritten: bool,
 }
 
 /// The outcome of comparing one output buffer.
@@ -302,7 +304,11 @@ impl Comparison {
                 "\n  {}{at}: expected {}, got {}",
                 self.buffer,
                 fmt_value(m.expected, self.elem),
-                fmt_got(m.got, self.elem)
+                if m.unwritten {
+                    "the poison value (never written)".to_string()
+                } else {
+                    fmt_value(m.got, self.elem)
+                }
             );
             if let Some(a) = m.allowed.filter(|_| m.got.is_finite()) {
                 let _ = write!(
@@ -343,19 +349,6 @@ pub fn fmt_value(v: f64, elem: ScalarType) -> String {
         (ScalarType::F32, true) => format!("{:e}", v as f32),
         (_, false) => format!("{v}"),
         (_, true) => format!("{v:e}"),
-    }
-}
-
-fn fmt_got(v: f64, elem: ScalarType) -> String {
-    let poison = match elem {
-        ScalarType::F32 => (v as f32).to_bits() == crate::inputs::POISON_F32,
-        ScalarType::I32 | ScalarType::U32 => (v as i64 as u32) == crate::inputs::POISON_INT,
-        _ => false,
-    };
-    if poison {
-        "the poison value (never written)".into()
-    } else {
-        fmt_value(v, elem)
     }
 }
 
@@ -422,21 +415,17 @@ pub fn compare_at(
         tolerance: tol,
         elem: buf.elem,
     };
-    let poison_bits = crate::inputs::POISON_F32;
+    let w = buf.elem.size();
     for (i, (&ev, &gv)) in e.iter().zip(&g).enumerate() {
         if tol.accepts_at(ev, gv, mag_at(i), buf.elem) {
             continue;
         }
         c.bad += 1;
-        let unwritten = match buf.elem {
-            ScalarType::F32 => got.get(i * 4..i * 4 + 4).is_some_and(|b| {
-                u32::from_le_bytes(b.try_into().unwrap_or_default()) == poison_bits
-            }),
-            ScalarType::I32 | ScalarType::U32 => got.get(i * 4..i * 4 + 4).is_some_and(|b| {
-                u32::from_le_bytes(b.try_into().unwrap_or_default()) == crate::inputs::POISON_INT
-            }),
-            _ => false,
-        };
+        // Every element type has its poison pattern (float64's is a NaN, 64-bit integers'
+        // do not survive the trip through f64): the bytes decide.
+        let unwritten = got
+            .get(i * w..i * w + w)
+            .is_some_and(|b| classify::is_poison(b, buf.elem));
         if unwritten && buf.dir == crate::rubric::schema::Direction::Out {
             c.unwritten += 1;
         }
@@ -447,6 +436,7 @@ pub fn compare_at(
                 expected: ev,
                 got: gv,
                 allowed: (tol.sum > 0.0).then(|| tol.allowance(ev, mag_at(i))),
+                unwritten,
             });
         }
     }
@@ -589,6 +579,30 @@ mod tests {
             text.contains("C[5] (1, 2): expected 5, got the poison value (never written)"),
             "{text}"
         );
+    }
+
+    /// Elements left as sent are "never written" in every element type, float64 and the
+    /// 64-bit integers included (issue 32: a float64 output listed them as `got NaN`).
+    #[test]
+    fn never_written_elements_are_named_in_every_type() {
+        use ScalarType::*;
+        for elem in [F32, F64, I32, U32, I64, U64] {
+            let mut b = buf(None);
+            b.elem = elem;
+            b.len = 3;
+            let exp = encode(&[1.0, 2.0, 3.0], elem);
+            let mut got = exp.clone();
+            let w = elem.size();
+            let poison = crate::inputs::poison_bytes(1, elem);
+            got[w..2 * w].copy_from_slice(&poison);
+            let c = compare(&b, &exp, &got, Resolved::default_for(elem));
+            assert_eq!((c.bad, c.unwritten), (1, 1), "{elem:?}");
+            let text = c.describe();
+            assert!(
+                text.contains("C[1]: expected 2, got the poison value (never written)"),
+                "{elem:?}: {text}"
+            );
+        }
     }
 
     #[test]

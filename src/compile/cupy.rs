@@ -67,13 +67,16 @@ pub fn python_language(text: &str, forced: Option<crate::rubric::schema::Languag
     }
 }
 
-/// Where a source string sits in the submission: `exact` when line 1 of the string is `line`.
+/// Where a source string sits in the submission: `exact` when line 1 of the string is `line`;
+/// `col`, the column (1-based, in characters) where the string's value starts on that line.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct At {
     pub file: Option<String>,
     pub line: Option<u32>,
     #[serde(default)]
     pub exact: bool,
+    #[serde(default)]
+    pub col: Option<u32>,
 }
 
 /// One kernel definition the driver recorded.
@@ -300,6 +303,24 @@ pub(crate) fn line_directive(at: Option<&At>, fallback: (&Option<String>, Option
     )
 }
 
+/// [`line_directive`] for a string whose text follows it at the start of a line: with the
+/// string's first line moved right to the column it starts at in the `.py` file, so that
+/// NVRTC's columns (and the caret under the student's line) are the file's, not the string's
+/// (`vector_add = cp.ElementwiseKernel(..., "c = a + bb", ...)`: `bb` is in column 14 of
+/// the line, not 9). Most columns a located string may be moved: a line that long is shown cut
+/// anyway.
+pub(crate) fn located(at: Option<&At>, fallback: (&Option<String>, Option<u32>)) -> String {
+    let mut s = line_directive(at, fallback);
+    let col = at
+        .filter(|a| a.exact && a.file.is_some() && a.line.is_some())
+        .and_then(|a| a.col)
+        .filter(|&c| c > 1 && c <= 4096);
+    if let (Some(c), false) = (col, s.is_empty()) {
+        s.push_str(&" ".repeat(c as usize - 1));
+    }
+    s
+}
+
 /// A translation that cannot be done: the student's error, at the Python line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refused {
@@ -324,7 +345,7 @@ pub fn kernel_source(
                 // The Python name is the lab's; the CUDA function has another name.
                 text.push_str(&format!("#define {entry} {kernel}\n"));
             }
-            text.push_str(&line_directive(def.code_at.as_ref(), (&def.file, def.line)));
+            text.push_str(&located(def.code_at.as_ref(), (&def.file, def.line)));
             text.push_str(&code);
             text.push('\n');
             text

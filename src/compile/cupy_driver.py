@@ -37,7 +37,32 @@ def scrub(text):
     return text.replace(SRC + os.sep, "").replace(SRC, ".")
 
 
-# Every string literal of every file: (file, line of the opening quote, value).
+def content_column(lines, node):
+    """The 1-based column (in characters) where a string literal's value starts on its first
+    line (after the prefix and the opening quote), or None. Compiler columns in the value's
+    first line are right from there on up to the first escape sequence or implicit
+    concatenation (rare in kernel code); the later lines of a triple-quoted string start at
+    column 1 anyway."""
+    try:
+        line = lines[node.lineno - 1]
+    except IndexError:
+        return None
+    # ast counts UTF-8 bytes; compilers count characters.
+    start = len(line.encode("utf-8")[: node.col_offset].decode("utf-8", "replace"))
+    rest = line[start:]
+    prefix = len(rest) - len(rest.lstrip("rRbBuUfF"))
+    quote = rest[prefix:]
+    for q in ('"""', "'''", '"', "'"):
+        if quote.startswith(q):
+            col = start + prefix + len(q)
+            break
+    else:
+        return None
+    return col + 1
+
+
+# Every string literal of every file: (file, line of the opening quote, value, text, column of
+# the value's first character on that line or None).
 literals = []
 for path in REQUEST["files"]:
     try:
@@ -45,9 +70,10 @@ for path in REQUEST["files"]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, OSError):
         continue
+    lines = text.splitlines()
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            literals.append((path, node.lineno, node.value, text))
+            literals.append((path, node.lineno, node.value, text, content_column(lines, node)))
 
 
 def locate(value, fallback):
@@ -58,12 +84,12 @@ def locate(value, fallback):
         return {"file": fallback[0], "line": fallback[1], "exact": False}
     # The literal nearest the definition: `'x'` may be written more than once.
     near = sorted(literals, key=lambda x: (x[0] != fallback[0], abs(x[1] - (fallback[1] or 0))))
-    for path, line, lit, _ in near:
+    for path, line, lit, _, col in near:
         if lit == value:
-            return {"file": path, "line": line, "exact": True}
-    for path, line, lit, _ in near:
+            return {"file": path, "line": line, "exact": True, "col": col}
+    for path, line, lit, _, col in near:
         if len(lit) > 16 and value.startswith(lit):
-            return {"file": path, "line": line, "exact": True}
+            return {"file": path, "line": line, "exact": True, "col": col}
     first = next((x.strip() for x in value.splitlines() if x.strip()), "")
     skip = value.splitlines().index(next(x for x in value.splitlines() if x.strip())) if first else 0
     if first:

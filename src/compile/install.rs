@@ -256,6 +256,43 @@ pub fn ensure_headers() -> Result<(), String> {
     Ok(())
 }
 
+/// nvJitLink, whose ptxas gives the registers of PTX and Numba kernels without a GPU
+/// (`super::jitlink`): one already found (`$CUGRADE_NVJITLINK`, a CUDA toolkit's,
+/// `LD_LIBRARY_PATH`'s, cugrade's cache), else installed into cugrade's cache from PyPI.
+pub fn ensure_nvjitlink() -> Result<(), String> {
+    use super::jitlink;
+    if jitlink::library().is_some() {
+        return Ok(());
+    }
+    if let Some(p) = std::env::var_os("CUGRADE_NVJITLINK").filter(|p| !p.is_empty()) {
+        // The variable wins over the cache: installing there would change nothing.
+        return Err(format!(
+            "CUGRADE_NVJITLINK names `{}`, which is not a file; nothing was installed.\n\
+             fix: point it at a libnvJitLink.so.13, or unset it so that cugrade installs one",
+            Path::new(&p).display()
+        ));
+    }
+    let dest = jitlink::install_dir();
+    let staging = staging_for(&dest, "nvjitlink")?;
+    let r = pip_into(
+        &staging,
+        &[jitlink::WHEEL],
+        "nvJitLink 13.0.88 (ptxas's register counts for PTX and Numba kernels without a GPU)",
+        "~95 MB",
+        &dest,
+    )
+    .and_then(|()| replace_dir(&staging, &dest));
+    let _ = std::fs::remove_dir_all(&staging);
+    r?;
+    if jitlink::library().is_none() {
+        return Err(format!(
+            "nvJitLink was installed into {} but libnvJitLink.so.13 is not there",
+            dest.display()
+        ));
+    }
+    Ok(())
+}
+
 /// The Numba wheels into `dest` (stamped with the pins), replacing an install with other pins.
 pub fn numba_into(dest: &Path) -> Result<(), String> {
     pins_into(

@@ -10,18 +10,20 @@
 //!
 //! The library is `libnvJitLink.so.13` from PyPI's `nvidia-nvjitlink` (pinned to CUDA 13.0 like
 //! NVRTC; NVIDIA's licence lets us download it, not ship it), installed into cugrade's cache by
-//! `ci/with-nvrtc`, or a CUDA toolkit's. It is loaded at run time, inside the sandboxed compile
+//! `cugrade doctor --install` (where Numba or PTX kernels are graded without a GPU), with
+//! Numba's first install, or by `ci/with-nvrtc`; or a CUDA toolkit's. It is loaded at run time, inside the sandboxed compile
 //! worker (student PTX is hostile input to ptxas too), and only when a PTX module needs it.
 
 use std::ffi::{CString, c_char, c_void};
 use std::path::{Path, PathBuf};
 
-/// The wheel, pinned to the CUDA 13.0 of NVRTC (`ci/with-nvrtc` installs the same pin).
+/// The wheel, pinned to the CUDA 13.0 of NVRTC (`toolchain::NVRTC_WHEEL`; `ci/with-nvrtc`
+/// installs the same pin).
 pub const WHEEL: &str = "nvidia-nvjitlink==13.0.88";
 
 const LIB: &str = "libnvJitLink.so.13";
 
-/// Where `ci/with-nvrtc` installs the wheel.
+/// Where `cugrade doctor --install` and `ci/with-nvrtc` install the wheel.
 pub fn install_dir() -> PathBuf {
     super::toolchain::cache_root().join("nvjitlink")
 }
@@ -55,8 +57,8 @@ pub fn describe() -> (bool, String) {
             false,
             format!(
                 "nvJitLink: not found, so without a GPU the registers of PTX and Numba kernels \
-                 are reported as unknown; fix: `python3 -m pip install --target {} {WHEEL}` \
-                 (ci/with-nvrtc does this)",
+                 are reported as unknown; fix: `cugrade doctor --install` (it installs {WHEEL} \
+                 into {}), or install the CUDA 13.0 toolkit",
                 install_dir().display()
             ),
         ),

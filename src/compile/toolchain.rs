@@ -338,6 +338,14 @@ fn install_numba() -> Result<NumbaToolchain, String> {
     if !numba_installed(&dir) {
         python()?;
         super::install::numba_into(&dir)?;
+        // With it, the registers of Numba's kernels are ptxas's without a GPU; without it,
+        // they are said to be unknown and grading goes on.
+        if let Err(e) = super::install::ensure_nvjitlink() {
+            eprintln!(
+                "cugrade: {e}\n(without nvJitLink the registers of Numba kernels are reported \
+                 as unknown; `cugrade doctor --install` tries again)"
+            );
+        }
     }
     numba()
 }
@@ -508,6 +516,22 @@ mod tests {
         let body = &script[start..start + script[start..].find(')').unwrap()];
         let pins: Vec<&str> = body.split('"').skip(1).step_by(2).collect();
         assert_eq!(pins, NUMBA_WHEELS);
+    }
+
+    #[test]
+    fn nvjitlink_is_pinned_to_the_cuda_of_nvrtc_and_ci_installs_the_same() {
+        let version = |wheel: &str| wheel.split("==").nth(1).unwrap_or_default().to_string();
+        let nvjitlink = super::super::jitlink::WHEEL;
+        assert!(
+            nvjitlink.starts_with("nvidia-nvjitlink==13.0."),
+            "{nvjitlink}"
+        );
+        assert_eq!(version(nvjitlink), version(NVRTC_WHEEL));
+        let script = include_str!("../../ci/with-nvrtc");
+        assert!(
+            script.contains(&format!("\"{nvjitlink}\"")),
+            "ci/with-nvrtc installs another nvJitLink than {nvjitlink}"
+        );
     }
 
     #[test]

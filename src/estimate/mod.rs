@@ -105,10 +105,78 @@ fn fmt_ratio(r: f64) -> String {
     }
 }
 
+/// What an estimate says of a check's bar: where its whole likely range lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Likely {
+    /// Even the bottom of the likely range meets the bar.
+    Pass,
+    /// Even the top of the likely range is below the bar.
+    Fail,
+    /// The bar lies inside the likely range.
+    Either,
+}
+
+/// A speed-up as a student reads it, in one direction: "3.40x faster", "9.09x slower", "as
+/// fast as" (within half a percent).
+fn speed(r: f64) -> String {
+    if (r - 1.0).abs() < 0.005 {
+        "as fast as".to_string()
+    } else if r > 1.0 {
+        format!("{}x faster than", fmt_ratio(r))
+    } else {
+        format!("{}x slower than", fmt_ratio(1.0 / r))
+    }
+}
+
+/// A likely range of speed-ups in the same words: "2.43–4.86x faster", "1.6–2.5x slower",
+/// "between 1.6x slower and 1.43x faster".
+fn speed_range(lo: f64, hi: f64) -> String {
+    if lo >= 1.0 {
+        format!("{}–{}x faster", fmt_ratio(lo), fmt_ratio(hi))
+    } else if hi <= 1.0 {
+        format!("{}–{}x slower", fmt_ratio(1.0 / hi), fmt_ratio(1.0 / lo))
+    } else {
+        format!(
+            "between {}x slower and {}x faster",
+            fmt_ratio(1.0 / lo),
+            fmt_ratio(hi)
+        )
+    }
+}
+
+/// A speed-up bar in the same words: "needs 10x faster", "may be at most 2x slower".
+fn speed_bar(n: f64) -> String {
+    if n >= 1.0 {
+        format!("needs {}x faster", fmt_bar(n))
+    } else {
+        format!("may be at most {}x slower", fmt_bar(1.0 / n))
+    }
+}
+
+/// A bar as the rubric writes it (`10`, `0.5`, `2.5`), without trailing zeros.
+fn fmt_bar(n: f64) -> String {
+    let s = format!("{n:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 impl Estimate {
+    /// Where the likely range lies against the bar; `None` without a ratio or a bar.
+    pub fn likely(&self) -> Option<Likely> {
+        let (lo, hi, n) = (self.ratio_low?, self.ratio_high?, self.needs?);
+        Some(if lo >= n {
+            Likely::Pass
+        } else if hi < n {
+            Likely::Fail
+        } else {
+            Likely::Either
+        })
+    }
+
     /// One sentence for every report format: "estimated on an H100: 0.352 ms (likely
-    /// 0.246–0.493 ms), about 3.40x faster than the reference `reduce_naive` (needs 10x);
-    /// bound by DRAM bandwidth; an estimate, not a grade".
+    /// 0.246–0.493 ms), about 3.40x faster than the reference `reduce_naive` (likely
+    /// 2.43–4.86x faster; needs 10x faster): likely to fail this bar on a GPU; bound by DRAM
+    /// bandwidth; an estimate, not a grade". A speed-up is worded in one direction with its
+    /// range and its bar ("22.2x slower ... may be at most 2x slower"), never "0.05x faster".
     pub fn sentence(&self) -> String {
         let article = if self
             .gpu
@@ -128,32 +196,60 @@ impl Estimate {
             self.gpu,
             fmt_ms(self.ms),
         );
+        let unit = if self.unit == "%" { " %" } else { "x" };
+        let faster_than = self
+            .against
+            .strip_prefix("faster than ")
+            .filter(|_| unit == "x");
         if let Some(r) = self.ratio {
-            let unit = if self.unit == "%" { " %" } else { "x" };
-            // "about 0.11x faster than" reads as a speed-up: say how many times slower.
-            match self.against.strip_prefix("faster than ") {
-                Some(what) if unit == "x" && r > 0.0 && r < 1.0 => s.push_str(&format!(
-                    ", about {}x slower than {what}",
-                    fmt_ratio(1.0 / r)
-                )),
-                _ => s.push_str(&format!(", about {}{unit} {}", fmt_ratio(r), self.against)),
-            }
             let mut paren = Vec::new();
+            match faster_than.filter(|_| r > 0.0) {
+                Some(what) => {
+                    s.push_str(&format!(", about {} {what}", speed(r)));
+                    if let (Some(l), Some(h)) = (self.ratio_low, self.ratio_high)
+                        && l > 0.0
+                    {
+                        paren.push(format!("likely {}", speed_range(l, h)));
+                    }
+                }
+                None => {
+                    s.push_str(&format!(", about {}{unit} {}", fmt_ratio(r), self.against));
+                    if let (Some(l), Some(h)) = (self.ratio_low, self.ratio_high) {
+                        paren.push(format!("likely {}–{}{unit}", fmt_ratio(l), fmt_ratio(h)));
+                    }
+                }
+            }
             if let Some(b) = self.baseline.as_ref().filter(|b| !b.estimated) {
-                paren.push(format!("the CPU's {} pinned for the course", fmt_ms(b.ms)));
+                paren.push(format!(
+                    "the CPU's {} pinned with `cugrade calibrate`",
+                    fmt_ms(b.ms)
+                ));
             }
             if let Some(n) = self.needs {
-                paren.push(format!("needs {n}{unit}"));
+                paren.push(match faster_than {
+                    Some(_) if n > 0.0 => speed_bar(n),
+                    _ => format!("needs {}{unit}", fmt_bar(n)),
+                });
             }
             if !paren.is_empty() {
                 s.push_str(&format!(" ({})", paren.join("; ")));
             }
+            match self.likely() {
+                Some(Likely::Fail) => s.push_str(
+                    ": likely to fail this bar on a GPU (even the top of the likely range is below it)",
+                ),
+                Some(Likely::Pass) => s.push_str(": likely to meet this bar on a GPU"),
+                Some(Likely::Either) => {
+                    s.push_str(": the bar is inside the likely range (could go either way)")
+                }
+                None => {}
+            }
         } else if let (Some(n), Some(why)) = (self.needs, &self.no_ratio) {
-            let unit = if self.unit == "%" { " %" } else { "x" };
-            s.push_str(&format!(
-                "; needs {n}{unit} {} (no ratio: {why})",
-                self.against
-            ));
+            let bar = match faster_than {
+                Some(what) if n > 0.0 => format!("{} than {what}", speed_bar(n)),
+                _ => format!("needs {}{unit} {}", fmt_bar(n), self.against),
+            };
+            s.push_str(&format!("; {bar} (no ratio: {why})"));
         }
         s.push_str(&format!(
             "; bound by {}",
@@ -196,11 +292,48 @@ mod tests {
     #[test]
     fn a_kernel_slower_than_its_baseline_is_said_to_be_slower() {
         let mut e = sample();
-        e.ratio = Some(0.11);
+        (e.ratio, e.ratio_low, e.ratio_high) = (Some(0.11), Some(0.08), Some(0.16));
         let t = e.sentence();
         assert!(
-            t.contains("about 9.09x slower than the reference `reduce_naive` (needs 10x)"),
+            t.contains(
+                "about 9.09x slower than the reference `reduce_naive` (likely 6.25–12.5x \
+                 slower; needs 10x faster): likely to fail this bar on a GPU"
+            ),
             "{t}"
+        );
+    }
+
+    /// Ratio, range and bar in one direction (issue 32: "22.2x slower than the reference
+    /// (needs 0.5x)").
+    #[test]
+    fn ratio_range_and_bar_read_in_one_direction() {
+        let mut e = sample();
+        e.against = "faster than the reference `softmax_rows`".into();
+        (e.ratio, e.ratio_low, e.ratio_high, e.needs) =
+            (Some(0.045), Some(0.028), Some(0.064), Some(0.5));
+        let t = e.sentence();
+        assert!(
+            t.contains(
+                "about 22.2x slower than the reference `softmax_rows` (likely 15.6–35.7x \
+                 slower; may be at most 2x slower): likely to fail this bar on a GPU"
+            ),
+            "{t}"
+        );
+        (e.ratio, e.ratio_low, e.ratio_high) = (Some(1.0), Some(0.625), Some(1.43));
+        let t = e.sentence();
+        assert!(
+            t.contains(
+                "about as fast as the reference `softmax_rows` (likely between 1.60x slower \
+                 and 1.43x faster; may be at most 2x slower): likely to meet this bar"
+            ),
+            "{t}"
+        );
+        e.needs = Some(1.2);
+        assert!(
+            e.sentence()
+                .contains("needs 1.2x faster): the bar is inside the likely range"),
+            "{}",
+            e.sentence()
         );
     }
 
@@ -209,7 +342,10 @@ mod tests {
         let s = sample().sentence();
         assert_eq!(
             s,
-            "estimated on an H100: 0.352 ms (likely 0.246–0.493 ms), about 3.40x faster than the reference `reduce_naive` (needs 10x); bound by DRAM bandwidth; an estimate, not a grade"
+            "estimated on an H100: 0.352 ms (likely 0.246–0.493 ms), about 3.40x faster than \
+             the reference `reduce_naive` (likely 2.43–4.86x faster; needs 10x faster): likely \
+             to fail this bar on a GPU (even the top of the likely range is below it); bound by \
+             DRAM bandwidth; an estimate, not a grade"
         );
         let mut e = sample();
         e.unit = "%".into();
@@ -219,8 +355,12 @@ mod tests {
         e.needs = Some(40.0);
         e.against = "of the device-to-device copy bandwidth".into();
         assert!(
+            e.sentence().contains(
+                "about 55.3 % of the device-to-device copy bandwidth (likely 40.0–61.0 %; \
+                 needs 40 %): likely to meet this bar on a GPU"
+            ),
+            "{}",
             e.sentence()
-                .contains("about 55.3 % of the device-to-device copy bandwidth (needs 40 %)")
         );
         let mut e = sample();
         e.baseline = Some(BaselineEstimate {
@@ -233,7 +373,8 @@ mod tests {
         e.against = "faster than the single-threaded CPU".into();
         assert!(
             e.sentence().contains(
-                "about 3.40x faster than the single-threaded CPU (the CPU's 14.3 ms pinned for the course; needs 10x)"
+                "about 3.40x faster than the single-threaded CPU (likely 2.43–4.86x faster; \
+                 the CPU's 14.3 ms pinned with `cugrade calibrate`; needs 10x faster)"
             ),
             "{}",
             e.sentence()
@@ -249,6 +390,7 @@ mod tests {
             "{}",
             e.sentence()
         );
+        assert_eq!(e.likely(), None);
     }
 
     #[test]

@@ -276,6 +276,34 @@ pub fn copy_ms(bytes: f64, gpu: &Gpu) -> f64 {
 }
 
 /// What each bound means, for a sentence: "limited by ...".
+/// What usually makes a kernel bound by `limiter` faster: the hint of an estimate that is
+/// likely to fail its bar.
+pub fn limiter_advice(limiter: &str) -> &'static str {
+    match limiter {
+        "compute" => {
+            "Most of the estimated time is instruction throughput: do less work per element (hoist what does not change out of loops, reuse loaded values, avoid 64-bit or integer division in the inner loop)."
+        }
+        "l1" => {
+            "Most of the estimated time is L1/shared-memory traffic: remove bank conflicts (pad shared arrays) and let each thread reuse what it loads instead of loading it again."
+        }
+        "latency" => {
+            "Most of the estimated time is waiting on memory: give each thread more independent work in flight (several loads before their use), and check that enough warps are resident (block size, registers, shared memory)."
+        }
+        "l2" => {
+            "Most of the estimated time is L2 traffic: keep reused data in shared memory or registers instead of loading it from global memory again."
+        }
+        "dram" => {
+            "Most of the estimated time is DRAM traffic: coalesce the accesses (consecutive threads, consecutive addresses) and read each byte once."
+        }
+        "atomics" => {
+            "Most of the estimated time is atomics on one address, which the GPU serialises: combine values within each warp (shuffles) and each block (shared memory) first, then one atomic per block."
+        }
+        _ => {
+            "The estimate is far from the bar: compare the kernel with the lab's hint and with `cugrade check --profile`."
+        }
+    }
+}
+
 pub fn limiter_words(limiter: &str) -> &'static str {
     match limiter {
         "compute" => "instruction throughput",

@@ -266,7 +266,12 @@ fn run_trial(
     let r = match ran {
         Ok(r) => r,
         Err(e) => {
-            let (checks, fatal) = failed_run(&e, case, &printed, deadline_s, &why);
+            let deadline = Deadline {
+                kernel: &ctx.plan.kernel,
+                seconds: deadline_s,
+                why: &why,
+            };
+            let (checks, fatal) = failed_run(&e, case, &printed, &deadline);
             if fatal {
                 student.worker = None;
             }
@@ -328,30 +333,49 @@ fn new_findings(
         .collect()
 }
 
-/// A run that did not complete: its runtime check (a timeout names the deadline and why) and
-/// the sanitizer findings the backend made before it ended; and whether the worker is gone.
+/// A correctness launch's deadline: the kernel, the seconds and why that many.
+struct Deadline<'a> {
+    kernel: &'a str,
+    seconds: f64,
+    why: &'a str,
+}
+
+/// A run that did not complete: its runtime check and the sanitizer findings the backend made
+/// before it ended; and whether the worker is gone. A timeout names the kernel, the case and
+/// the deadline with why it is that long, and the line its threads were running where the
+/// emulator saw it (`backend::HUNG`).
 fn failed_run(
     e: &RunError,
     case: &CasePlan,
     printed: &crate::worker::Captured,
-    deadline_s: f64,
-    why: &str,
+    deadline: &Deadline,
 ) -> (Vec<Check>, bool) {
     let (mut check, fatal) = runtime_check(e, &case.name, printed);
+    let diagnostics = match e {
+        RunError::Backend(_, report) => report.diagnostics.as_slice(),
+        RunError::Worker(_) => &[],
+    };
+    let hung = diagnostics.iter().find(|d| d.tool == crate::backend::HUNG);
     if check.hint.as_deref() == Some(hints::DEADLOCK) && check.message.starts_with("timeout") {
-        check
-            .message
-            .push_str(&format!("; its deadline was {deadline_s:.1} s ({why})"));
+        check.message = format!(
+            "timeout: `{}` did not finish case {} within {:.1} s ({}) and was stopped",
+            deadline.kernel, case.name, deadline.seconds, deadline.why
+        );
+        if let Some(at) = hung.and_then(|d| Some(format!("{}:{}", d.file.as_ref()?, d.line?))) {
+            check
+                .message
+                .push_str(&format!("; its threads were still running at {at}"));
+            check.location = Some(at);
+        }
+        check.hint = Some(hints::TIMEOUT.to_string());
     }
     let mut checks = vec![check];
-    if let RunError::Backend(_, report) = e {
-        checks.extend(
-            report
-                .diagnostics
-                .iter()
-                .map(|d| sanitizer_check(d, &case.name)),
-        );
-    }
+    checks.extend(
+        diagnostics
+            .iter()
+            .filter(|d| d.tool != crate::backend::HUNG)
+            .map(|d| sanitizer_check(d, &case.name)),
+    );
     (checks, fatal)
 }
 

@@ -32,7 +32,9 @@ const NOT_MEASURED: &str =
     "speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check";
 const NOT_MEASURED_AFTER: &str = "Speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check's points";
 
-const NO_CPU_PIN: &str = "the CPU baseline is not pinned for this rubric with `cugrade calibrate`, and a CPU timed here would make the report depend on this machine";
+/// Why a bar against the CPU has no estimated ratio: said short per check, and once for the
+/// run with what the student can do ([`no_cpu_ratio_note`]).
+pub(super) const NO_CPU_PIN: &str = "the bar is against the grading machine's CPU, not timed here";
 
 /// How long one kernel's profile may emulate (a few seconds normally; a kernel that serialises
 /// a whole case in one thread takes longer, one whose sampled blocks wait for other blocks
@@ -66,6 +68,15 @@ pub(super) fn check(
         Ok(mut e) => {
             e.seconds = started.elapsed().as_secs_f64();
             let mut c = skipped(format!("{}. {NOT_MEASURED_AFTER}", e.sentence()));
+            // Far below the bar: what usually helps a kernel bound like this one, and the lab's
+            // own hint. The check stays skipped: an estimate is never a grade.
+            if e.likely() == Some(crate::estimate::Likely::Fail) {
+                let advice = model::limiter_advice(&e.limiter);
+                c.hint = Some(match ctx.plan.milestone.hint.as_deref() {
+                    Some(lab) => format!("{advice} The lab's hint: {}", lab.trim()),
+                    None => advice.to_string(),
+                });
+            }
             c.threshold = e.needs;
             c.unit = Some(e.unit.clone());
             c.seconds = Some(e.seconds);
@@ -476,6 +487,32 @@ fn profile_on(
         Ok(p) => p,
         Err(f) => Err(format!("the worker failed: {f}")),
     }
+}
+
+/// The run's one note on checks against the CPU that got no estimated ratio (`NO_CPU_PIN`):
+/// what they are, why, and what the student can do: compare the estimated time, or pin this
+/// machine's CPU with `cugrade calibrate` (a built-in lab by its name, into cugrade's cache).
+pub(super) fn no_cpu_ratio_note(checks: &[String], rubric: &std::path::Path) -> Option<String> {
+    if checks.is_empty() {
+        return None;
+    }
+    let pin = match crate::labs::lab_name(rubric) {
+        Some(lab) => format!(
+            "or run `cugrade calibrate {lab}` once: it times this machine's CPU and keeps it in \
+             cugrade's cache, and later estimates give a ratio against it (this machine's CPU, \
+             not necessarily the grading machine's)"
+        ),
+        None => "or ask the course to pin its grading machine's CPU time with `cugrade \
+                 calibrate` beside the rubric (`<rubric>.calibration.json`): estimates then \
+                 give the ratio grading will use"
+            .to_string(),
+    };
+    Some(format!(
+        "no estimated speed-up against the CPU for {}: that bar compares the kernel with the \
+         CPU time the grading machine measures, which a run without it cannot know. Compare \
+         the estimated time with the CPU time your course gives, {pin}",
+        checks.join(", ")
+    ))
 }
 
 #[cfg(test)]

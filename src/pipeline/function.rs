@@ -306,29 +306,6 @@ pub(super) fn wrong(
         } => (dtype, shape, bytes),
     };
     let want_shape = out.shape.clone().unwrap_or_else(|| vec![out.len]);
-    if dt.as_str() != dtype(out.elem) {
-        return Some((
-            format!(
-                "returned {} features; the lab asks for {} ({})",
-                numpy_name(dt),
-                numpy_name(dtype(out.elem)),
-                if dt.ends_with("f8") {
-                    "an array made with a float64 default, such as `cp.zeros((n, k))`, or a Python float mixed with a float64 array, upcasts"
-                } else {
-                    "cast the result with `.astype(...)`"
-                }
-            ),
-            "dtype",
-            String::new(),
-        ));
-    }
-    if *shape != want_shape {
-        return Some((
-            format!("returned shape {shape:?}; the lab asks for {want_shape:?}"),
-            "shape",
-            String::new(),
-        ));
-    }
     let t = out
         .tolerance
         .as_ref()
@@ -339,6 +316,35 @@ pub(super) fn wrong(
         Ok(t) => t,
         Err(e) => return Some((format!("tolerance: {e}"), "rubric", String::new())),
     };
+    let layout = Returned {
+        dtype: dt,
+        shape,
+        bytes,
+    };
+    if dt.as_str() != dtype(out.elem) {
+        return Some((
+            format!(
+                "returned {} {}; the lab asks for {} ({})",
+                numpy_name(dt),
+                out.name,
+                numpy_name(dtype(out.elem)),
+                if dt.ends_with("f8") {
+                    "an array made with a float64 default, such as `cp.zeros((n, k))`, or a Python float mixed with a float64 array, upcasts"
+                } else {
+                    "cast the result with `.astype(...)`"
+                }
+            ),
+            "dtype",
+            layout.evidence(plan, out, case, expected, tol),
+        ));
+    }
+    if *shape != want_shape {
+        return Some((
+            format!("returned shape {shape:?}; the lab asks for {want_shape:?}"),
+            "shape",
+            layout.evidence(plan, out, case, expected, tol),
+        ));
+    }
     let c = compare::compare(out, expected, bytes, tol);
     if c.ok() {
         return None;
@@ -353,6 +359,129 @@ pub(super) fn wrong(
     ))
 }
 
+/// An array the student's function returned.
+struct Returned<'a> {
+    dtype: &'a str,
+    shape: &'a [usize],
+    bytes: &'a [u8],
+}
+
+impl Returned<'_> {
+    /// The evidence for a result of another dtype or shape than the lab's: what came back,
+    /// what the lab asks for, and whether its values, converted to the lab's dtype and read in
+    /// row-major order, are right, so that a student learns whether the type (or the layout) is
+    /// all that is wrong.
+    fn evidence(
+        &self,
+        plan: &MilestonePlan,
+        out: &inputs::Buffer,
+        case: &CasePlan,
+        expected: &[u8],
+        tol: Resolved,
+    ) -> String {
+        let want = dtype(out.elem);
+        let want_shape = out.shape.clone().unwrap_or_else(|| vec![out.len]);
+        let n = self.shape.iter().product::<usize>();
+        let mut s = format!(
+            "returned: a {} array of shape {:?} ({n} values)\nthe lab asks for: a {} array of \
+             shape {want_shape:?}{} ({} values)\n",
+            numpy_name(self.dtype),
+            self.shape,
+            numpy_name(want),
+            shape_source(plan, out, case),
+            out.len
+        );
+        let elem = scalar_type(self.dtype).filter(|e| self.bytes.len() == n * e.size());
+        let Some(elem) = elem.filter(|_| n == out.len) else {
+            s.push_str(if n == out.len {
+                "its values were not compared: cugrade reads float32, float64 and 32- or 64-bit \
+                 integers"
+            } else {
+                "its values were not compared: it holds another number of values"
+            });
+            return s;
+        };
+        let values = inputs::encode(&inputs::decode(self.bytes, elem), out.elem);
+        let c = compare::compare(out, expected, &values, tol);
+        let (retyped, reshaped) = (self.dtype != want, *self.shape != want_shape);
+        let how = match (retyped, reshaped) {
+            (true, true) => format!(
+                "converted to {} and read in row-major order",
+                numpy_name(want)
+            ),
+            (true, false) => format!("converted to {}", numpy_name(want)),
+            _ => "read in row-major order".to_string(),
+        };
+        if !c.ok() {
+            s.push_str(&format!(
+                "its values, {how}, also differ from the reference:\n{}",
+                c.describe()
+            ));
+            return s;
+        }
+        let fix = match (retyped, reshaped) {
+            (true, false) => format!(
+                "only the dtype is wrong: keep every step in {0}, or return \
+                 `result.astype(cp.{0})`",
+                numpy_name(want)
+            ),
+            (false, true) => format!(
+                "only the shape is wrong: return `result.reshape({})`",
+                want_shape
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => "only the dtype and the shape are wrong".to_string(),
+        };
+        s.push_str(&format!(
+            "its values, {how}, all match the reference (tolerance: {}): {fix}",
+            c.tolerance.describe()
+        ));
+        s
+    }
+}
+
+/// ` = [rows, 4 + categories] with rows=1, categories=4`: the contract's shape of `out` and
+/// the case's sizes, where the contract writes one.
+fn shape_source(plan: &MilestonePlan, out: &inputs::Buffer, case: &CasePlan) -> String {
+    let Some(dims) = plan
+        .contract
+        .params
+        .iter()
+        .find(|p| p.name == out.name)
+        .and_then(|p| p.shape.as_ref())
+    else {
+        return String::new();
+    };
+    let dims: Vec<String> = dims.iter().map(|e| e.source()).collect();
+    let vars: Vec<String> = case
+        .vars
+        .iter()
+        .filter(|(k, _)| dims.iter().any(|d| d.contains(k.as_str())))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if vars.is_empty() {
+        format!(" = [{}]", dims.join(", "))
+    } else {
+        format!(" = [{}] with {}", dims.join(", "), vars.join(", "))
+    }
+}
+
+/// The element type of NumPy dtype `dt` (`<f8`), where cugrade reads it.
+fn scalar_type(dt: &str) -> Option<ScalarType> {
+    Some(match dt {
+        "<f4" => ScalarType::F32,
+        "<f8" => ScalarType::F64,
+        "<i4" => ScalarType::I32,
+        "<i8" => ScalarType::I64,
+        "<u4" => ScalarType::U32,
+        "<u8" => ScalarType::U64,
+        _ => return None,
+    })
+}
+
 fn numpy_name(dt: &str) -> String {
     match dt {
         "<f4" => "float32".into(),
@@ -360,6 +489,8 @@ fn numpy_name(dt: &str) -> String {
         "<f2" => "float16".into(),
         "<i4" => "int32".into(),
         "<i8" => "int64".into(),
+        "<u4" => "uint32".into(),
+        "<u8" => "uint64".into(),
         other => format!("dtype `{other}`"),
     }
 }

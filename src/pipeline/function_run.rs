@@ -163,16 +163,19 @@ fn one_case(
                 "wrong" => m.milestone.hint.clone(),
                 _ => None,
             };
-            let c = Check::fail(CheckKind::Correctness, name, msg)
+            let mut c = Check::fail(CheckKind::Correctness, name, msg)
                 .with_case(case.name.clone())
                 .with_cause(cause)
                 .with_location(at)
-                .with_hint_opt(hint)
-                .with_details(format!(
+                .with_hint_opt(hint);
+            // A heading over nothing is an empty block in every report.
+            if !evidence.trim().is_empty() {
+                c = c.with_details(format!(
                     "case {}, trial {}:\n{evidence}",
                     case.name,
                     trial + 1
                 ));
+            }
             return Ok((c, false));
         }
     }

@@ -89,11 +89,12 @@ pub(super) fn stage(
     emulator: &mut Option<Client>,
 ) -> (Vec<Check>, Vec<Flag>) {
     let specs: Vec<MetricSpec> = ctx.plan.metrics.iter().map(|x| x.spec.clone()).collect();
+    let hint = ctx.plan.milestone.hint.as_deref();
     if !ctx.on_gpu() {
         let checks = specs
             .iter()
             .map(|x| match metrics_by_case.get(&x.case) {
-                Some(mx) => metric_check(x, mx),
+                Some(mx) => with_hint(metric_check(x, mx), x, hint),
                 None => Check::skipped(
                     CheckKind::Metric,
                     x.metric.clone(),
@@ -131,10 +132,28 @@ pub(super) fn stage(
                 .get(&x.case)
                 .and_then(|r| r.as_ref().ok())
                 .and_then(|mx| mx.by_name(&x.metric));
-            gpu_check(ctx, x, gpu.get(&x.case), emulated, &mut flags)
+            let c = gpu_check(ctx, x, gpu.get(&x.case), emulated, &mut flags);
+            with_hint(c, x, hint)
         })
         .collect();
     (checks, flags)
+}
+
+/// A failed metric check's hint: the rubric's own for the check, else what the metric means
+/// and what usually fixes it, with the milestone's hint after it (the lab's words).
+fn with_hint(mut c: Check, x: &MetricSpec, milestone: Option<&str>) -> Check {
+    if c.status != Status::Fail {
+        return c;
+    }
+    let own = x.hint.as_deref().map(str::trim).filter(|h| !h.is_empty());
+    c.hint = Some(match (own, hints::for_metric(&x.metric), milestone) {
+        (Some(h), _, _) => h.to_string(),
+        (None, Some(m), Some(lab)) => format!("{m} The lab's hint: {}", lab.trim()),
+        (None, Some(m), None) => m.to_string(),
+        (None, None, Some(lab)) => lab.trim().to_string(),
+        (None, None, None) => hints::SLOW.to_string(),
+    });
+    c
 }
 
 /// One metric check on a GPU run: the GPU's value (`gpu`: the rows ncu read on the check's
@@ -295,8 +314,32 @@ fn emulator_metrics(
     }
 }
 
+/// The check of metric `x` on the emulator's counters: a failed one points at the line that
+/// costs the metric most (`Metrics::hot_line`), with its share.
 pub(super) fn metric_check(x: &MetricSpec, mx: &Metrics) -> Check {
-    metric_value_check(x, mx.by_name(&x.metric))
+    let mut c = metric_value_check(x, mx.by_name(&x.metric));
+    if c.status != Status::Fail {
+        return c;
+    }
+    if let Some(h) = mx.hot_line(&x.metric) {
+        let what = match x.metric.as_str() {
+            "shared_bank_conflicts" => "of the bank conflicts",
+            "global_load_efficiency" | "global_load_sectors_per_request" => {
+                "of the loaded sector bytes no thread asked for"
+            }
+            "global_store_efficiency" | "global_store_sectors_per_request" => {
+                "of the written sector bytes no thread wrote"
+            }
+            _ => "of the divergent branches",
+        };
+        let at = format!("{}:{}", h.file, h.line);
+        c.message.push_str(&format!(
+            "; {:.0}% {what} are at {at}",
+            (h.share * 100.0).min(100.0)
+        ));
+        c.location = Some(at);
+    }
+    c
 }
 
 /// The check of metric `x` whose value is `v` (`None`: undefined for this run).
@@ -341,8 +384,44 @@ pub(super) fn metric_value_check(x: &MetricSpec, v: Option<f64>) -> Check {
         },
     );
     c.points = Some(if ok { x.points } else { 0.0 });
-    if !ok {
-        c.hint = Some(hints::SLOW.to_string());
-    }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(hint: Option<&str>) -> MetricSpec {
+        MetricSpec {
+            metric: "shared_bank_conflicts".into(),
+            case: "c".into(),
+            min: None,
+            max: Some(0.0),
+            points: 5.0,
+            hint: hint.map(str::to_string),
+        }
+    }
+
+    /// The rubric's hint for the check, else the metric's meaning and the milestone's hint;
+    /// never the generic "correct but slow" where more is known (issue 32).
+    #[test]
+    fn a_failed_metric_check_says_what_the_rubric_and_the_metric_say() {
+        let failed = metric_value_check(&spec(None), Some(3968.0));
+        assert_eq!(failed.status, Status::Fail);
+        let own = with_hint(failed.clone(), &spec(Some("pad the tile")), Some("lab"));
+        assert_eq!(own.hint.as_deref(), Some("pad the tile"));
+        let h = with_hint(failed.clone(), &spec(None), Some("Use tile[32][33]."))
+            .hint
+            .unwrap();
+        assert!(
+            h.starts_with(hints::for_metric("shared_bank_conflicts").unwrap())
+                && h.ends_with("The lab's hint: Use tile[32][33]."),
+            "{h}"
+        );
+        let passed = metric_value_check(&spec(None), Some(0.0));
+        assert_eq!(with_hint(passed, &spec(None), Some("lab")).hint, None);
+        for m in Metrics::NAMES {
+            assert!(hints::for_metric(m).is_some(), "{m} has no advice");
+        }
+    }
 }

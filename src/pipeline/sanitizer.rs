@@ -208,7 +208,15 @@ fn emulate(
                 outputs.push((case.name.clone(), r.allocations));
                 r.report
             }
-            Err(RunError::Backend(_, report)) if !report.diagnostics.is_empty() => *report,
+            // Sanitizer findings before a fault; where a hung kernel was is no finding.
+            Err(RunError::Backend(_, report))
+                if report
+                    .diagnostics
+                    .iter()
+                    .any(|d| d.tool != crate::backend::HUNG) =>
+            {
+                *report
+            }
             Err(e) => {
                 // A timeout or fault here is the emulator's (the GPU ran this case): say so,
                 // and carry on in a fresh worker if this one is gone.
@@ -221,7 +229,11 @@ fn emulate(
             }
         };
         ran.push(&case.name);
-        for d in &report.diagnostics {
+        for d in report
+            .diagnostics
+            .iter()
+            .filter(|d| d.tool != crate::backend::HUNG)
+        {
             let key = (
                 d.tool.clone(),
                 d.file.clone(),

@@ -136,6 +136,9 @@ fn test(m: &MilestoneResult, placed: &[Placed], number: usize) -> Value {
             // The emulator's speed estimate, where there is one: shown, never scored.
             if let Some(e) = &c.estimate {
                 let _ = write!(output, "; {}", inline(&e.sentence()));
+                if let Some(h) = &c.hint {
+                    let _ = write!(output, " Hint: {}", inline(h));
+                }
             }
         } else {
             output.push_str(&inline(&findings::display_message(f)));

@@ -184,8 +184,15 @@ fn milestone(out: &mut String, m: &MilestoneResult, placed: &[findings::Placed])
             unmeasured.push(inline(&findings::display_name(f)));
             // The emulator's speed estimate, where there is one: shown, never scored.
             if let Some(text) = f.check.estimate.as_ref().map(|e| e.sentence()) {
+                // An estimate likely to fail its bar says what to change.
+                let hint = f
+                    .check
+                    .hint
+                    .as_deref()
+                    .map(|h| format!(" **Hint:** {}", inline(h)))
+                    .unwrap_or_default();
                 estimates.push(format!(
-                    "- **{}:** {}",
+                    "- **{}:** {}{hint}",
                     inline(&findings::display_name(f)),
                     inline(&text)
                 ));

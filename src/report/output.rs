@@ -183,6 +183,26 @@ pub fn fit_to(text: &str, width: usize) -> String {
     out
 }
 
+/// `text` after `tag` (`"MISS "`), fitted to `width` columns ([`fit_to`]) with every
+/// continuation line under the text, not under the tag: `cugrade doctor`'s lines.
+pub fn hang(tag: &str, text: &str, width: usize) -> String {
+    let pad = " ".repeat(visible_width(tag));
+    let room = width.max(MIN_COLUMNS).saturating_sub(pad.len());
+    let mut out = String::new();
+    for (i, line) in fit_to(text, room).lines().enumerate() {
+        if i == 0 {
+            out.push_str(tag);
+            out.push_str(line);
+        } else {
+            // `fit_to` continues a line two columns in; here the tag's width holds the place.
+            out.push_str(&pad);
+            out.push_str(line.strip_prefix("  ").unwrap_or(line));
+        }
+        out.push('\n');
+    }
+    out
+}
+
 fn color_for(format: Format) -> bool {
     format == Format::Human && report::terminal::stdout_wants_color()
 }

@@ -104,6 +104,15 @@ pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> S
                     one_line(&c.name),
                     one_line(&e.sentence())
                 );
+                // An estimate likely to fail its bar says what to change.
+                if let Some(h) = &c.hint {
+                    let _ = writeln!(
+                        out,
+                        "  {} {}",
+                        paint("help:", Style::new().cyan().bold()),
+                        one_line(h)
+                    );
+                }
             }
         }
     }

@@ -104,12 +104,22 @@ pub(super) fn hidden(path: &str) -> bool {
     path.split('/').any(|p| p.starts_with('.'))
 }
 
+/// How the message for an archive without a file to grade starts (the worker says it; the
+/// grader words it with the archive's name: `NAME holds no file ...`).
+pub const NOTHING_TO_GRADE: &str = "holds no file cugrade grades";
+
+/// Names of skipped files an archive without sources lists (the rest are counted).
+const SKIPPED_SHOWN: usize = 6;
+
 /// The running tally of what an archive holds, against the limits.
 #[derive(Default)]
 struct Tally {
     entries: usize,
     kept: Vec<Kept>,
     total: u64,
+    /// Files skipped (not sources, or hidden): the first few names, and how many.
+    skipped: Vec<String>,
+    skipped_count: usize,
 }
 
 impl Tally {
@@ -124,6 +134,10 @@ impl Tally {
     /// Keep the file at `path` (declared `size` bytes) read from `data`, if it is wanted.
     fn file(&mut self, path: &str, size: u64, data: &mut dyn Read) -> Result<(), String> {
         if hidden(path) || !wanted(path) {
+            self.skipped_count += 1;
+            if self.skipped.len() < SKIPPED_SHOWN {
+                self.skipped.push(crate::rubric::expr::excerpt(path));
+            }
             return Ok(());
         }
         if self.kept.len() >= MAX_FILES {
@@ -183,7 +197,55 @@ pub fn extract(kind: ArchiveKind, bytes: &[u8]) -> Result<Vec<Kept>, String> {
         ArchiveKind::Zip => zip_files(bytes, &mut tally)?,
         ArchiveKind::TarGz => tar_files(bytes, &mut tally)?,
     }
+    if !tally.kept.iter().any(|(p, _)| is_source(p)) {
+        return Err(tally.nothing_to_grade());
+    }
     Ok(tally.kept)
+}
+
+/// A `.cu`, `.ptx` or `.py` file: what a submission needs at least one of.
+fn is_source(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    [".cu", ".ptx", ".py"].iter().any(|e| lower.ends_with(e))
+}
+
+impl Tally {
+    /// "holds no file cugrade grades: it holds `report.pdf` and `notes.txt`; ...": what the
+    /// archive held, and what cugrade looks for.
+    fn nothing_to_grade(&self) -> String {
+        let held = if self.skipped_count == 0 && self.kept.is_empty() {
+            "it is empty (folders only, or no entries at all)".to_string()
+        } else {
+            let mut names: Vec<String> = self
+                .kept
+                .iter()
+                .map(|(p, _)| crate::rubric::expr::excerpt(p))
+                .chain(self.skipped.iter().cloned())
+                .take(SKIPPED_SHOWN)
+                .map(|n| format!("`{n}`"))
+                .collect();
+            let all = self.kept.len() + self.skipped_count;
+            if all > names.len() {
+                names.push(format!("{} more", all - names.len()));
+            }
+            let list = match names.split_last() {
+                Some((last, [])) => last.clone(),
+                Some((last, init)) => format!("{} and {last}", init.join(", ")),
+                None => String::new(),
+            };
+            format!(
+                "it holds {list} ({all} file{})",
+                if all == 1 { "" } else { "s" }
+            )
+        };
+        format!(
+            "{NOTHING_TO_GRADE}: {held}. cugrade grades the `.cu`, `.ptx` and `.py` files of an \
+             archive, in its top level or in any folder of it (with `.h`/`.cuh` headers and a \
+             `cugrade.yaml`); files and folders whose names start with `.` are left out. \
+             fix: put the kernel's source file in the archive itself (not a document, a \
+             notebook or a nested archive)"
+        )
+    }
 }
 
 fn zip_files(bytes: &[u8], tally: &mut Tally) -> Result<(), String> {
@@ -389,6 +451,35 @@ mod tests {
         assert!(e.contains("symbolic link"), "{e}");
         let e = extract(ArchiveKind::Zip, b"PK not really").unwrap_err();
         assert!(e.contains("not a valid zip"), "{e}");
+    }
+
+    /// An archive without a file to grade says what it held and what cugrade looks for
+    /// (issue 32), in words the grader puts after the archive's name.
+    #[test]
+    fn an_archive_without_sources_says_what_it_held() {
+        let z = zip_of(&[
+            ("bob/report.pdf", b"%PDF"),
+            ("bob/kernel.cu.txt", b"// pasted"),
+            ("bob/.git/config", b""),
+            ("bob/k.cuh", b"// a header alone"),
+        ]);
+        let e = extract(ArchiveKind::Zip, &z).unwrap_err();
+        assert!(e.starts_with(NOTHING_TO_GRADE), "{e}");
+        assert!(
+            e.contains(
+                "it holds `bob/k.cuh`, `bob/report.pdf`, `bob/kernel.cu.txt` and \
+                        `bob/.git/config` (4 files)"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("`.cu`, `.ptx` and `.py`"), "{e}");
+        let many: Vec<(String, &[u8])> =
+            (0..9).map(|i| (format!("doc{i}.txt"), &b"x"[..])).collect();
+        let refs: Vec<(&str, &[u8])> = many.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+        let e = extract(ArchiveKind::Zip, &zip_of(&refs)).unwrap_err();
+        assert!(e.contains("`doc5.txt` and 3 more (9 files)"), "{e}");
+        let e = extract(ArchiveKind::Zip, &zip_of(&[])).unwrap_err();
+        assert!(e.contains("it is empty"), "{e}");
     }
 
     #[test]

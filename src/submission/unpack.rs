@@ -21,8 +21,13 @@ pub fn unpack(archive: &Path, dest: &Path, protected: &[PathBuf]) -> Result<Path
         .unwrap_or_default();
     let kind = ArchiveKind::of(&name).ok_or_else(|| format!("{name} is not an archive"))?;
     let bytes = read_archive(archive, &name)?;
-    let files = extract_in_worker(kind, &name, bytes, protected)
-        .map_err(|e| format!("{name} cannot be unpacked: {e}"))?;
+    let files = extract_in_worker(kind, &name, bytes, protected).map_err(|e| {
+        if e.starts_with(super::archive::NOTHING_TO_GRADE) {
+            format!("{name} {e}")
+        } else {
+            format!("{name} cannot be unpacked: {e}")
+        }
+    })?;
     write_files(&files, dest).map_err(|e| format!("{name}: {e}"))?;
     // An archive holding a single top-level folder is that folder.
     let entries: Vec<_> = std::fs::read_dir(dest)
@@ -122,4 +127,40 @@ pub(super) fn write_files(files: &[Kept], dest: &Path) -> Result<(), String> {
         f.write_all(bytes).map_err(|e| format!("`{path}`: {e}"))?;
     }
     Ok(())
+}
+
+/// An archive given to `check` (`cugrade check bob.zip`): unpacked as `grade` unpacks a
+/// cohort's archive, into a temporary folder that lives as long as the returned guard, then
+/// read as a folder. The student is the archive's name (`bob`), unless its manifest names one.
+pub fn load_archive(
+    archive: &Path,
+    protected: &[PathBuf],
+) -> Result<(super::Submission, tempfile::TempDir), super::SubmissionError> {
+    use super::SubmissionError;
+    let dir = tempfile::Builder::new()
+        .prefix("cugrade-archive-")
+        .tempdir()
+        .map_err(|e| SubmissionError::Other(format!("cannot make a temporary folder: {e}")))?;
+    let folder =
+        unpack(archive, &dir.path().join("unpacked"), protected).map_err(SubmissionError::Other)?;
+    let mut sub = super::load(&folder).map_err(|e| match e {
+        SubmissionError::Other(m) => SubmissionError::Other(format!(
+            "{}: {m}",
+            archive.file_name().unwrap_or_default().to_string_lossy()
+        )),
+        manifest => manifest,
+    })?;
+    if sub.manifest.student.is_none() {
+        let name = archive
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let lower = name.to_ascii_lowercase();
+        let stem = [".tar.gz", ".tgz", ".zip"]
+            .iter()
+            .find(|x| lower.ends_with(*x))
+            .map_or(name.as_str(), |x| &name[..name.len() - x.len()]);
+        sub.student = stem.to_string();
+    }
+    Ok((sub, dir))
 }

@@ -527,9 +527,11 @@ pub(super) fn run(
         t.restore_globals().map_err(plain)?;
     }
     let deadline = Instant::now() + Duration::from_millis(spec.deadline_ms);
-    let report = b
-        .launch(&spec.kernel, spec.dims, &params, deadline)
-        .map_err(plain)?;
+    let report = match b.launch(&spec.kernel, spec.dims, &params, deadline) {
+        Ok(r) => r,
+        // Where a kernel stopped at its deadline was running, for the timeout's finding.
+        Err(e) => return Err(Box::new((e, b.failed_launch_report()))),
+    };
     let mut out = Vec::with_capacity(addrs.len());
     for ((a, s), blob) in addrs.iter().zip(&spec.buffers).zip(&blobs) {
         if guarded {

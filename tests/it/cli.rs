@@ -360,7 +360,8 @@ extern "C" __global__ void reduce_shuffle(const float* in, float* out, int n)
         .unwrap_or_else(|| panic!("no runtime check: {shuffle}"));
     let msg = hung["message"].as_str().unwrap();
     assert!(
-        msg.starts_with("timeout") && msg.contains("its deadline was 1.0 s (timeouts.launch_min_s"),
+        msg.starts_with("timeout: `reduce_shuffle` did not finish case")
+            && msg.contains("within 1.0 s (the least any launch is given"),
         "{msg}"
     );
 }

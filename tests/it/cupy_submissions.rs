@@ -112,6 +112,48 @@ fn findings_name_the_python_line() {
     assert_eq!(f["snippet"]["text"], "  c[0] = undefined_name;", "{f}");
 }
 
+/// NVRTC's column inside a kernel string is the column in the `.py` line, wherever the string
+/// starts on it (issue 32: an ElementwiseKernel's caret was the operation's own offset): an
+/// operation after other arguments and a non-ASCII character, a RawKernel whose code starts on
+/// the quote's line, a ReductionKernel's map expression.
+#[test]
+fn a_compile_errors_column_is_the_python_lines() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let column = |line: &str, word: &str| line[..line.find(word).unwrap()].chars().count() + 1;
+    let vadd = rubric(d.path(), "vector-add", "");
+    let line = "x = 'é'; vector_add = cp.ElementwiseKernel('float32 a, float32 b', 'float32 c', 'c = a + bb', 'vector_add')";
+    let r = grade(
+        &vadd,
+        &[("k.py", &format!("import cupy as cp\n\n{line}\n"))],
+    );
+    let f = first_failure(&r, "vector_add");
+    assert_eq!(
+        f["location"],
+        format!("k.py:3:{}", column(line, "bb")),
+        "{f}"
+    );
+    let line = "vector_add = cp.RawKernel(r'''extern \"C\" __global__ void vector_add(const float* a, const float* b, float* c, int n) { c[0] = oops; }''', 'vector_add')";
+    let r = grade(&vadd, &[("k.py", &format!("import cupy as cp\n{line}\n"))]);
+    let f = first_failure(&r, "vector_add");
+    assert_eq!(
+        f["location"],
+        format!("k.py:2:{}", column(line, "oops")),
+        "{f}"
+    );
+    let red = rubric(d.path(), "reduction", "");
+    let line = "reduce_naive = cp.ReductionKernel('float32 x', 'float32 y', 'x * qq', 'a + b', 'y = a', '0', 'reduce_naive')";
+    let r = grade(&red, &[("k.py", &format!("import cupy as cp\n{line}\n"))]);
+    let f = first_failure(&r, "reduce_naive");
+    assert_eq!(
+        f["location"],
+        format!("k.py:2:{}", column(line, "qq")),
+        "{f}"
+    );
+}
+
 #[test]
 fn student_python_is_confined_while_it_is_imported() {
     if !ready() {

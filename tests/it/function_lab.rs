@@ -415,4 +415,51 @@ fn cupyx_scipy_stands_in_and_what_cannot_is_said_at_the_students_line() {
     for ours in ["cugrade_python_harness", "cupy-stand-in", "<frozen"] {
         assert!(!text.contains(ours), "`{ours}` in {r}");
     }
+
+/// A result of another dtype or shape than the lab's says what came back, what the lab asks
+/// for, and whether its values are right once converted (issue 32: a float64 result showed an
+/// empty detail block).
+#[test]
+fn a_result_of_another_dtype_or_shape_says_whether_its_values_are_right() {
+    if !ready() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rubric = lab_rubric(d.path(), "preprocess", "");
+    let returning = |expr: &str| {
+        let text = good().replace("    return out\n", &format!("    return {expr}\n"));
+        assert!(text.contains(expr), "the example changed: {text}");
+        let r = grade(&rubric, &[("preprocess.py", &text)]);
+        let f = first_failure(&r, "preprocess");
+        (
+            f["cause"].clone(),
+            f["details"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let (cause, details) = returning("out.astype(cp.float64)");
+    assert_eq!(cause, "dtype", "{details}");
+    assert!(
+        details.contains("returned: a float64 array of shape [1, 8]")
+            && details.contains(
+                "the lab asks for: a float32 array of shape [1, 8] = [rows, 4 + categories]"
+            )
+            && details.contains("its values, converted to float32, all match the reference")
+            && details.contains("only the dtype is wrong"),
+        "{details}"
+    );
+    let (cause, details) = returning("out.astype(cp.float64) * 2");
+    assert_eq!(cause, "dtype", "{details}");
+    assert!(
+        details.contains("converted to float32, also differ from the reference")
+            && details.contains("`features`: ")
+            && details.contains(": expected "),
+        "{details}"
+    );
+    let (cause, details) = returning("out.reshape(-1)");
+    assert_eq!(cause, "shape", "{details}");
+    assert!(
+        details.contains("returned: a float32 array of shape [8]")
+            && details.contains("only the shape is wrong: return `result.reshape(1, 8)`"),
+        "{details}"
+    );
 }

@@ -21,6 +21,7 @@ mod docs_rubrics;
 mod emu_corpus;
 mod estimate;
 mod first_contact;
+mod first_contact_review;
 mod function_lab;
 mod gpu;
 mod gpus;

@@ -244,13 +244,30 @@ fn watch_grades_again_when_a_source_changes() {
 #[test]
 fn completions_and_man_page_come_from_the_command_line() {
     let here = Path::new(".");
-    for shell in ["bash", "zsh", "fish"] {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let o = run(&["completions", shell], here);
         let (out, _) = text(&o);
         assert_eq!(o.status.code(), Some(0));
         assert!(out.contains("cugrade") && out.contains("watch"), "{shell}");
         // Numba is a language of its own: `init --lang numba` completes.
         assert!(out.contains("lang") && out.contains("numba"), "{shell}");
+        // Every subcommand a user may type completes; the internal ones never do (issue 32).
+        for sub in [
+            "check",
+            "grade",
+            "merge",
+            "validate",
+            "calibrate",
+            "doctor",
+            "init",
+            "man",
+        ] {
+            assert!(out.contains(sub), "{shell}: no `{sub}`");
+        }
+        assert!(
+            !out.contains("__worker") && !out.contains("__profile"),
+            "{shell} completes an internal subcommand:\n{out}"
+        );
     }
     let o = run(&["man"], here);
     let (out, _) = text(&o);

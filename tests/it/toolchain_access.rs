@@ -76,7 +76,10 @@ fn cugrade(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn doctor_line(cache: &Path, env: &[(&str, &str)], what: &str) -> String {
-    let o = cugrade(cache, &["doctor"], env);
+    // Wide enough that no line wraps: the line is read whole.
+    let mut env = env.to_vec();
+    env.push(("COLUMNS", "1000"));
+    let o = cugrade(cache, &["doctor"], &env);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     text.lines()
         .find(|l| l[4..].trim_start().starts_with(what))

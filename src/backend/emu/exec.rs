@@ -45,9 +45,24 @@ pub struct BlockOut {
     pub diags: Vec<(DiagKey, Diagnostic)>,
     pub printf: Vec<u8>,
     pub fault: Option<String>,
+    /// Where most of the block's live threads were when the launch's deadline passed
+    /// (`backend::HUNG`).
+    pub hung: Option<Diagnostic>,
+    /// Per metric of [`HOT_METRICS`] and instruction, its cost there (`Metrics::hot_lines`):
+    /// counted only where there is one, so a clean kernel pays nothing.
+    pub hot: HashMap<(u8, u32), u64>,
     /// The cost counters, when the launch asked for them.
     pub cost: Option<Box<(cost::BlockProfile, cost::Touched)>>,
 }
+
+/// The metrics whose cost the emulator places on lines, by index in [`BlockOut::hot`]: bank
+/// conflicts, unused bytes of loaded and of stored global sectors, divergent branches.
+pub const HOT_METRICS: [&str; 4] = [
+    "shared_bank_conflicts",
+    "global_load_efficiency",
+    "global_store_efficiency",
+    "branch_divergence",
+];
 
 /// Repeats of the same problem at the same instruction fold into one diagnostic.
 pub type DiagKey = (&'static str, u32, u8);
@@ -433,6 +448,37 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         self.out.diags.push((key, d));
     }
 
+    /// Where the most live threads of this block are now (a kernel stopped at its deadline:
+    /// the loop that did not end), as a [`crate::backend::HUNG`] diagnostic.
+    fn hung_at(&mut self) -> Option<Diagnostic> {
+        let prog = self.ctx.prog;
+        let mut count: HashMap<u32, (u32, u32, usize)> = HashMap::new();
+        for w in &mut self.warps {
+            w.sync_pc();
+            let live = w.valid & !w.exited;
+            let id = w.id;
+            lanes!(live, l, {
+                let e = count.entry(w.lane_pc[l]).or_insert((0, id, l));
+                e.0 += 1;
+            });
+        }
+        // The most threads, then the lowest pc: the same answer on every run.
+        let (&pc, &(_, warp, lane)) = count
+            .iter()
+            .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))?;
+        let (file, line) = prog.locs.get(pc as usize).copied().unwrap_or((0, 0));
+        Some(Diagnostic {
+            tool: crate::backend::HUNG.to_string(),
+            message: "still running here when the launch's deadline passed".into(),
+            thread: self.thread_of(warp, lane),
+            block: self.ctaid,
+            instruction: prog.texts.get(pc as usize).cloned().unwrap_or_default(),
+            file: (line > 0).then(|| prog.files.get(&file).cloned().unwrap_or_default()),
+            line: (line > 0).then_some(line),
+            repeats: 0,
+        })
+    }
+
     /// Run the block to completion.
     pub fn run(mut self, printf_room: usize) -> BlockOut {
         self.printf_room = printf_room;
@@ -464,6 +510,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             }
             if Instant::now() > self.ctx.deadline {
                 self.ctx.abort.store(true, Ordering::Relaxed);
+                self.out.hung = self.hung_at();
                 return Err(Stop::Fault(
                     "deadline exceeded: the kernel ran too long (infinite loop?)".into(),
                 ));
@@ -669,6 +716,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                     w.cur_pc += 1;
                 } else {
                     self.out.metrics.divergent_branches += 1;
+                    *self.out.hot.entry((3, pc)).or_default() += 1;
                     let cur = w.cur;
                     lanes!(cur, l, {
                         w.lane_pc[l] = if mask >> l & 1 != 0 { inst.aux } else { pc + 1 };
@@ -1254,10 +1302,19 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 m.global_store_sectors += uniq;
                 m.global_store_bytes_requested += req;
             }
+            let unused = (uniq * 32).saturating_sub(req);
+            if unused > 0 {
+                let kind = if is_load || is_atom { 1 } else { 2 };
+                *self.out.hot.entry((kind, pc)).or_default() += unused;
+            }
         }
         if smask != 0 {
             self.out.metrics.shared_requests += 1;
-            self.out.metrics.shared_bank_conflicts += bank_conflicts(&addrs, smask, total);
+            let conflicts = bank_conflicts(&addrs, smask, total);
+            self.out.metrics.shared_bank_conflicts += conflicts;
+            if conflicts > 0 {
+                *self.out.hot.entry((0, pc)).or_default() += conflicts;
+            }
         }
         if let Some(c) = self.cost.as_mut() {
             let mut lmask = 0u32;
@@ -1370,7 +1427,11 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         let m = &mut self.out.metrics;
         m.shared_requests += 1;
         if clash || size > 4 {
-            m.shared_bank_conflicts += bank_conflicts(&addrs, mask, size);
+            let conflicts = bank_conflicts(&addrs, mask, size);
+            m.shared_bank_conflicts += conflicts;
+            if conflicts > 0 {
+                *self.out.hot.entry((0, pc)).or_default() += conflicts;
+            }
         }
         let wid = self.warps[wi].id;
         let sync = self.warps[wi].sync_epoch;

@@ -48,6 +48,8 @@ pub struct EmuBackend {
     pub parallel: bool,
     /// Where device printf goes; `None` means this process's stdout.
     printf_sink: Option<Vec<u8>>,
+    /// Where the last launch stopped at its deadline was running (`Backend::failed_launch_report`).
+    last_hung: Option<Diagnostic>,
 }
 
 impl Default for EmuBackend {
@@ -80,6 +82,7 @@ impl EmuBackend {
             allocated: 0,
             parallel: true,
             printf_sink: None,
+            last_hung: None,
         }
     }
 
@@ -229,6 +232,13 @@ impl Backend for EmuBackend {
     /// memcheck knows every allocation's exact bounds; guard regions would count as valid.
     fn wants_guards(&self) -> bool {
         false
+    }
+
+    fn failed_launch_report(&mut self) -> LaunchReport {
+        LaunchReport {
+            diagnostics: self.last_hung.take().into_iter().collect(),
+            ..Default::default()
+        }
     }
 
     fn device_name(&self) -> String {
@@ -409,7 +419,16 @@ impl Backend for EmuBackend {
         let mut index: HashMap<exec::DiagKey, usize> = HashMap::new();
         let mut printf = Vec::new();
         let mut fault = None;
+        let mut hung: Option<Diagnostic> = None;
+        let mut hot: HashMap<(u8, u32), u64> = HashMap::new();
+        self.last_hung = None;
         let mut merge = |o: BlockOut| {
+            if hung.is_none() {
+                hung = o.hung.clone();
+            }
+            for (k, v) in &o.hot {
+                *hot.entry(*k).or_default() += v;
+            }
             let m = o.metrics;
             metrics.lane_instructions += m.lane_instructions;
             metrics.warp_instructions += m.warp_instructions;
@@ -488,16 +507,51 @@ impl Backend for EmuBackend {
         if let Some(f) = fault {
             // With parallel blocks, others stop with "aborted" once one hits the deadline.
             if abort.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() > deadline {
+                self.last_hung = hung;
                 return Err(BackendError::Fault(
                     "deadline exceeded: the kernel ran too long (infinite loop?)".into(),
                 ));
             }
             return Err(BackendError::Fault(f));
         }
+        metrics.hot_lines = hot_lines(&prog, &hot);
         Ok(LaunchReport {
             diagnostics: diags,
             metrics: Some(metrics),
             seconds: started.elapsed().as_secs_f64(),
         })
     }
+}
+
+/// Per metric of `exec::HOT_METRICS`, the source line that costs it most (instructions of one
+/// line summed), with its share of the metric's total; lines without `.loc` are left out.
+fn hot_lines(prog: &Program, hot: &HashMap<(u8, u32), u64>) -> Vec<crate::backend::HotLine> {
+    let mut out = Vec::new();
+    for (kind, metric) in exec::HOT_METRICS.iter().enumerate() {
+        let mut by_line: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
+        let mut total = 0u64;
+        for (&(k, pc), &v) in hot {
+            if usize::from(k) != kind {
+                continue;
+            }
+            total += v;
+            match prog.locs.get(pc as usize) {
+                Some(&(file, line)) if line > 0 => *by_line.entry((file, line)).or_default() += v,
+                _ => {}
+            }
+        }
+        // The most, then the first line: the same answer on every run.
+        let best = by_line
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)));
+        if let (Some((&(file, line), &v)), true) = (best, total > 0) {
+            out.push(crate::backend::HotLine {
+                metric: (*metric).to_string(),
+                file: prog.files.get(&file).cloned().unwrap_or_default(),
+                line,
+                share: v as f64 / total as f64,
+            });
+        }
+    }
+    out
 }

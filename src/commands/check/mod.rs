@@ -41,7 +41,14 @@ pub(crate) struct Rubric {
     _lab: Option<labs::Materialized>,
 }
 
-fn load_submission(path: &Path) -> Result<Submission, CliError> {
+/// A submission and, for an archive, the temporary folder it was unpacked into (kept while
+/// grading).
+struct Loaded {
+    sub: Submission,
+    _unpacked: Option<tempfile::TempDir>,
+}
+
+fn load_submission(path: &Path) -> Result<Loaded, CliError> {
     // `cugrade check` in a starter names `.`: the student is the folder's real name.
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let err = |e| match e {
@@ -50,9 +57,28 @@ fn load_submission(path: &Path) -> Result<Submission, CliError> {
             CliError::Usage(m)
         }
     };
+    // An archive (`bob.zip`, `bob.tar.gz`) is graded as `grade` grades a cohort's archive:
+    // unpacked by a sandboxed worker, then read as a folder.
+    let archive = real.is_file()
+        && real
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(submission::archive::ArchiveKind::of)
+            .is_some();
+    if archive {
+        let protected = protected_dirs(&[real.as_path()]);
+        let (sub, dir) = submission::load_archive(&real, &protected).map_err(err)?;
+        return Ok(Loaded {
+            sub,
+            _unpacked: Some(dir),
+        });
+    }
     let mut sub = submission::load(&real).map_err(err)?;
     submission::adopt_folder_manifest(&mut sub, &real).map_err(err)?;
-    Ok(sub)
+    Ok(Loaded {
+        sub,
+        _unpacked: None,
+    })
 }
 
 /// `--rubric FILE`, else what `cugrade.yaml` names.
@@ -111,19 +137,20 @@ pub(crate) fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubr
 pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
     // A malformed rubric given on the command line is reported before the submission is read.
     let early = o.rubric.as_deref().map(rubric::load).transpose()?;
-    let sub = load_submission(&o.submission)?;
+    let loaded = load_submission(&o.submission)?;
+    let sub = &loaded.sub;
     let rubric = match early {
         Some(loaded) => Rubric {
             loaded,
             path: o.rubric.clone().unwrap_or_default(),
             _lab: None,
         },
-        None => find_rubric(None, &sub)?,
+        None => find_rubric(None, sub)?,
     };
     let r = &rubric.loaded;
-    submission::check_against(&sub, r)?;
+    submission::check_against(sub, r)?;
     let device = o.requested.gpus.first().copied().unwrap_or(0);
-    let stubs = starter::stubs(&sub, r);
+    let stubs = starter::stubs(sub, r);
     let untouched = r
         .rubric
         .milestones
@@ -133,10 +160,15 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
     let function_lab = crate::commands::init::is_function_lab(r);
     let mut opts = resolve(&o.requested, device, !untouched && !function_lab)?;
     if o.verbosity == Verbosity::Verbose {
+        // A built-in lab is named by its name (the file it was written to is temporary).
+        let shown = labs::shown(&rubric.path);
+        let rubric_named = if shown.contains(&format!("`{}`", r.rubric.assignment)) {
+            shown
+        } else {
+            format!("{shown} ({})", r.rubric.assignment)
+        };
         eprintln!(
-            "rubric: {} ({}); submission: {} ({} file{}); backend: {} ({}); seed: {}",
-            rubric.path.display(),
-            r.rubric.assignment,
+            "rubric: {rubric_named}; submission: {} ({} file{}); backend: {} ({}); seed: {}",
             o.submission.display(),
             sub.sources.len() + sub.ptx.len() + sub.headers.len(),
             if sub.sources.len() + sub.ptx.len() + sub.headers.len() == 1 {
@@ -154,14 +186,14 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
         opts.keep_kernels = Some(kept.clone());
     }
     let result = if untouched {
-        starter::untouched(r, &sub, &stubs, &opts)
+        starter::untouched(r, sub, &stubs, &opts)
     } else {
         opts.protected = protected_dirs(&[rubric.path.as_path(), o.submission.as_path()]);
         let started = std::time::Instant::now();
         let mut reference =
             Reference::compile(r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;
         let reference_s = started.elapsed().as_secs_f64();
-        let mut result = pipeline::grade(r, &sub, &opts, &mut reference)
+        let mut result = pipeline::grade(r, sub, &opts, &mut reference)
             .map_err(|e| Fatal::new(e.0.to_string()))?;
         // The reference's compile is this run's too (`grade` compiles it once per cohort).
         if let Some(p) = result.run.phases.as_mut() {
@@ -229,7 +261,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let text = crate::commands::profile::section(&result, r, &sub, &kept, &opts);
+        let text = crate::commands::profile::section(&result, r, sub, &kept, &opts);
         let text = crate::report::output::fit(&text);
         // stdout holds exactly result.json under --format json.
         if o.format == Format::Json {

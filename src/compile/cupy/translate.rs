@@ -19,7 +19,7 @@
 //! scalars, outputs to its outputs); contract scalars left over (`n`) only size the loop. A
 //! buffer's element count is its `len` expression over the contract's scalars.
 
-use super::{Definition, Refused, line_directive};
+use super::{Definition, Refused, line_directive, located};
 use crate::rubric::ParamType;
 use crate::rubric::schema::{Contract, Direction, Param, ScalarType};
 use std::collections::BTreeMap;
@@ -375,10 +375,7 @@ fn frame(
         }
     }
     if let Some(pre) = def.preamble.as_deref().filter(|p| !p.trim().is_empty()) {
-        head.push_str(&line_directive(
-            def.preamble_at.as_ref(),
-            (&def.file, def.line),
-        ));
+        head.push_str(&located(def.preamble_at.as_ref(), (&def.file, def.line)));
         head.push_str(pre);
         head.push('\n');
     }
@@ -421,7 +418,7 @@ fn params_of(def: &Definition) -> Result<Vec<CupyParam>, Refused> {
 
 fn block(def: &Definition, at: Option<&super::At>, code: Option<&str>) -> String {
     match code.filter(|c| !c.trim().is_empty()) {
-        Some(c) => format!("{}{c}\n", line_directive(at, (&def.file, def.line))),
+        Some(c) => format!("{}{c}\n", located(at, (&def.file, def.line))),
         None => String::new(),
     }
 }
@@ -513,7 +510,10 @@ pub fn reduction(def: &Definition, kernel: &str, contract: &Contract) -> Result<
         .replace("@REDUCE@", def.reduce_expr.as_deref().unwrap_or_default())
         .replace("@DP@", &dir(def.post_map_expr_at.as_ref()))
         .replace("@POST@", def.post_map_expr.as_deref().unwrap_or_default())
-        .replace("@DM@", &dir(def.map_expr_at.as_ref()))
+        .replace(
+            "@DM@",
+            &located(def.map_expr_at.as_ref(), (&def.file, def.line)),
+        )
         .replace("@MAP@", &map_expr)
         .replace("@ID@", &identity)
         .replace("@SIG@", &f.signature)

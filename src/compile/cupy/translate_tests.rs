@@ -25,6 +25,7 @@ fn def(kind: &str, ins: &str, outs: &str) -> Definition {
             file: Some("k.py".into()),
             line: Some(4),
             exact: true,
+            col: None,
         }),
         ..Default::default()
     }
@@ -43,6 +44,15 @@ fn elementwise_binds_in_order_and_sizes_by_len() {
     );
     assert!(code.contains("float &z = _cg_p2[i];"), "{code}");
     assert!(code.contains("#line 4 \"k.py\"\nz = x + y\n"), "{code}");
+    // Where the driver knows the string's column, the operation starts in it: NVRTC's columns
+    // are then the `.py` line's (issue 32).
+    let mut at_col = def("elementwise", "T x, T y", "T z");
+    at_col.operation_at.as_mut().unwrap().col = Some(6);
+    let code = elementwise(&at_col, "vector_add", &c).unwrap();
+    assert!(
+        code.contains("#line 4 \"k.py\"\n     z = x + y\n"),
+        "{code}"
+    );
     // Explicit dtypes: an output of another type than the assignment's is refused.
     let e = elementwise(
         &def("elementwise", "float32 x, float32 y", "float64 z"),
