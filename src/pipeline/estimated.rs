@@ -492,7 +492,19 @@ fn profile_on(
 /// The run's one note on checks against the CPU that got no estimated ratio (`NO_CPU_PIN`):
 /// what they are, why, and what the student can do: compare the estimated time, or pin this
 /// machine's CPU with `cugrade calibrate` (a built-in lab by its name, into cugrade's cache).
-pub(super) fn no_cpu_ratio_note(checks: &[String], rubric: &std::path::Path) -> Option<String> {
+pub(super) fn no_cpu_ratio_note(
+    milestones: &[crate::result::MilestoneResult],
+    rubric: &std::path::Path,
+) -> Option<String> {
+    let checks: Vec<String> = milestones
+        .iter()
+        .flat_map(|m| {
+            m.checks
+                .iter()
+                .filter(|c| c.estimate.as_ref().is_some_and(|e| e.no_ratio.is_some()))
+                .map(move |c| format!("{} › {}", m.id, c.name))
+        })
+        .collect();
     if checks.is_empty() {
         return None;
     }

@@ -143,17 +143,8 @@ pub fn grade_deferring(
     }
     correctness::attach_snippets(&mut milestones, sub);
     // Checks against an unpinned CPU have no estimated ratio: said once, with what to do.
-    let no_ratio: Vec<String> = milestones
-        .iter()
-        .flat_map(|m| {
-            m.checks
-                .iter()
-                .filter(|c| c.estimate.as_ref().is_some_and(|e| e.no_ratio.is_some()))
-                .map(move |c| format!("{} › {}", m.id, c.name))
-        })
-        .collect();
     run.notes
-        .extend(estimated::no_cpu_ratio_note(&no_ratio, &plan.path));
+        .extend(estimated::no_cpu_ratio_note(&milestones, &plan.path));
     let mut flags = built.device_flags(&plan);
     flags.append(&mut cross_flags);
     run.seconds = Some(started.elapsed().as_secs_f64());

@@ -289,7 +289,12 @@ pub fn watch(o: &CheckOptions) -> Result<i32, CliError> {
             .unwrap_or(Path::new("."))
             .to_path_buf()
     };
-    let extra: Vec<PathBuf> = o.rubric.iter().cloned().collect();
+    let mut extra: Vec<PathBuf> = o.rubric.iter().cloned().collect();
+    // A file given by name counts whatever its kind: an archive (`bob.zip`) saved again is
+    // graded again too.
+    if o.submission.is_file() {
+        extra.push(o.submission.clone());
+    }
     watch::run(&folder, &extra, || match check(o) {
         Ok(code) => code,
         Err(e) => {
