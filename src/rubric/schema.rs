@@ -328,11 +328,8 @@ pub struct Contract {
 /// `cpu: {python: cpu/scan.py, function: scan_cpu}`, the course's own function (NumPy or plain
 /// Python, path relative to the rubric), called with the contract's parameters as keyword
 /// arguments and writing its outputs in place, like the kernel (`baseline::python`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    untagged,
-    expecting = "`cpu` is a built-in implementation's name (such as `reduce_sum`) or the course's own Python function, `{python: FILE.py, function: NAME}` (both keys, nothing else)"
-)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum CpuImpl {
     Builtin(String),
     Python(PythonCpu),
@@ -344,6 +341,30 @@ pub enum CpuImpl {
 pub struct PythonCpu {
     pub python: String,
     pub function: String,
+}
+
+// By hand rather than `untagged`: a mistake inside `{python: ..., function: ...}` is then
+// reported at its own key (`contracts.NAME.cpu.funtion`), not as the whole contract's.
+impl<'de> Deserialize<'de> for CpuImpl {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = CpuImpl;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a built-in CPU implementation's name (such as `reduce_sum`) or the course's own Python function, `{python: FILE.py, function: NAME}`",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<CpuImpl, E> {
+                Ok(CpuImpl::Builtin(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<CpuImpl, A::Error> {
+                PythonCpu::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(CpuImpl::Python)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl CpuImpl {

@@ -415,6 +415,7 @@ fn cupyx_scipy_stands_in_and_what_cannot_is_said_at_the_students_line() {
     for ours in ["cugrade_python_harness", "cupy-stand-in", "<frozen"] {
         assert!(!text.contains(ours), "`{ours}` in {r}");
     }
+}
 
 /// A result of another dtype or shape than the lab's says what came back, what the lab asks
 /// for, and whether its values are right once converted (issue 32: a float64 result showed an
