@@ -300,9 +300,9 @@ fn numba_in(dir: PathBuf) -> Result<NumbaToolchain, String> {
             )
         };
         return Err(format!(
-            "{what}; cugrade installs it from PyPI (~700 MB) the first time it grades a `.py` \
-             file; to install it now: `cugrade doctor --install` in a folder with `.py` kernels \
-             (or with `--rubric` naming a rubric that accepts them)"
+            "{what}; cugrade installs it from PyPI (~700 MB) the first time it grades a Numba \
+             kernel; to install it now: `cugrade doctor --install` in a folder with Numba \
+             kernels (or with `--rubric` naming a rubric that accepts them)"
         ));
     }
     let (python, mut read_dirs) = python()?;

@@ -115,8 +115,8 @@ fn distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -271,7 +271,7 @@ pub fn parse_all<T: DeserializeOwned>(path: &Path, source: &str) -> (Option<T>, 
             taken.push(t);
         }
         if let Some(to) = rename.as_ref().filter(|_| was_renamed) {
-            let read = join(&key_path.rsplit_once('.').map_or("", |(a, _)| a), to);
+            let read = join(key_path.rsplit_once('.').map_or("", |(a, _)| a), to);
             renamed.push((read, in_file(&key_path, &renamed)));
         }
         round += 1;

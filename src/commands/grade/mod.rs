@@ -11,17 +11,21 @@ pub mod gpus;
 pub mod lock;
 pub mod progress;
 pub mod shard;
+mod unread;
+
+use unread::read_entry;
+pub use unread::{Unread, unreadable};
 
 use crate::errors::{CliError, Fatal};
 use crate::exit;
 use crate::integrity::{self, Fingerprints};
 use crate::pipeline::{self, Reference};
 use crate::report::output::{Format, print_result};
-use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
+use crate::result::GradeResult;
 use crate::rubric::{self, LoadedRubric};
 use crate::setup::{Requested, resolve};
-use crate::submission::{self, Submission};
-use entries::{Entry, Kind as EntryKind};
+use crate::submission;
+use entries::Entry;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -104,73 +108,6 @@ fn fingerprints_of(sub: &submission::Submission, common: &HashSet<u64>) -> Finge
         })
         .collect();
     integrity::fingerprint(&sources, common)
-}
-
-/// Why a cohort entry could not be graded at all: a message for the student, and its cause
-/// key for the class summary (`causes::UNREADABLE` or `causes::EMPTY`).
-pub struct Unread {
-    pub why: String,
-    pub cause: &'static str,
-}
-
-impl Unread {
-    fn unreadable(why: impl Into<String>) -> Self {
-        Unread {
-            why: why.into(),
-            cause: crate::report::causes::UNREADABLE,
-        }
-    }
-}
-
-/// The result for a submission that could not be graded at all.
-pub fn unreadable(
-    rubric: &LoadedRubric,
-    student: &str,
-    unread: &Unread,
-    seed: u64,
-    backend: &str,
-) -> GradeResult {
-    let message = if unread.cause == crate::report::causes::EMPTY {
-        format!("the submission has no source file: {}", unread.why)
-    } else {
-        format!("the submission could not be read: {}", unread.why)
-    };
-    let milestones = rubric
-        .rubric
-        .milestones
-        .iter()
-        .map(|m| MilestoneResult {
-            id: m.id.clone(),
-            title: m.display_title(),
-            status: Status::Error,
-            score: 0.0,
-            max_score: rubric::milestone_max(m),
-            provisional: false,
-            checks: vec![
-                Check::error(CheckKind::Compile, "submission", message.clone())
-                    .with_cause(unread.cause),
-            ],
-            kernel: m.kernel.clone(),
-        })
-        .collect();
-    GradeResult {
-        assignment: rubric.rubric.assignment.clone(),
-        student: student.to_string(),
-        student_id: None,
-        id: String::new(),
-        entry: String::new(),
-        backend: backend.to_string(),
-        seed,
-        score: 0.0,
-        max_score: rubric.max_score(),
-        milestones,
-        submission_sha256: String::new(),
-        rubric_sha256: String::new(),
-        compile: None,
-        run: Default::default(),
-        notes: vec![],
-        flags: vec![],
-    }
 }
 
 /// The folder of `<out>` that holds one folder per student: no student's folder can take the
@@ -580,38 +517,6 @@ struct EntryContext<'a> {
     students: &'a Path,
     resume: bool,
     common: &'a HashSet<u64>,
-}
-
-/// Read a cohort entry into a submission; `Err` is the student's message.
-fn read_entry(entry: &Entry, unpack: &Path, protected: &[PathBuf]) -> Result<Submission, Unread> {
-    let path = match entry.kind {
-        EntryKind::Link => {
-            return Err(Unread::unreadable(format!(
-                "the cohort entry `{}` is a symbolic link; cugrade does not follow links in a \
-                 cohort (copy the submission itself into the cohort folder)",
-                entry.name
-            )));
-        }
-        EntryKind::Special => {
-            return Err(Unread::unreadable(format!(
-                "the cohort entry `{}` is not a regular file or folder (a FIFO, socket or \
-                 device); it was not opened",
-                entry.name
-            )));
-        }
-        EntryKind::Archive(_) => {
-            submission::unpack(&entry.path, &unpack.join(&entry.id), protected)
-                .map_err(Unread::unreadable)?
-        }
-        EntryKind::Dir | EntryKind::File => entry.path.clone(),
-    };
-    submission::load(&path).map_err(|e| match e {
-        submission::SubmissionError::Empty(why) => Unread {
-            why,
-            cause: crate::report::causes::EMPTY,
-        },
-        e => Unread::unreadable(e.to_string()),
-    })
 }
 
 /// Students a job grades before compute-sanitizer's pass runs over all of them at once: each

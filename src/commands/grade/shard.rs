@@ -93,6 +93,9 @@ pub fn read(dir: &Path) -> Result<ShardRecord, String> {
         .map_err(|e| format!("`{}` is not a cugrade shard record: {e}", path.display()))
 }
 
+/// One value of a record, as a message shows it.
+type Shown = dyn Fn(&ShardRecord) -> String;
+
 /// `K/N` for messages.
 fn kn(r: &ShardRecord) -> String {
     format!("{}/{}", r.shard, r.of)
@@ -104,7 +107,7 @@ pub fn check_set(shards: &[(PathBuf, ShardRecord)]) -> Result<(), String> {
     let Some((first_dir, first)) = shards.first() else {
         return Ok(());
     };
-    let differ = |what: &str, show: &dyn Fn(&ShardRecord) -> String| -> Option<String> {
+    let differ = |what: &str, show: &Shown| -> Option<String> {
         let other = shards.iter().find(|(_, r)| show(r) != show(first))?;
         Some(format!(
             "the shards are not of one run: `{}` (shard {}) has {what} {}, `{}` (shard {}) has \
@@ -118,7 +121,7 @@ pub fn check_set(shards: &[(PathBuf, ShardRecord)]) -> Result<(), String> {
             show(&other.1)
         ))
     };
-    let checks: [(&str, &dyn Fn(&ShardRecord) -> String); 6] = [
+    let checks: [(&str, &Shown); 6] = [
         ("N =", &|r| r.of.to_string()),
         ("seed", &|r| r.seed.to_string()),
         ("assignment", &|r| format!("`{}`", r.assignment)),
