@@ -10,6 +10,7 @@
 //! the CPU's work). Single-threaded (`cpu`) sets the BLAS and OpenMP thread counts to 1.
 
 use super::context::worker_options;
+use super::function::dtype;
 use crate::backend::BackendKind;
 use crate::baseline::{HostBuffer, Threads};
 use crate::compile::SourceFile;
@@ -202,18 +203,6 @@ fn request(inv: &Invocation) -> (Call, Vec<Vec<u8>>) {
         call.scalars.insert(k.clone(), value);
     }
     (call, blobs)
-}
-
-/// NumPy's name for an element type (`<f4`).
-fn dtype(t: ScalarType) -> &'static str {
-    match t {
-        ScalarType::I32 => "<i4",
-        ScalarType::U32 => "<u4",
-        ScalarType::I64 => "<i8",
-        ScalarType::U64 => "<u8",
-        ScalarType::F32 => "<f4",
-        ScalarType::F64 => "<f8",
-    }
 }
 
 fn host_buffer(t: ScalarType, d: &[u8]) -> HostBuffer {

@@ -215,7 +215,7 @@ pub(super) fn location(e: &PyError) -> Option<String> {
 }
 
 /// NumPy's name for an element type (`<f4`).
-fn dtype(t: ScalarType) -> &'static str {
+pub(super) fn dtype(t: ScalarType) -> &'static str {
     match t {
         ScalarType::I32 => "<i4",
         ScalarType::U32 => "<u4",
