@@ -85,6 +85,8 @@ def main():
     ap.add_argument("--json", help="also write the figures as JSON here")
     ap.add_argument("--gpus", help="passed to `cugrade grade --gpus` (e.g. 0,1)")
     ap.add_argument("--grades", help="copy the run's grades.csv here (to compare two runs)")
+    ap.add_argument("--trace", help="record who held the GPU when (CUGRADE_GPU_TRACE) in this "
+                    "file and print ci/gpu-timeline.py's summary of it")
     ap.add_argument("--time-limit", type=float, default=0,
                     help="stop grading after this many seconds and report the students graded "
                          "by then (a run that would not finish in a device call still says "
@@ -103,8 +105,13 @@ def main():
         cmd += ["--gpus", a.gpus]
     print("$ " + " ".join(cmd), flush=True)
     started = time.monotonic()
+    env = dict(os.environ, CI="1")
+    if a.trace:
+        if os.path.exists(a.trace):
+            os.remove(a.trace)
+        env["CUGRADE_GPU_TRACE"] = os.path.abspath(a.trace)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, CI="1"))
+                            env=env)
     try:
         _, err = proc.communicate(timeout=a.time_limit or None)
     except subprocess.TimeoutExpired:
@@ -221,6 +228,9 @@ def main():
         print("grading wall time per student, by example (mean / max s): " + ", ".join(
             "%s %.1f/%.1f" % (k, v["mean_s"], v["max_s"])
             for k, v in figures["student_seconds_by_example"].items()))
+    if a.trace and os.path.exists(a.trace):
+        sys.stdout.flush()
+        subprocess.call([sys.executable, os.path.join(HERE, "gpu-timeline.py"), a.trace])
     if a.json:
         with open(a.json, "w") as f:
             json.dump(figures, f, indent=2)

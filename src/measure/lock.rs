@@ -21,6 +21,16 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub struct GpuLock {
     hold: Hold,
+    /// For `CUGRADE_GPU_TRACE`: what held it, and when it was asked for and got.
+    traced: Option<Traced>,
+}
+
+#[derive(Debug)]
+struct Traced {
+    what: &'static str,
+    key: String,
+    asked: std::time::SystemTime,
+    got: std::time::SystemTime,
 }
 
 #[derive(Debug)]
@@ -35,6 +45,13 @@ enum Hold {
 
 impl Drop for GpuLock {
     fn drop(&mut self) {
+        if let Some(t) = self.traced.take() {
+            let kind = match self.hold {
+                Hold::Timing(_) => "timing",
+                _ => "shared",
+            };
+            trace(kind, &t);
+        }
         match &self.hold {
             Hold::Shared { key, .. } => HELD.with(|h| {
                 let mut h = h.borrow_mut();
@@ -77,6 +94,28 @@ struct BatonState {
 const BATCH_SECTIONS: usize = 32;
 /// How long one batch may hold the GPU, at most (a section that starts before it ends runs).
 const BATCH_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a section waits for others to join its batch, at most (see [`Baton::take`]).
+const GATHER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Jobs of this process that grade on each GPU (`grade --jobs`): by lock key.
+static JOBS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Say how many of this process's jobs grade on GPU `key` (a batch of timed sections waits
+/// for half of them; unset, one).
+pub fn set_jobs(key: &str, jobs: usize) {
+    JOBS.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key.to_string(), jobs);
+}
+
+fn jobs_on(key: &str) -> usize {
+    JOBS.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(key)
+        .copied()
+        .unwrap_or(1)
+}
 
 impl Baton {
     fn of(key: &str) -> std::sync::Arc<Baton> {
@@ -94,12 +133,32 @@ impl Baton {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Wait for the baton; take the lock file when the batch has none.
+    /// Wait for the baton; take the lock file when the batch has none. A batch starts once
+    /// half of the process's jobs on this GPU wait to be timed, or [`GATHER`] after the first
+    /// asked: taking the lock means draining the GPU of every shared user (and blocking new
+    /// ones meanwhile), so that cost is paid for several sections at once. `check` (one job)
+    /// starts at once.
     fn take(self: &std::sync::Arc<Self>, key: &str) -> io::Result<()> {
+        let asked = std::time::Instant::now();
+        let want = jobs_on(key).div_ceil(2).clamp(1, BATCH_SECTIONS);
         let mut st = self.state();
         st.waiting += 1;
-        while st.busy {
-            st = self.turn.wait(st).unwrap_or_else(|p| p.into_inner());
+        // A gathering section counts the newcomer.
+        self.turn.notify_all();
+        loop {
+            if st.busy {
+                st = self.turn.wait(st).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            let left = GATHER.saturating_sub(asked.elapsed());
+            if st.file.is_some() || st.waiting >= want || left.is_zero() {
+                break;
+            }
+            st = self
+                .turn
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         st.waiting -= 1;
         st.busy = true;
@@ -115,7 +174,7 @@ impl Baton {
                 }
                 Err(e) => {
                     st.busy = false;
-                    self.turn.notify_one();
+                    self.turn.notify_all();
                     return Err(e);
                 }
             }
@@ -135,7 +194,7 @@ impl Baton {
         if st.waiting == 0 || !young {
             st.file = None;
         }
-        self.turn.notify_one();
+        self.turn.notify_all();
     }
 }
 
@@ -219,26 +278,34 @@ fn waited_since(asked: std::time::Instant) {
 
 /// Take the GPU for a timed section (exclusive). Timed sections of this process pass the
 /// lock from one to the next while any of them wait (a batch; see `Baton`).
-pub fn timing(key: &str) -> io::Result<GpuLock> {
+/// `what` names the user in `CUGRADE_GPU_TRACE`.
+pub fn timing(key: &str, what: &'static str) -> io::Result<GpuLock> {
     let asked = std::time::Instant::now();
+    let asked_at = std::time::SystemTime::now();
     let baton = Baton::of(key);
     baton.take(key)?;
     waited_since(asked);
     Ok(GpuLock {
         hold: Hold::Timing(baton),
+        traced: traced(what, key, asked_at),
     })
 }
 
 /// Use the GPU alongside others, but never during a timed section (shared). A thread that
 /// holds it already gets it again at once: so a worker's start or a reference run inside a
-/// correctness phase can take it without a thought for who holds what.
-pub fn shared(key: &str) -> io::Result<GpuLock> {
+/// correctness phase can take it without a thought for who holds what. `what` names the user
+/// in `CUGRADE_GPU_TRACE`.
+pub fn shared(key: &str, what: &'static str) -> io::Result<GpuLock> {
     if HELD.with(|h| h.borrow().iter().any(|k| k == key)) {
         // Already held by this thread: waiting at the turnstile behind a timer that waits for
         // this very lock would deadlock.
-        return Ok(GpuLock { hold: Hold::Nested });
+        return Ok(GpuLock {
+            hold: Hold::Nested,
+            traced: None,
+        });
     }
     let asked = std::time::Instant::now();
+    let asked_at = std::time::SystemTime::now();
     let file = flock(key, false)?;
     waited_since(asked);
     HELD.with(|h| h.borrow_mut().push(key.to_string()));
@@ -247,7 +314,65 @@ pub fn shared(key: &str) -> io::Result<GpuLock> {
             _file: file,
             key: key.to_string(),
         },
+        traced: traced(what, key, asked_at),
     })
+}
+
+/// `CUGRADE_GPU_TRACE=FILE` (for `ci/gpu-timeline.py`, a benchmark's view of who held each
+/// GPU when): every hold of a GPU lock is appended to FILE as one line,
+/// `KIND WHAT GPU ASKED GOT RELEASED PID:THREAD`, KIND `shared` or `timing`, times in seconds
+/// since the Unix epoch; a `held` line (RELEASED `-`) when it is taken. Unset (always, in grading), nothing is recorded.
+static TRACE: std::sync::LazyLock<Option<std::sync::Mutex<File>>> =
+    std::sync::LazyLock::new(|| {
+        let path = std::env::var_os("CUGRADE_GPU_TRACE").filter(|p| !p.is_empty())?;
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()
+            .map(std::sync::Mutex::new)
+    });
+
+fn traced(what: &'static str, key: &str, asked: std::time::SystemTime) -> Option<Traced> {
+    TRACE.as_ref()?;
+    let t = Traced {
+        what,
+        key: key.to_string(),
+        asked,
+        got: std::time::SystemTime::now(),
+    };
+    // A hold still open when the run ends (or is killed) shows as its `held` line alone.
+    trace_line("held", &t, None);
+    Some(t)
+}
+
+fn trace(kind: &str, t: &Traced) {
+    trace_line(kind, t, Some(std::time::SystemTime::now()));
+}
+
+fn trace_line(kind: &str, t: &Traced, released: Option<std::time::SystemTime>) {
+    use std::io::Write;
+    let Some(file) = TRACE.as_ref() else {
+        return;
+    };
+    let secs = |s: std::time::SystemTime| {
+        s.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let safe = |s: &str| s.replace(char::is_whitespace, "-");
+    let thread = format!("{:?}", std::thread::current().id());
+    let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+    let line = format!(
+        "{kind} {} {} {:.6} {:.6} {} {}:{thread}\n",
+        safe(t.what),
+        safe(&t.key),
+        secs(t.asked),
+        secs(t.got),
+        released.map_or_else(|| "-".to_string(), |r| format!("{:.6}", secs(r))),
+        std::process::id()
+    );
+    let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = f.write_all(line.as_bytes());
 }
 
 #[cfg(test)]
@@ -263,19 +388,19 @@ mod tests {
         unsafe { std::env::set_var("CUGRADE_LOCK_DIR", d.path()) };
         const GPU: &str = "0000:01:00.0";
         // Shared users of two threads coexist; a thread taking it again gets it at once.
-        let a = shared(GPU).unwrap();
-        let again = shared(GPU).unwrap();
+        let a = shared(GPU, "test").unwrap();
+        let again = shared(GPU, "test").unwrap();
         let (btx, brx) = mpsc::channel();
         let (bdone, bwait) = mpsc::channel::<()>();
         let other = std::thread::spawn(move || {
-            let _b = shared(GPU).unwrap();
+            let _b = shared(GPU, "test").unwrap();
             btx.send(()).unwrap();
             bwait.recv().unwrap();
         });
         brx.recv_timeout(Duration::from_secs(5)).unwrap();
         let (tx, rx) = mpsc::channel();
         let t1 = std::thread::spawn(move || {
-            let g = timing(GPU).unwrap();
+            let g = timing(GPU, "test").unwrap();
             tx.send(1).unwrap();
             std::thread::sleep(Duration::from_millis(300));
             drop(g);
@@ -292,13 +417,13 @@ mod tests {
         let (stx, srx) = mpsc::channel();
         let (ttx, trx) = mpsc::channel();
         let t2 = std::thread::spawn(move || {
-            let _g = timing(GPU).unwrap();
+            let _g = timing(GPU, "test").unwrap();
             ttx.send(std::time::Instant::now()).unwrap();
             std::thread::sleep(Duration::from_millis(200));
         });
         std::thread::sleep(Duration::from_millis(50));
         let s = std::thread::spawn(move || {
-            let _g = shared(GPU).unwrap();
+            let _g = shared(GPU, "test").unwrap();
             stx.send(std::time::Instant::now()).unwrap();
         });
         let second = trx.recv_timeout(Duration::from_secs(5)).unwrap();
@@ -308,7 +433,7 @@ mod tests {
             t.join().unwrap();
         }
         // Another GPU is another lock.
-        let _x = timing("0000:02:00.0").unwrap();
-        let _y = shared(GPU).unwrap();
+        let _x = timing("0000:02:00.0", "test").unwrap();
+        let _y = shared(GPU, "test").unwrap();
     }
 }

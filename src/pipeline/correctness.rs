@@ -54,7 +54,7 @@ pub(super) fn stage(
         .opts
         .gpu
         .as_deref()
-        .and_then(|k| crate::measure::lock::shared(k).ok());
+        .and_then(|k| crate::measure::lock::shared(k, "correctness").ok());
     let mut out = Correctness {
         checks: Vec::new(),
         metrics: HashMap::new(),
@@ -271,7 +271,7 @@ fn run_trial(
                 seconds: deadline_s,
                 why: &why,
             };
-            let (checks, fatal) = failed_run(&e, case, &printed, &deadline);
+            let (checks, fatal) = failed_run(&e, &case.name, &printed, &deadline);
             if fatal {
                 student.worker = None;
             }
@@ -346,11 +346,11 @@ struct Deadline<'a> {
 /// emulator saw it (`backend::HUNG`).
 fn failed_run(
     e: &RunError,
-    case: &CasePlan,
+    case: &str,
     printed: &crate::worker::Captured,
     deadline: &Deadline,
 ) -> (Vec<Check>, bool) {
-    let (mut check, fatal) = runtime_check(e, &case.name, printed);
+    let (mut check, fatal) = runtime_check(e, case, printed);
     let diagnostics = match e {
         RunError::Backend(_, report) => report.diagnostics.as_slice(),
         RunError::Worker(_) => &[],
@@ -359,7 +359,7 @@ fn failed_run(
     if check.hint.as_deref() == Some(hints::DEADLOCK) && check.message.starts_with("timeout") {
         check.message = format!(
             "timeout: `{}` did not finish case {} within {:.1} s ({}) and was stopped",
-            deadline.kernel, case.name, deadline.seconds, deadline.why
+            deadline.kernel, case, deadline.seconds, deadline.why
         );
         if let Some(at) = hung.and_then(|d| Some(format!("{}:{}", d.file.as_ref()?, d.line?))) {
             check
@@ -374,9 +374,20 @@ fn failed_run(
         diagnostics
             .iter()
             .filter(|d| d.tool != crate::backend::HUNG)
-            .map(|d| sanitizer_check(d, &case.name)),
+            .map(|d| sanitizer_check(d, case)),
     );
     (checks, fatal)
+}
+
+/// Whether a milestone's checks say its kernel hung on the GPU (a timeout, or a deadlock the
+/// backend saw): then neither sanitizer pass runs it again. Each would only wait out its own,
+/// longer deadline (the emulator's is ten times a launch's, per case; compute-sanitizer's 30 s
+/// per launch and tool) while the student's job and, on the GPU, every timed section waited.
+pub(super) fn hung(checks: &[Check]) -> bool {
+    checks.iter().any(|c| {
+        c.kind == CheckKind::Runtime
+            && matches!(c.hint.as_deref(), Some(h) if h == hints::DEADLOCK || h == hints::TIMEOUT)
+    })
 }
 
 /// The reference's outputs of a trial, and the elements' sums of absolute terms.
@@ -711,5 +722,26 @@ mod tests {
         assert!(source_line("reduce.cu:9", &files).is_none());
         assert!(source_line("other.cu:1", &files).is_none());
         assert!(source_line("reduce.cu", &files).is_none());
+    }
+
+    #[test]
+    fn a_kernel_stopped_at_its_deadline_counts_as_hung() {
+        // A timeout's check reads as a timeout (its own hint, issue 32), and still keeps the
+        // sanitizer passes off the kernel (a regression made every hung kernel wait out both
+        // sanitizers' deadlines: over 200 s a student on the GPU).
+        let deadline = Deadline {
+            kernel: "reduce_shared",
+            seconds: 1.0,
+            why: "the least any launch is given",
+        };
+        let printed = crate::worker::Captured::default();
+        let e = RunError::Worker(crate::worker::WorkerFailure::Timeout(
+            std::time::Duration::from_secs(1),
+        ));
+        let (checks, _) = failed_run(&e, "n1", &printed, &deadline);
+        assert!(checks[0].message.starts_with("timeout: `reduce_shared`"));
+        assert!(hung(&checks));
+        let fault = Check::error(CheckKind::Runtime, "n1", "illegal address");
+        assert!(!hung(&[fault]));
     }
 }

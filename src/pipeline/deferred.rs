@@ -1,9 +1,10 @@
 //! compute-sanitizer over several students at once (`grade`, issue 29). A compute-sanitizer
 //! tool's process starts a CUDA context, and the driver creates contexts one at a time across
 //! processes: four per student (one per tool) made a 200-student cohort wait minutes on
-//! context creation alone. So `grade` grades a few students of a job in full except for
-//! compute-sanitizer's pass, then runs that pass over all of them in one process per tool
-//! ([`finish`]), and only then are their results final and written.
+//! context creation alone. So `grade` grades its students in full except for
+//! compute-sanitizer's pass, then runs that pass over a batch of them in one process per tool
+//! ([`finish`]), after every timed section on the GPU (`commands::grade::deferred` says when),
+//! and only then are their results final and written.
 //!
 //! Their timed sections ran before the pass. A milestone in which compute-sanitizer finds
 //! something fails as it would have anyway (a finding is a failure: the milestone scores

@@ -88,7 +88,10 @@ fn correctness(
     let mut stopped = false;
     let mut reference_s: f64 = 0.0;
     // The student's CuPy runs on the GPU: never beside another student's timed section.
-    let _gpu = opts.gpu.as_deref().and_then(|k| lock::shared(k).ok());
+    let _gpu = opts
+        .gpu
+        .as_deref()
+        .and_then(|k| lock::shared(k, "function correctness").ok());
     for case in &m.cases {
         let name = format!("correctness {}", case.name);
         if stopped {
@@ -295,7 +298,7 @@ fn round_of(
     let held = opts
         .gpu
         .as_deref()
-        .map(lock::timing)
+        .map(|k| lock::timing(k, "function timed"))
         .transpose()
         .map_err(|e| Infrastructure(format!("the GPU's timing lock: {e}")))?;
     let clock = Instant::now();

@@ -466,7 +466,7 @@ impl Batch {
             let lock = self
                 .gpu
                 .as_deref()
-                .and_then(|k| crate::measure::lock::shared(k).ok());
+                .and_then(|k| crate::measure::lock::shared(k, "compute-sanitizer").ok());
             waited = crate::measure::lock::waited_here() - before;
             let this = &self;
             let runs = std::thread::scope(|s| {

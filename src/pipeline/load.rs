@@ -23,7 +23,7 @@ pub(super) fn stage<'b>(
         .opts
         .gpu
         .as_deref()
-        .and_then(|k| crate::measure::lock::shared(k).ok());
+        .and_then(|k| crate::measure::lock::shared(k, "load").ok());
     // A worker that fails this stage ends here: the next milestone gets a fresh one.
     let mut worker = worker_for(ctx, student)?;
     if sandbox.is_empty() {
@@ -81,7 +81,7 @@ pub(super) fn reload(ctx: &Ctx, kernel: &Kernel, student: &mut Student) {
         .opts
         .gpu
         .as_deref()
-        .and_then(|k| crate::measure::lock::shared(k).ok());
+        .and_then(|k| crate::measure::lock::shared(k, "load").ok());
     let Ok(mut worker) = worker_for(ctx, student) else {
         return;
     };

@@ -12,8 +12,7 @@ use super::correctness::Correctness;
 use super::gpu_sanitizer::Target;
 use super::reference::Reference;
 use super::{correctness, cupy, load, locate, metrics, numba, performance, sanitizer, timed_phase};
-use crate::hints;
-use crate::result::{Check, CheckKind, Flag, Phase, Phases};
+use crate::result::{Check, Flag, Phase, Phases};
 use crate::score;
 use std::time::Instant;
 
@@ -93,10 +92,7 @@ pub(super) fn front<'b>(
     front.checks.append(&mut ran.checks);
     correctness::keep_emulator_counters(ctx, &ran.metrics);
     correctness::mark_small_cases_only(ctx, &mut front.checks);
-    front.hung = front
-        .checks
-        .iter()
-        .any(|c| c.kind == CheckKind::Runtime && c.hint.as_deref() == Some(hints::DEADLOCK));
+    front.hung = correctness::hung(&front.checks);
     front.ran = Some((kernel, ran));
     Ok(front)
 }

@@ -108,7 +108,11 @@ fn timed(
     let loaded = student.worker.as_ref().is_some_and(|w| w.timing_loaded());
     if !loaded && student.worker.is_some() {
         // Normally done in the correctness phase; the same texts again are free.
-        let _shared = ctx.opts.gpu.as_deref().and_then(|k| lock::shared(k).ok());
+        let _shared = ctx
+            .opts
+            .gpu
+            .as_deref()
+            .and_then(|k| lock::shared(k, "preload").ok());
         if let Err(e) = preload_timing_modules(ctx, reference, student) {
             return Ok(perf_error(e));
         }

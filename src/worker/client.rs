@@ -338,7 +338,7 @@ impl Client {
         let bytes: usize = allocations.iter().map(Vec::len).sum();
         // Transfers take time too: allow ~1 s per 200 MB each way on top of the kernel's limit.
         let slack = Duration::from_secs(5) + Duration::from_millis((bytes / 100_000) as u64);
-        let _shared = gpu_lock.and_then(|k| lock::shared(k).ok());
+        let _shared = gpu_lock.and_then(|k| lock::shared(k, "run").ok());
         match self.call(&Request::Run(spec), &refs, limit + slack) {
             Ok((
                 Response::Ran {
@@ -386,13 +386,13 @@ impl Client {
         gpu: Option<&str>,
     ) -> Result<Measured, MeasureError> {
         let staged = {
-            let _shared = gpu.and_then(|k| lock::shared(k).ok());
+            let _shared = gpu.and_then(|k| lock::shared(k, "setup").ok());
             self.call(&Request::Measure(Box::new(spec.clone())), blobs, timeout)
         };
         let asked = Instant::now();
         let (answer, before, after, got) = match staged {
             Ok((Response::Staged, _)) => {
-                let held = match gpu.map(lock::timing) {
+                let held = match gpu.map(|k| lock::timing(k, "timed")) {
                     Some(Err(e)) => {
                         self.worker.kill();
                         return Err(MeasureError::Lock(e));

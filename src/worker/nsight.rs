@@ -226,7 +226,7 @@ pub fn run_ncu(
     use wait_timeout::ChildExt;
     // The GPU's timing lock, exclusively: the counters are one session's at a time (a second
     // ncu on the GPU fails with no rows), and ncu's replays would disturb timed sections.
-    let _held = match gpu.map(crate::measure::lock::timing) {
+    let _held = match gpu.map(|k| crate::measure::lock::timing(k, "ncu")) {
         Some(Err(e)) => return Err(format!("cannot take the GPU's timing lock: {e}")),
         Some(Ok(l)) => Some(l),
         None => None,

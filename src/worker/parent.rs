@@ -218,7 +218,7 @@ impl Worker {
         let _shared = opts
             .gpu_lock
             .as_deref()
-            .and_then(|k| crate::measure::lock::shared(k).ok());
+            .and_then(|k| crate::measure::lock::shared(k, "worker start").ok());
         let compat = GPU_COMPAT.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if compat.is_some() {
             return Worker::spawn_with(opts, compat);

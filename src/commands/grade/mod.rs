@@ -6,6 +6,7 @@
 //! `junit.xml`, each written atomically. The run holds a [`lock`] on `<out>`. `merge`
 //! combines shards; `progress` reports.
 
+mod deferred;
 pub mod entries;
 pub mod gpus;
 pub mod lock;
@@ -207,6 +208,14 @@ pub fn run(
     let mut base = resolve(req, devices[0], !function_lab)?;
     // The GPU of each job: every student a job takes is graded and timed on it.
     let slots = plan_gpus(req, &base, &rubric, &devices, opts.jobs)?;
+    // Timed sections gather in batches of half a GPU's jobs (`measure::lock`).
+    let mut per_gpu = std::collections::BTreeMap::<&str, usize>::new();
+    for (slot, _) in &slots {
+        *per_gpu.entry(slot.lock.as_str()).or_default() += 1;
+    }
+    for (key, jobs) in per_gpu {
+        crate::measure::lock::set_jobs(key, jobs);
+    }
     base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
     // CPU baselines measured for this cohort live beside its outputs: every student, shard and
     // `--resume` of the cohort is compared with the same value (unless the rubric pins one).
@@ -232,6 +241,9 @@ pub fn run(
     }
 
     let queue = Mutex::new(entries.iter());
+    let pool: deferred::Pool<(Held, pipeline::Graded)> = deferred::Pool::new(
+        (0..opts.jobs).map(|job| slots.get(job).map(|(slot, _)| slot.lock.clone())),
+    );
     type Graded = (GradeResult, Fingerprints, Outcome);
     let results: Mutex<Vec<Graded>> = Mutex::new(Vec::new());
     let fatal: Mutex<Option<String>> = Mutex::new(None);
@@ -255,8 +267,9 @@ pub fn run(
             }
             // One compile of the reference for the cohort; expected outputs computed once.
             let mut reference = reference.share(o.device, o.gpu.clone());
-            let (queue, results, fatal, rubric, base, progress, ctx) =
-                (&queue, &results, &fatal, &rubric, &base, &progress, &ctx);
+            let (queue, results, fatal, rubric, base, progress, ctx, pool) = (
+                &queue, &results, &fatal, &rubric, &base, &progress, &ctx, &pool,
+            );
             s.spawn(move || {
                 if o.arch != base.arch {
                     // A GPU of another architecture needs the reference compiled for it.
@@ -264,23 +277,27 @@ pub fn run(
                         Ok(r) => reference = r,
                         Err(e) => {
                             *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.0);
+                            pool.done_grading(&o.gpu);
                             return;
                         }
                     }
                 }
-                // Students graded but for compute-sanitizer's pass, which runs over a few of
-                // them at once (`pipeline::deferred`); then they are written.
-                let mut held: Vec<Held> = Vec::new();
-                let flush = |held: &mut Vec<Held>| -> Result<(), String> {
-                    let mut graded: Vec<pipeline::Graded> =
-                        held.iter_mut().filter_map(|h| h.graded.take()).collect();
-                    pipeline::deferred::finish(&mut graded, o.device, o.gpu.clone());
-                    for (h, g) in held.drain(..).zip(graded) {
-                        let r = write_entry(h.entry, ctx, g.result, h.prints, h.outcome)?;
-                        progress.graded(&r.0, r.2 == Outcome::Reused);
-                        results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
-                    }
-                    Ok(())
+                // A student graded but for compute-sanitizer's pass waits in the pool; the
+                // passes run once every job on this GPU has timed its last student
+                // (`deferred`). Then they are written.
+                let key = o.gpu.clone();
+                let write =
+                    |held: Vec<Held>, graded: Vec<pipeline::Graded>| -> Result<(), String> {
+                        for (h, g) in held.into_iter().zip(graded) {
+                            let r = write_entry(h.entry, ctx, g.result, h.prints, h.outcome)?;
+                            progress.graded(&r.0, r.2 == Outcome::Reused);
+                            results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
+                        }
+                        Ok(())
+                    };
+                let fail = |e: String| {
+                    let mut f = fatal.lock().unwrap_or_else(|p| p.into_inner());
+                    f.get_or_insert(e);
                 };
                 loop {
                     let stop = fatal.lock().map(|f| f.is_some()).unwrap_or(true);
@@ -289,29 +306,40 @@ pub fn run(
                     } else {
                         queue.lock().ok().and_then(|mut q| q.next())
                     };
-                    let Some(entry) = next else {
-                        if let Err(e) = flush(&mut held) {
-                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        }
-                        return;
-                    };
+                    let Some(entry) = next else { break };
                     match grade_entry(entry, ctx, &o, &mut reference) {
-                        Ok(h) => held.push(h),
+                        Ok(mut h) if h.graded.as_ref().is_some_and(|g| g.deferred.is_some()) => {
+                            if let Some(g) = h.graded.take() {
+                                pool.hold(&key, (h, g));
+                            }
+                        }
+                        Ok(mut h) => {
+                            let graded: Vec<_> = h.graded.take().into_iter().collect();
+                            if let Err(e) = write(vec![h], graded) {
+                                fail(e);
+                                break;
+                            }
+                        }
                         Err(e) => {
-                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                            let _ = flush(&mut held);
-                            return;
+                            fail(e);
+                            break;
                         }
                     }
-                    let deferred = held
-                        .iter()
-                        .filter(|h| h.graded.as_ref().is_some_and(|g| g.deferred.is_some()))
-                        .count();
-                    // A full batch, or nothing to wait for: write them now.
-                    let due = deferred >= SANITIZER_BATCH || deferred == 0;
-                    if due && let Err(e) = flush(&mut held) {
-                        *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        return;
+                }
+                // Every student held is still finished and written, after a fatal error too.
+                if let Some(n) = pool.done_grading(&key) {
+                    progress.note(&format!(
+                        "compute-sanitizer's pass over {n} student{} (after every timed section)",
+                        if n == 1 { "" } else { "s" }
+                    ));
+                }
+                while let Some(batch) = pool.next_batch(&key) {
+                    let (held, mut graded): (Vec<Held>, Vec<pipeline::Graded>) =
+                        batch.into_iter().unzip();
+                    pipeline::deferred::finish(&mut graded, o.device, o.gpu.clone());
+                    pool.batch_done(&key);
+                    if let Err(e) = write(held, graded) {
+                        fail(e);
                     }
                 }
             });
@@ -518,10 +546,6 @@ struct EntryContext<'a> {
     resume: bool,
     common: &'a HashSet<u64>,
 }
-
-/// Students a job grades before compute-sanitizer's pass runs over all of them at once: each
-/// batch's tool processes cost a CUDA context apiece, which the driver creates one at a time.
-const SANITIZER_BATCH: usize = 8;
 
 /// A student graded, waiting to be written (after compute-sanitizer's pass, when deferred).
 struct Held<'e> {

@@ -109,6 +109,14 @@ impl Progress {
         }
     }
 
+    /// A line about the run as a whole (above the bar, or on stderr).
+    pub fn note(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
