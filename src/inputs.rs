@@ -69,7 +69,7 @@ impl Buffer {
     }
 
     pub fn is_output(&self) -> bool {
-        self.dir != Direction::In
+        self.dir.is_output()
     }
 }
 
@@ -98,7 +98,7 @@ impl Invocation {
     pub fn squared(&self) -> Invocation {
         let mut inv = self.clone();
         for b in &mut inv.buffers {
-            if b.dir == Direction::Out || !b.elem.is_float() {
+            if !b.dir.is_input() || !b.elem.is_float() {
                 continue;
             }
             let v: Vec<f64> = decode(&b.data, b.elem).iter().map(|x| x * x).collect();
@@ -114,7 +114,7 @@ impl Invocation {
     pub fn absolute(&self) -> Invocation {
         let mut inv = self.clone();
         for b in &mut inv.buffers {
-            if b.dir == Direction::Out {
+            if !b.dir.is_input() {
                 continue;
             }
             match b.elem {
@@ -141,7 +141,7 @@ impl Invocation {
         v.insert("eps".into(), f64::from(f32::EPSILON) / 2.0);
         v.insert("eps64".into(), f64::EPSILON / 2.0);
         for b in &self.buffers {
-            if b.dir == Direction::Out || !b.elem.is_float() {
+            if !b.dir.is_input() || !b.elem.is_float() {
                 continue;
             }
             let vals = decode(&b.data, b.elem);
@@ -324,6 +324,8 @@ fn make_buffer_with(
         encode(&values, elem)
     } else if let Some(init) = p.init {
         encode(&vec![init; len], elem)
+    } else if p.dir == Direction::Scratch {
+        encode(&vec![0.0; len], elem)
     } else {
         poison(len, elem)
     };

@@ -435,7 +435,7 @@ pub(super) fn compare_trial(
         let spec = b.spec();
         let payload = &got[i][spec.guard..spec.guard + spec.bytes];
         memory.extend(memory_checks(b, &got[i], payload));
-        if b.dir == Direction::In {
+        if !b.is_output() {
             continue;
         }
         let exp_payload = &expected[i][spec.guard..spec.guard + spec.bytes];
@@ -577,7 +577,7 @@ fn wrong_values(ctx: &Ctx, problems: &[Problem], case: &CasePlan, trial: u32) ->
 fn needs_magnitude(ctx: &Ctx) -> bool {
     let contract = &ctx.plan.contract;
     contract.params.iter().any(|p| {
-        p.dir != Direction::In
+        p.dir.is_output()
             && p.tolerance
                 .as_ref()
                 .or(ctx.plan.tolerance.as_ref())

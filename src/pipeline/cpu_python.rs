@@ -117,11 +117,8 @@ impl PythonCpuRunner {
     ) -> Result<(f64, crate::baseline::HostArgs), String> {
         let (call, blobs) = request(inv);
         let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-        let outputs: Vec<&crate::inputs::Buffer> = inv
-            .buffers
-            .iter()
-            .filter(|b| b.dir != Direction::In)
-            .collect();
+        let outputs: Vec<&crate::inputs::Buffer> =
+            inv.buffers.iter().filter(|b| b.dir.is_output()).collect();
         let (ms, got) = match self.client.python_cpu_call(&call, &refs, timeout) {
             Ok(Ok(a)) => (a.ms, a.outputs),
             Ok(Err(e)) => {
@@ -185,7 +182,7 @@ fn request(inv: &Invocation) -> (Call, Vec<Vec<u8>>) {
     call.cpu = Some(
         inv.buffers
             .iter()
-            .filter(|b| b.dir != Direction::In)
+            .filter(|b| b.dir.is_output())
             .map(|b| b.name.clone())
             .collect(),
     );

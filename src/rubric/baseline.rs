@@ -236,7 +236,7 @@ fn coverage(contract: &Contract, vars: &super::expr::Vars) -> Option<(u64, u64, 
     let out = contract
         .params
         .iter()
-        .find(|p| p.dir != super::schema::Direction::In && p.len.is_some())?;
+        .find(|p| p.dir.is_output() && p.len.is_some())?;
     let elements = eval_len(out, vars).ok()? as u64;
     Some((
         dims.blocks().saturating_mul(dims.threads_per_block()),

@@ -41,7 +41,7 @@ pub fn tolerance_vars(contract: &Contract) -> Vec<String> {
     for p in &contract.params {
         if let Some(ParamType::Buffer(t)) = p.param_type()
             && t.is_float()
-            && p.dir != Direction::Out
+            && p.dir.is_input()
         {
             names.push(format!("{}_abs_sum", p.name));
             names.push(format!("{}_abs_max", p.name));
@@ -634,6 +634,18 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
                         return Err(r.error_at(
                             &format!("{pat}.gen"),
                             "an `out` buffer is not generated; use `init` or `dir: inout`",
+                        ));
+                    }
+                    (Direction::Scratch, Some(_)) => {
+                        return Err(r.error_at(
+                            &format!("{pat}.gen"),
+                            "a `scratch` buffer is not generated: it starts zeroed (or at `init`) before every launch; a buffer the kernel reads from the case is `dir: in` or `inout`",
+                        ));
+                    }
+                    (Direction::Scratch, None) if p.tolerance.is_some() => {
+                        return Err(r.error_at(
+                            &format!("{pat}.tolerance"),
+                            "a `scratch` buffer is never compared, so it takes no tolerance; a buffer whose values are graded is `dir: out` or `inout`",
                         ));
                     }
                     (Direction::In | Direction::InOut, None) => {

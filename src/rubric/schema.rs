@@ -446,6 +446,21 @@ pub enum Direction {
     Out,
     /// Input and output.
     InOut,
+    /// Workspace (a scan's partial sums and flags, a counter): starts zeroed, or at `init`,
+    /// before every launch, the timed ones included; never generated and never compared.
+    Scratch,
+}
+
+impl Direction {
+    /// Whether the buffer's contents after the launch are compared with the reference's.
+    pub fn is_output(self) -> bool {
+        matches!(self, Direction::Out | Direction::InOut)
+    }
+
+    /// Whether the buffer's contents before the launch are drawn from its generator.
+    pub fn is_input(self) -> bool {
+        matches!(self, Direction::In | Direction::InOut)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

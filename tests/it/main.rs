@@ -46,6 +46,7 @@ mod sandbox_attacks;
 mod sandbox_fixtures;
 mod sandbox_memory;
 mod sanitizer;
+mod scratch_buffers;
 mod shared_reference;
 mod student;
 mod support;

@@ -81,6 +81,7 @@ fn param_notes(contract: &Contract) -> Vec<String> {
                         Direction::In => "read",
                         Direction::Out => "written",
                         Direction::InOut => "read and written",
+                        Direction::Scratch => "workspace (zeroed before each launch, not graded)",
                     };
                     let mut s = format!("#   {name}: {}[{len}], {role}", numba_type(t));
                     if let Some(shape) = p.shape.as_ref().filter(|s| (2..=3).contains(&s.len())) {

@@ -456,7 +456,7 @@ pub fn reduction(def: &Definition, kernel: &str, contract: &Contract) -> Result<
     for p in contract
         .params
         .iter()
-        .filter(|p| p.dir != Direction::In && matches!(p.param_type(), Some(ParamType::Buffer(_))))
+        .filter(|p| p.dir.is_output() && matches!(p.param_type(), Some(ParamType::Buffer(_))))
     {
         if len_src(p) != "1" {
             return Err(refuse(
