@@ -201,8 +201,8 @@ enum Command {
     /// CuPy with --lang cupy), cugrade.yaml and a README.
     Init {
         /// The lab (`cugrade init --list` lists them).
-        #[arg(value_name = "LAB", required_unless_present = "list",
-              value_parser = clap::builder::PossibleValuesParser::new(crate::labs::LABS.iter().map(|l| l.name)))]
+        #[arg(value_name = "LAB", required_unless_present_any = ["list", "rubric"],
+              value_parser = LabName)]
         lab: Option<String>,
         /// Folder for the starter [default: ./LAB]; it may hold other files (a fresh clone),
         /// but not the starter's kernels or cugrade.yaml.
@@ -217,6 +217,11 @@ enum Command {
         /// of a student's starter.
         #[arg(long, conflicts_with = "lang")]
         course: bool,
+        /// For a course's own lab: write the starter from this rubric file (its lab document,
+        /// `docs/labs/NAME.md` beside the course's `rubrics/`, when there is one). Then DIR
+        /// is the first argument [default: ./NAME].
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["list", "course"])]
+        rubric: Option<PathBuf>,
         /// The language of the starter's kernels: CUDA C++ (LAB.cu), Numba @cuda.jit
         /// functions in Python (LAB.py), or CUDA C++ in a CuPy RawModule (LAB.py) [default:
         /// cuda; a Python function lab's is cupy].
@@ -459,9 +464,22 @@ fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i
         Command::Init {
             lab,
             dir,
+            list: _,
+            lang,
+            course: _,
+            rubric: Some(rubric),
+        } => {
+            // `cugrade init --rubric FILE DIR`: the one positional is the folder.
+            let dir = dir.or(lab.map(PathBuf::from));
+            crate::commands::init::run_course_rubric(&rubric, dir, lang)
+        }
+        Command::Init {
+            lab,
+            dir,
             list,
             lang,
             course,
+            rubric: None,
         } => match (course, lab.as_deref().and_then(crate::labs::find)) {
             (true, Some(lab)) => {
                 let dir = dir.unwrap_or_else(|| PathBuf::from("."));
@@ -675,5 +693,33 @@ mod tests {
         walk(&command(), "cugrade", &mut missing);
         assert!(missing.is_empty(), "no help text: {missing:?}");
         command().debug_assert();
+    }
+}
+
+/// `cugrade init`'s first argument: a built-in lab's name (completed and listed in the help as
+/// such), or with `--rubric`, the folder. An unknown lab is said by `init` with the list.
+#[derive(Clone)]
+struct LabName;
+
+impl clap::builder::TypedValueParser for LabName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        Ok(value.to_string_lossy().into_owned())
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            crate::labs::LABS
+                .iter()
+                .map(|l| clap::builder::PossibleValue::new(l.name)),
+        ))
     }
 }

@@ -104,6 +104,59 @@ pub fn shown(path: &Path) -> String {
 }
 
 impl Lab {
+    /// A course's own lab, from its loaded rubric (`cugrade init --rubric FILE`): named by the
+    /// rubric's file, with the course's lab document (`docs/labs/NAME.md` beside the course's
+    /// `rubrics/`) when there is one, else one made from the rubric's milestones. Its texts
+    /// live as long as the process (a command's one lab).
+    pub fn from_course(r: &crate::rubric::LoadedRubric) -> Result<&'static Lab, String> {
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let name = r
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| format!("`{}` names no rubric file", r.path.display()))?;
+        let read = |p: &Path| {
+            std::fs::read_to_string(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))
+        };
+        let doc_path = r
+            .path
+            .parent()
+            .and_then(Path::parent)
+            .map(|course| course.join("docs/labs").join(format!("{name}.md")));
+        let doc = match doc_path.filter(|p| p.is_file()) {
+            Some(p) => read(&p)?,
+            None => {
+                let title = if r.rubric.title.trim().is_empty() {
+                    r.rubric.assignment.clone()
+                } else {
+                    r.rubric.title.replace('\n', " ")
+                };
+                let mut d = format!("# Lab: {title}\n\n## What you write\n\n");
+                for m in &r.rubric.milestones {
+                    let what = if m.title.is_empty() {
+                        m.hint.as_deref().unwrap_or("")
+                    } else {
+                        m.title.as_str()
+                    };
+                    d.push_str(&format!("- `{}` (milestone `{}`) {what}\n", m.kernel, m.id));
+                }
+                d
+            }
+        };
+        let ext = r
+            .reference_path
+            .extension()
+            .map_or("cu".to_string(), |e| e.to_string_lossy().into_owned());
+        Ok(Box::leak(Box::new(Lab {
+            name: leak(name),
+            rubric: leak(read(&r.path)?),
+            reference: leak(read(&r.reference_path)?),
+            reference_ext: leak(ext),
+            doc: leak(doc),
+        })))
+    }
+
     pub fn materialize(&self) -> std::io::Result<Materialized> {
         let dir = tempfile::Builder::new().prefix("cugrade-lab-").tempdir()?;
         let write = |rel: &str, text: &str| -> std::io::Result<PathBuf> {

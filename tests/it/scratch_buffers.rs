@@ -173,3 +173,54 @@ fn a_scratch_buffer_with_a_generator_or_a_tolerance_is_refused_at_its_key() {
         );
     }
 }
+
+#[test]
+fn a_course_lab_gets_a_starter_from_its_rubric() {
+    if !nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rubric = course(dir.path(), PARAMS);
+    let starter = dir.path().join("starter");
+    let o = cugrade()
+        .args(["init", "--rubric"])
+        .arg(&rubric)
+        .arg(&starter)
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("next: cugrade check --rubric"), "{text}");
+    // The stub has the contract's signature, scratch buffers included, and nothing of the
+    // course's reference travels with it.
+    let stub = std::fs::read_to_string(starter.join("sum.cu")).unwrap();
+    assert!(
+        stub.contains("void block_sum(") && stub.contains("unsigned int* done"),
+        "{stub}"
+    );
+    for f in ["sum.cu", "README.md", "lab.md", "cugrade.yaml"] {
+        let t = std::fs::read_to_string(starter.join(f)).unwrap();
+        assert!(
+            !t.contains("sum_ref") && !t.contains("atomicAdd"),
+            "{f}: {t}"
+        );
+    }
+    // The untouched starter grades as "not implemented yet" against the course's rubric.
+    let o = cugrade()
+        .args(["check", "--backend", "emu", "--rubric"])
+        .arg(&rubric)
+        .arg(&starter)
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("not implemented yet"), "{text}");
+    // A built-in lab's name is still checked, with the list.
+    let o = cugrade().args(["init", "no-such-lab"]).output().unwrap();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("unknown lab `no-such-lab`") && text.contains("reduction"),
+        "{text}"
+    );
+}

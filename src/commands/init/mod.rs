@@ -70,6 +70,47 @@ pub fn run(
     Ok(exit::OK)
 }
 
+/// `cugrade init --rubric FILE [DIR] [--lang L]`: a starter for a course's own lab. Its
+/// `cugrade.yaml` cannot name the rubric (a submission's rubric must be inside its folder, and
+/// the course's reference must never travel with a starter): `check` takes `--rubric`.
+pub fn run_course_rubric(
+    path: &Path,
+    dir: Option<PathBuf>,
+    lang: Option<starter::StarterLang>,
+) -> Result<i32, CliError> {
+    let r = crate::rubric::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
+    let lab = labs::Lab::from_course(&r).map_err(CliError::Usage)?;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(lab.name));
+    let shown = path.display().to_string();
+    let manifest = format!(
+        "# cugrade reads this file. This lab's rubric is your course's, not one built into\n\
+         # cugrade: grade with `cugrade check --rubric {shown}` (the path from where you run it).\n\
+         # A `rubric:` line may only name a file in this folder or a built-in lab.\n"
+    );
+    let (files, lang) =
+        starter::write_starter(lab, &r, &dir, lang, &manifest).map_err(CliError::Usage)?;
+    println!(
+        "wrote a {} starter for the course's {} lab ({}) in {}:",
+        match lang {
+            starter::StarterLang::Cuda => "CUDA C++",
+            starter::StarterLang::Numba => "Numba",
+            starter::StarterLang::Cupy => "CuPy",
+        },
+        lab.name,
+        shown,
+        dir.display()
+    );
+    for f in &files {
+        println!("  {f}");
+    }
+    println!(
+        "next: cugrade check --rubric {} {}",
+        shell_word(&shown),
+        shell_word(&dir.to_string_lossy())
+    );
+    Ok(exit::OK)
+}
+
 /// Quote a path for the `next:` line when it needs it.
 fn shell_word(s: &str) -> String {
     if s.chars()

@@ -79,7 +79,18 @@ pub fn init(
         .materialize()
         .map_err(|e| format!("cannot unpack the lab: {e}"))?;
     let r = rubric::load(&m.rubric_path).map_err(|e| e.to_string())?;
-    let function_lab = super::function::is_function_lab(&r);
+    write_starter(lab, &r, dir, asked, &manifest(lab))
+}
+
+/// Write `lab`'s starter (rubric `r`) into `dir`, with `cugrade.yaml` holding `manifest`.
+pub fn write_starter(
+    lab: &Lab,
+    r: &LoadedRubric,
+    dir: &Path,
+    asked: Option<StarterLang>,
+    manifest: &str,
+) -> Result<(Vec<String>, StarterLang), String> {
+    let function_lab = super::function::is_function_lab(r);
     if function_lab && matches!(asked, Some(StarterLang::Numba | StarterLang::Cuda)) {
         return Err(format!(
             "the {} lab grades a Python function over CuPy arrays, not kernels: its starter is \
@@ -94,13 +105,12 @@ pub fn init(
         asked.unwrap_or(StarterLang::Cuda)
     };
     let (source_name, source) = match lang {
-        StarterLang::Cupy if function_lab => (
-            super::cupy::file_name(lab),
-            super::function::source(lab, &r),
-        ),
-        StarterLang::Cuda => (format!("{}.cu", lab.name), kernel_source(lab, &r)),
+        StarterLang::Cupy if function_lab => {
+            (super::cupy::file_name(lab), super::function::source(lab, r))
+        }
+        StarterLang::Cuda => (format!("{}.cu", lab.name), kernel_source(lab, r)),
         StarterLang::Numba => {
-            if !super::numba::can_grade(&r) {
+            if !super::numba::can_grade(r) {
                 return Err(format!(
                     "the {} lab has no Numba starter: its rubric does not accept Numba kernels \
                      (`cugrade init --list` says which languages each lab has)",
@@ -109,11 +119,11 @@ pub fn init(
             }
             (
                 super::numba::file_name(lab),
-                super::numba::kernel_source(lab, &r),
+                super::numba::kernel_source(lab, r),
             )
         }
         StarterLang::Cupy => {
-            if !super::cupy::can_grade(&r) {
+            if !super::cupy::can_grade(r) {
                 return Err(format!(
                     "the {} lab has no CuPy starter: its rubric does not accept CuPy kernels \
                      (`cugrade init --list` says which languages each lab has)",
@@ -122,24 +132,24 @@ pub fn init(
             }
             (
                 super::cupy::file_name(lab),
-                super::cupy::kernel_source(lab, &r),
+                super::cupy::kernel_source(lab, r),
             )
         }
     };
     let files = [
         (source_name.clone(), source),
-        ("cugrade.yaml".to_string(), manifest(lab)),
+        ("cugrade.yaml".to_string(), manifest.to_string()),
         (
             "README.md".to_string(),
             if function_lab {
-                function_readme(&r, &source_name)
+                function_readme(r, &source_name)
             } else {
-                readme(&r, &source_name, lang)
+                readme(r, &source_name, lang)
             },
         ),
         (
             "lab.md".to_string(),
-            super::labdoc::lab_md(lab, &r, lang, &source_name),
+            super::labdoc::lab_md(lab, r, lang, &source_name),
         ),
         (".gitignore".to_string(), "cugrade-out/\n".to_string()),
     ];
