@@ -67,9 +67,19 @@ impl<T> Pool<T> {
         }
     }
 
+    /// A job grading on GPU `key`: dropped or [`Grading::finish`]ed, it counts out of the
+    /// GPU's grading jobs (exactly once, also when the job's thread panics).
+    pub(super) fn grading(&self, key: Option<String>) -> Grading<'_, T> {
+        Grading {
+            pool: self,
+            key,
+            done: false,
+        }
+    }
+
     /// This job has graded its last student: the passes on its GPU start when every job there
     /// has. Returns how many students wait, when this job was the last.
-    pub(super) fn done_grading(&self, key: &Option<String>) -> Option<usize> {
+    fn done_grading(&self, key: &Option<String>) -> Option<usize> {
         let mut st = self.state();
         let g = st.get_mut(key)?;
         g.grading = g.grading.saturating_sub(1);
@@ -111,6 +121,30 @@ impl<T> Pool<T> {
     }
 }
 
+/// One job's place among its GPU's grading jobs (see [`Pool::grading`]).
+pub(super) struct Grading<'p, T> {
+    pool: &'p Pool<T>,
+    key: Option<String>,
+    done: bool,
+}
+
+impl<T> Grading<'_, T> {
+    /// The job has graded its last student: how many students wait for their passes, when it
+    /// was the GPU's last grading job.
+    pub(super) fn finish(mut self) -> Option<usize> {
+        self.done = true;
+        self.pool.done_grading(&self.key)
+    }
+}
+
+impl<T> Drop for Grading<'_, T> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.pool.done_grading(&self.key);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,7 +157,7 @@ mod tests {
         // Four jobs on GPU a, one on GPU b.
         let pool: Pool<usize> = Pool::new([a.clone(), a.clone(), a.clone(), a.clone(), b.clone()]);
         // Nothing waits on b: its only job finds no batch, at once, whatever a's jobs do.
-        assert_eq!(pool.done_grading(&b), None);
+        assert_eq!(pool.grading(b.clone()).finish(), None);
         assert!(pool.next_batch(&b).is_none());
         for i in 0..5 {
             pool.hold(&a, i);
@@ -134,7 +168,7 @@ mod tests {
             // Jobs that finished grading wait for the others on their GPU.
             for _ in 0..3 {
                 let (a, tx) = (a.clone(), tx.clone());
-                assert_eq!(pool.done_grading(&a), None);
+                assert_eq!(pool.grading(a.clone()).finish(), None);
                 s.spawn(move || {
                     while let Some(batch) = pool.next_batch(&a) {
                         tx.send(batch).unwrap();
@@ -144,9 +178,15 @@ mod tests {
                 });
             }
             assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
-            // The last job's end opens the passes: 5 students over 2 batches at once (half of
-            // 4 jobs), 3 and 2; the third job finds nothing left.
-            assert_eq!(pool.done_grading(&a), Some(5));
+            // The last job's end opens the passes, a panic's too (its guard is dropped): 5
+            // students over 2 batches at once (half of 4 jobs), 3 and 2; the third job finds
+            // nothing left.
+            let last = pool.grading(a.clone());
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let _last = last;
+                panic!("a job's thread panics");
+            }));
+            assert!(unwound.is_err());
             let mut got: Vec<Vec<usize>> = (0..2)
                 .map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap())
                 .collect();

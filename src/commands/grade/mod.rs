@@ -271,13 +271,15 @@ pub fn run(
                 &queue, &results, &fatal, &rubric, &base, &progress, &ctx, &pool,
             );
             s.spawn(move || {
+                // Counts this job out of its GPU's grading however it ends (a panic too), so
+                // the others' passes never wait for it.
+                let grading = pool.grading(o.gpu.clone());
                 if o.arch != base.arch {
                     // A GPU of another architecture needs the reference compiled for it.
                     match Reference::compile(rubric, &o) {
                         Ok(r) => reference = r,
                         Err(e) => {
                             *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.0);
-                            pool.done_grading(&o.gpu);
                             return;
                         }
                     }
@@ -327,7 +329,7 @@ pub fn run(
                     }
                 }
                 // Every student held is still finished and written, after a fatal error too.
-                if let Some(n) = pool.done_grading(&key) {
+                if let Some(n) = grading.finish() {
                     progress.note(&format!(
                         "compute-sanitizer's pass over {n} student{} (after every timed section)",
                         if n == 1 { "" } else { "s" }
