@@ -435,5 +435,37 @@ mod tests {
         // Another GPU is another lock.
         let _x = timing("0000:02:00.0", "test").unwrap();
         let _y = shared(GPU, "test").unwrap();
+        drop(_x);
+        drop(_y);
+        // With 4 jobs on a GPU a batch waits for 2 timed sections (at most GATHER): the first
+        // one waits for the second, and both then run in the same batch.
+        const G: &str = "0000:03:00.0";
+        set_jobs(G, 4);
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        let first = std::thread::spawn(move || {
+            let g = timing(G, "test").unwrap();
+            tx.send((1, std::time::Instant::now())).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            drop(g);
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(500)).is_err());
+        let asked = std::time::Instant::now();
+        let second = std::thread::spawn(move || {
+            let _g = timing(G, "test").unwrap();
+            tx2.send((2, std::time::Instant::now())).unwrap();
+        });
+        // Both run at once in one batch (in either order), well before GATHER had passed.
+        let mut got: Vec<(i32, std::time::Instant)> = (0..2)
+            .map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap())
+            .collect();
+        got.sort_by_key(|g| g.0);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [1, 2]);
+        assert!(
+            got.iter().all(|g| g.1 - asked < GATHER),
+            "the batch did not start when the second section asked"
+        );
+        first.join().unwrap();
+        second.join().unwrap();
     }
 }
