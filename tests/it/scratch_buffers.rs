@@ -3,7 +3,7 @@
 //! an instructor no longer declares it an output with a huge tolerance. Through the binary on
 //! the emulator, in a course tree of its own.
 
-use crate::support::{cugrade, nvrtc, output_text};
+use crate::support::{cugrade, grade_files, nvrtc, output_text};
 use std::path::{Path, PathBuf};
 
 /// `rubrics/sum.yaml` (with `params` for the contract) and `reference-kernels/sum.cu`.
@@ -77,27 +77,6 @@ extern "C" __global__ void NAME(const int* data, int* total, int* partial, unsig
 }
 "#;
 
-fn check(rubric: &Path, student: &str, dir: &Path) -> (Option<i32>, serde_json::Value, String) {
-    let sub = dir.join("student");
-    std::fs::create_dir_all(&sub).unwrap();
-    std::fs::write(sub.join("solution.cu"), student).unwrap();
-    let json = dir.join("result.json");
-    let o = cugrade()
-        .args(["check", "--backend", "emu", "--seed", "3", "--rubric"])
-        .arg(rubric)
-        .arg(&sub)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let text = output_text(&o);
-    let v = std::fs::read_to_string(&json)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_else(|| panic!("no result.json: {text}"));
-    (o.status.code(), v, text)
-}
-
 #[test]
 fn scratch_buffers_start_zeroed_and_are_never_graded() {
     if !nvrtc() {
@@ -116,9 +95,8 @@ fn scratch_buffers_start_zeroed_and_are_never_graded() {
     let student = LAST_BLOCK
         .replace("NAME", "block_sum")
         .replace("GARBAGE", "partial[0] = 12345; *done = 99u;");
-    let (code, v, text) = check(&rubric, &student, dir.path());
-    assert_eq!(code, Some(0), "{text}");
-    assert_eq!(v["score"], 10.0, "{text}");
+    let v = grade_files(&rubric, &[("solution.cu", &student)]);
+    assert_eq!(v["score"], 10.0, "{v}");
     let checks = v["milestones"][0]["checks"].as_array().unwrap();
     for c in checks {
         let said = format!("{} {}", c["name"], c["message"]);
@@ -131,10 +109,9 @@ fn scratch_buffers_start_zeroed_and_are_never_graded() {
     let wrong = LAST_BLOCK
         .replace("NAME", "block_sum")
         .replace("GARBAGE", "*total = t + 1;");
-    let (code, v, text) = check(&rubric, &wrong, &dir.path().join("wrong"));
-    assert_eq!(code, Some(1), "{text}");
-    assert_eq!(v["score"], 0.0, "{text}");
-    assert!(text.contains("total"), "{text}");
+    let v = grade_files(&rubric, &[("solution.cu", &wrong)]);
+    assert_eq!(v["score"], 0.0, "{v}");
+    assert!(v.to_string().contains("`total`"), "{v}");
 }
 
 #[test]
