@@ -25,6 +25,9 @@ pub const GUARD_BYTE: u8 = 0xFF;
 pub const POISON_F32: u32 = 0x7FC0_DEAD;
 pub const POISON_F64: u64 = 0x7FF8_DEAD_DEAD_DEAD;
 pub const POISON_INT: u32 = 0xDEAD_BEEF;
+/// A quiet NaN with a payload no arithmetic makes, for half and bfloat16 outputs.
+pub const POISON_F16: u16 = 0x7E5D;
+pub const POISON_BF16: u16 = 0x7FDD;
 /// Largest buffer a contract may ask for (elements), so a typo cannot allocate the world.
 pub const MAX_ELEMENTS: usize = 1 << 30;
 
@@ -126,6 +129,11 @@ impl Invocation {
                 ScalarType::F64 => {
                     for c in b.data.chunks_exact_mut(8) {
                         c[7] &= 0x7F;
+                    }
+                }
+                ScalarType::F16 | ScalarType::BF16 => {
+                    for c in b.data.chunks_exact_mut(2) {
+                        c[1] &= 0x7F;
                     }
                 }
                 _ => {}
@@ -243,6 +251,12 @@ fn scalar(t: ScalarType, x: f64) -> ParamValue {
         ScalarType::U64 => ParamValue::U64(x as u64),
         ScalarType::F32 => ParamValue::F32(x as f32),
         ScalarType::F64 => ParamValue::F64(x),
+        ScalarType::U8 => ParamValue::U8(x as u8),
+        ScalarType::I8 => ParamValue::I8(x as i8),
+        ScalarType::U16 => ParamValue::U16(x as u16),
+        ScalarType::I16 => ParamValue::I16(x as i16),
+        ScalarType::F16 => ParamValue::Bits16(half::f16::from_f64(x).to_bits()),
+        ScalarType::BF16 => ParamValue::Bits16(half::bf16::from_f64(x).to_bits()),
     }
 }
 
@@ -485,12 +499,20 @@ pub fn encode(values: &[f64], elem: ScalarType) -> Vec<u8> {
             ScalarType::U32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
             ScalarType::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
             ScalarType::U64 => out.extend_from_slice(&(v as u64).to_le_bytes()),
+            ScalarType::U8 => out.push(v as u8),
+            ScalarType::I8 => out.extend_from_slice(&(v as i8).to_le_bytes()),
+            ScalarType::U16 => out.extend_from_slice(&(v as u16).to_le_bytes()),
+            ScalarType::I16 => out.extend_from_slice(&(v as i16).to_le_bytes()),
+            // Rounded to nearest even, as a kernel's `__float2half_rn` does.
+            ScalarType::F16 => out.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+            ScalarType::BF16 => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
         }
     }
     out
 }
 
-/// Little-endian bytes of `elem` to values (exact for every f32/i32; i64 beyond 2^53 rounds).
+/// Little-endian bytes of `elem` to values (exact for every type but 64-bit integers beyond
+/// 2^53, which round: `compare` compares those by their bits).
 pub fn decode(bytes: &[u8], elem: ScalarType) -> Vec<f64> {
     let w = elem.size();
     bytes
@@ -502,6 +524,12 @@ pub fn decode(bytes: &[u8], elem: ScalarType) -> Vec<f64> {
             ScalarType::U32 => u32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as f64,
             ScalarType::I64 => i64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f64,
             ScalarType::U64 => u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f64,
+            ScalarType::U8 => f64::from(c[0]),
+            ScalarType::I8 => f64::from(c[0] as i8),
+            ScalarType::U16 => f64::from(u16::from_le_bytes(c.try_into().unwrap_or([0; 2]))),
+            ScalarType::I16 => f64::from(i16::from_le_bytes(c.try_into().unwrap_or([0; 2]))),
+            ScalarType::F16 => half::f16::from_le_bytes(c.try_into().unwrap_or([0; 2])).to_f64(),
+            ScalarType::BF16 => half::bf16::from_le_bytes(c.try_into().unwrap_or([0; 2])).to_f64(),
         })
         .collect()
 }
@@ -519,6 +547,13 @@ fn poison(len: usize, elem: ScalarType) -> Vec<u8> {
         ScalarType::I64 | ScalarType::U64 => (u64::from(POISON_INT) << 32 | u64::from(POISON_INT))
             .to_le_bytes()
             .to_vec(),
+        // Every byte and 16-bit pattern is some value of the narrow integers: poison is the
+        // pattern's low bytes (0xEF, 0xBEEF), which a kernel that never wrote leaves behind
+        // and `compare` names as "never written" only where it is not the expected value.
+        ScalarType::U8 | ScalarType::I8 => vec![POISON_INT as u8],
+        ScalarType::U16 | ScalarType::I16 => (POISON_INT as u16).to_le_bytes().to_vec(),
+        ScalarType::F16 => POISON_F16.to_le_bytes().to_vec(),
+        ScalarType::BF16 => POISON_BF16.to_le_bytes().to_vec(),
     };
     one.repeat(len)
 }

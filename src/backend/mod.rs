@@ -40,6 +40,12 @@ pub enum ParamValue {
     U64(u64),
     F32(f32),
     F64(f64),
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    /// A half or a bfloat16, as its bits.
+    Bits16(u16),
 }
 
 impl ParamValue {
@@ -52,6 +58,10 @@ impl ParamValue {
             ParamValue::U32(v) => v.to_le_bytes().to_vec(),
             ParamValue::F32(v) => v.to_le_bytes().to_vec(),
             ParamValue::F64(v) => v.to_le_bytes().to_vec(),
+            ParamValue::U8(v) => vec![v],
+            ParamValue::I8(v) => v.to_le_bytes().to_vec(),
+            ParamValue::U16(v) | ParamValue::Bits16(v) => v.to_le_bytes().to_vec(),
+            ParamValue::I16(v) => v.to_le_bytes().to_vec(),
         }
     }
 }

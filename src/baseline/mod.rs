@@ -20,6 +20,7 @@ pub mod softmax;
 pub mod transpose;
 pub mod vector_add;
 
+use crate::rubric::schema::ScalarType;
 use std::collections::BTreeMap;
 
 /// A host-side buffer of one contract parameter.
@@ -31,6 +32,9 @@ pub enum HostBuffer {
     U32(Vec<u32>),
     I64(Vec<i64>),
     U64(Vec<u64>),
+    /// Bytes of a type no built-in implementation takes (`u8`, `f16`, ...): the course's own
+    /// Python function reads them as its NumPy dtype.
+    Raw(ScalarType, Vec<u8>),
 }
 
 impl HostBuffer {
@@ -42,6 +46,39 @@ impl HostBuffer {
             HostBuffer::U32(_) => "u32",
             HostBuffer::I64(_) => "i64",
             HostBuffer::U64(_) => "u64",
+            HostBuffer::Raw(t, _) => t.name(),
+        }
+    }
+
+    /// A buffer of `t` from its little-endian bytes.
+    pub fn from_bytes(t: ScalarType, d: &[u8]) -> HostBuffer {
+        fn words<const N: usize, T>(d: &[u8], f: fn([u8; N]) -> T) -> Vec<T> {
+            d.chunks_exact(N)
+                .map(|c| f(c.try_into().unwrap_or([0; N])))
+                .collect()
+        }
+        match t {
+            ScalarType::F32 => HostBuffer::F32(words(d, f32::from_le_bytes)),
+            ScalarType::F64 => HostBuffer::F64(words(d, f64::from_le_bytes)),
+            ScalarType::I32 => HostBuffer::I32(words(d, i32::from_le_bytes)),
+            ScalarType::U32 => HostBuffer::U32(words(d, u32::from_le_bytes)),
+            ScalarType::I64 => HostBuffer::I64(words(d, i64::from_le_bytes)),
+            ScalarType::U64 => HostBuffer::U64(words(d, u64::from_le_bytes)),
+            narrow => HostBuffer::Raw(narrow, d.to_vec()),
+        }
+    }
+
+    /// The little-endian bytes, as a kernel's buffer holds them.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        use HostBuffer as H;
+        match self {
+            H::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            H::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            H::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            H::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            H::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            H::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            H::Raw(_, d) => d.clone(),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! lab's contract, not only the shipped ones.
 
 use super::Resolved;
-use crate::inputs::{Buffer, POISON_F32, POISON_F64, POISON_INT, decode};
+use crate::inputs::{Buffer, decode};
 use crate::rubric::schema::ScalarType;
 
 /// The kinds of wrong output cugrade names, most specific first (the order [`classify`] tries
@@ -154,21 +154,7 @@ fn fmt_num(x: f64) -> String {
 
 /// Does `bytes` (one element) hold the poison value of `elem`?
 pub(crate) fn is_poison(bytes: &[u8], elem: ScalarType) -> bool {
-    match elem {
-        ScalarType::F32 | ScalarType::I32 | ScalarType::U32 => {
-            let v = u32::from_le_bytes(bytes.try_into().unwrap_or_default());
-            v == if elem == ScalarType::F32 {
-                POISON_F32
-            } else {
-                POISON_INT
-            }
-        }
-        ScalarType::F64 => u64::from_le_bytes(bytes.try_into().unwrap_or_default()) == POISON_F64,
-        ScalarType::I64 | ScalarType::U64 => {
-            u64::from_le_bytes(bytes.try_into().unwrap_or_default())
-                == (u64::from(POISON_INT) << 32 | u64::from(POISON_INT))
-        }
-    }
+    bytes == crate::inputs::poison_bytes(1, elem).as_slice()
 }
 
 /// Classify a wrong output. `initial` is the payload the buffer was sent with (`buf.data`),
@@ -187,6 +173,21 @@ pub fn classify_at(
     mag: Option<&[f64]>,
     tol: Resolved,
 ) -> Wrong {
+    classify_each(buf, initial, expected, got, mag, tol, None)
+}
+
+/// [`classify_at`] with a tolerance per element where the rubric's reads the element's index
+/// (`each[i]`; `tol` is element 0's).
+pub fn classify_each(
+    buf: &Buffer,
+    initial: &[u8],
+    expected: &[u8],
+    got: &[u8],
+    mag: Option<&[f64]>,
+    tol: Resolved,
+    each: Option<&[Resolved]>,
+) -> Wrong {
+    let tol_at = |i: usize| each.and_then(|v| v.get(i)).copied().unwrap_or(tol);
     let elem = buf.elem;
     let w = elem.size();
     let e = decode(expected, elem);
@@ -200,8 +201,16 @@ pub fn classify_at(
         .copied()
         .filter(|x| x.is_finite())
         .fold(0.0, f64::max);
+    // With a tolerance per element, the widest of them.
+    let (abs_max, rel_max, sum_max) = each
+        .unwrap_or_default()
+        .iter()
+        .fold((tol.abs, tol.rel, tol.sum), |(a, r, s), t| {
+            (a.max(t.abs), r.max(t.rel), s.max(t.sum))
+        });
     let tol_any = Resolved {
-        abs: tol.abs + tol.sum * mag_max,
+        abs: abs_max + sum_max * mag_max,
+        rel: rel_max,
         sum: 0.0,
         coarse: None,
         ..tol
@@ -214,7 +223,7 @@ pub fn classify_at(
     let unwritten_at =
         |i: usize| element(got, i).is_some() && element(got, i) == element(initial, i);
     let poison = initial.get(..w).is_some_and(|b| is_poison(b, elem));
-    let ok = |i: usize| tol.accepts_at(e[i], g[i], mag_at(i), elem);
+    let ok = |i: usize| tol_at(i).accepts_at(e[i], g[i], mag_at(i), elem);
     let bad: Vec<usize> = (0..n).filter(|&i| !ok(i)).collect();
     if bad.is_empty() {
         return Wrong::Values { wrong: 0 };
@@ -255,7 +264,7 @@ pub fn classify_at(
         && n >= 2
         && (0..n).all(|i| tol_any.accepts(e[i] + by, g[i], elem));
     if let Some(by) = shifted(&e[..n], &g[..n], &bad, |i, j| {
-        tol.accepts_at(e[j], g[i], mag_at(j), elem)
+        tol_at(j).accepts_at(e[j], g[i], mag_at(j), elem)
     })
     .filter(|_| !offset)
     {
@@ -270,11 +279,13 @@ pub fn classify_at(
     if tol.coarse.is_some()
         && bad
             .iter()
-            .all(|&i| tol.coarse_accepts_at(e[i], g[i], mag_at(i), elem))
+            .all(|&i| tol_at(i).coarse_accepts_at(e[i], g[i], mag_at(i), elem))
     {
         let worst = bad
             .iter()
-            .map(|&i| (g[i] - e[i]).abs() / tol.allowance(e[i], mag_at(i)).max(f64::MIN_POSITIVE))
+            .map(|&i| {
+                (g[i] - e[i]).abs() / tol_at(i).allowance(e[i], mag_at(i)).max(f64::MIN_POSITIVE)
+            })
             .fold(0.0, f64::max);
         return Wrong::Imprecise {
             count: bad.len(),
@@ -414,7 +425,7 @@ fn edges(shape: &[usize], bad: &[usize], n: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::encode;
+    use crate::inputs::{POISON_INT, encode};
     use crate::rubric::schema::Direction;
 
     fn buf(len: usize, shape: Option<Vec<usize>>) -> Buffer {

@@ -15,6 +15,9 @@ use crate::rubric::expr::Vars;
 use crate::rubric::schema::{ScalarType, Tolerance};
 use std::fmt::Write;
 
+/// The variable a tolerance expression reads as the element's (flat) index.
+pub const INDEX_VAR: &str = "i";
+
 /// How many mismatches a report lists.
 pub const SHOWN_MISMATCHES: usize = 5;
 
@@ -49,6 +52,10 @@ impl Resolved {
         match elem {
             ScalarType::F32 => Resolved::band(1e-6, 1e-5),
             ScalarType::F64 => Resolved::band(1e-12, 1e-10),
+            // About 4 units in the last place of the type: a value computed in float and
+            // rounded once, in any order, stays within it.
+            ScalarType::F16 => Resolved::band(1e-5, 4e-3),
+            ScalarType::BF16 => Resolved::band(1e-5, 3e-2),
             _ => Resolved {
                 exact: true,
                 ..Resolved::band(0.0, 0.0)
@@ -103,6 +110,11 @@ impl Resolved {
             vars.to_mut()
                 .insert("u".into(), Precision::Fp32.unit_roundoff());
         }
+        // A tolerance read for the whole buffer (its description, a timed launch's check) is
+        // element 0's; `per_element` gives each element its own.
+        if !vars.contains_key(INDEX_VAR) {
+            vars.to_mut().insert(INDEX_VAR.into(), 0.0);
+        }
         // A tolerance that is not a finite number would pass every answer (or none): the
         // rubric's mistake, said as such, never a verdict on the student.
         let ev = |e: &crate::rubric::schema::Expr| -> Result<f64, String> {
@@ -136,6 +148,74 @@ impl Resolved {
             coarse: None,
             precision: Precision::Fp32,
         })
+    }
+
+    /// Whether `t`'s expressions read the element's index `i`.
+    pub fn reads_index(t: Option<&Tolerance>) -> bool {
+        t.is_some_and(|t| {
+            [&t.abs, &t.rel, &t.sum].into_iter().flatten().any(|e| {
+                e.parse_as(crate::rubric::expr::Kind::Real)
+                    .is_ok_and(|p| p.variables().iter().any(|v| v == INDEX_VAR))
+            })
+        })
+    }
+
+    /// `t` evaluated for elements `0..n` when it reads the element's index (`None` when it
+    /// does not: one [`Resolved`] holds for every element).
+    pub fn per_element(
+        t: Option<&Tolerance>,
+        elem: ScalarType,
+        vars: &Vars,
+        precision: Precision,
+        n: usize,
+    ) -> Result<Option<Vec<Resolved>>, String> {
+        if !Resolved::reads_index(t) {
+            return Ok(None);
+        }
+        let mut v = vars.clone();
+        (0..n)
+            .map(|i| {
+                v.insert(INDEX_VAR.into(), i as f64);
+                Resolved::with_precision(t, elem, &v, precision)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// One tolerance for a buffer of `n` elements, at least as wide as each element's where
+    /// `t` reads the index (the widest of 65 elements spread over the buffer, the first and
+    /// the last included); `t` as it is otherwise. For a timed launch's check on the device,
+    /// which takes one tolerance per buffer: correctness compared every element under its own.
+    pub fn widest(
+        t: Option<&Tolerance>,
+        elem: ScalarType,
+        vars: &Vars,
+        precision: Precision,
+        n: usize,
+    ) -> Result<Resolved, String> {
+        let first = Resolved::with_precision(t, elem, vars, precision)?;
+        if !Resolved::reads_index(t) || n <= 1 {
+            return Ok(first);
+        }
+        let mut v = vars.clone();
+        let mut w = first;
+        for k in 0..=64usize {
+            let i = (n - 1) * k / 64;
+            v.insert(INDEX_VAR.into(), i as f64);
+            let r = Resolved::with_precision(t, elem, &v, precision)?;
+            w.abs = w.abs.max(r.abs);
+            w.rel = w.rel.max(r.rel);
+            w.sum = w.sum.max(r.sum);
+            w.coarse = match (w.coarse, r.coarse) {
+                (Some(a), Some(b)) => Some(Band {
+                    abs: a.abs.max(b.abs),
+                    rel: a.rel.max(b.rel),
+                    sum: a.sum.max(b.sum),
+                }),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(w)
     }
 
     pub fn describe(&self) -> String {
@@ -240,8 +320,18 @@ pub fn ulp_distance(a: f64, b: f64, elem: ScalarType) -> u64 {
         let i = x.to_bits() as i64;
         i128::from(if i < 0 { i64::MIN - i } else { i })
     }
+    fn ordered16(bits: u16) -> i64 {
+        let i = bits as i16;
+        i64::from(if i < 0 { i16::MIN - i } else { i })
+    }
     match elem {
         ScalarType::F32 => (ordered32(a as f32) - ordered32(b as f32)).unsigned_abs(),
+        ScalarType::F16 => (ordered16(half::f16::from_f64(a).to_bits())
+            - ordered16(half::f16::from_f64(b).to_bits()))
+        .unsigned_abs(),
+        ScalarType::BF16 => (ordered16(half::bf16::from_f64(a).to_bits())
+            - ordered16(half::bf16::from_f64(b).to_bits()))
+        .unsigned_abs(),
         _ => u64::try_from((ordered64(a) - ordered64(b)).unsigned_abs()).unwrap_or(u64::MAX),
     }
 }
@@ -269,6 +359,8 @@ pub struct Comparison {
     pub unwritten: usize,
     pub first: Vec<Mismatch>,
     pub tolerance: Resolved,
+    /// The tolerance depends on the element's index (`tolerance` is element 0's).
+    pub per_index: bool,
     pub elem: ScalarType,
 }
 
@@ -287,6 +379,9 @@ impl Comparison {
             let _ = write!(s, " ({} never written)", self.unwritten);
         }
         let _ = write!(s, "; tolerance: {}", self.tolerance.describe());
+        if self.per_index {
+            s.push_str(" at element 0, growing with the element's index");
+        }
         for m in &self.first {
             let at = match &m.coords {
                 Some(c) => format!(
@@ -402,6 +497,20 @@ pub fn compare_at(
     mag: Option<&[f64]>,
     tol: Resolved,
 ) -> Comparison {
+    compare_each(buf, expected, got, mag, tol, None)
+}
+
+/// [`compare_at`] with a tolerance per element where the rubric's reads the element's index
+/// `i` (`each[i]`, from [`Resolved::per_element`]; `tol` is element 0's).
+pub fn compare_each(
+    buf: &Buffer,
+    expected: &[u8],
+    got: &[u8],
+    mag: Option<&[f64]>,
+    tol: Resolved,
+    each: Option<&[Resolved]>,
+) -> Comparison {
+    let tol_at = |i: usize| each.and_then(|v| v.get(i)).copied().unwrap_or(tol);
     let e = decode(expected, buf.elem);
     let g = decode(got, buf.elem);
     let m = mag.unwrap_or_default();
@@ -413,11 +522,20 @@ pub fn compare_at(
         unwritten: 0,
         first: vec![],
         tolerance: tol,
+        per_index: each.is_some(),
         elem: buf.elem,
     };
     let w = buf.elem.size();
+    // 64-bit integers beyond 2^53 share an f64: an exact comparison reads their bits.
+    let by_bits = tol.exact && !buf.elem.fits_f64();
+    let bits = |b: &[u8], i: usize| b.get(i * w..i * w + w).map(<[u8]>::to_vec);
     for (i, (&ev, &gv)) in e.iter().zip(&g).enumerate() {
-        if tol.accepts_at(ev, gv, mag_at(i), buf.elem) {
+        let same = if by_bits {
+            bits(expected, i) == bits(got, i)
+        } else {
+            tol_at(i).accepts_at(ev, gv, mag_at(i), buf.elem)
+        };
+        if same {
             continue;
         }
         c.bad += 1;
@@ -435,7 +553,8 @@ pub fn compare_at(
                 coords: buf.shape.as_ref().map(|s| coords(i, s)),
                 expected: ev,
                 got: gv,
-                allowed: (tol.sum > 0.0).then(|| tol.allowance(ev, mag_at(i))),
+                allowed: (tol.sum > 0.0 || each.is_some())
+                    .then(|| tol_at(i).allowance(ev, mag_at(i))),
                 unwritten,
             });
         }

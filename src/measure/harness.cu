@@ -25,7 +25,38 @@ __device__ __forceinline__ double unit(u32 a, u32 b) {
 }
 
 // Element types, as src/measure/session.rs numbers them.
-enum { F32 = 0, F64 = 1, I32 = 2, U32 = 3, I64 = 4, U64 = 5 };
+enum { F32 = 0, F64 = 1, I32 = 2, U32 = 3, I64 = 4, U64 = 5, U8 = 6, I8 = 7, U16 = 8, I16 = 9,
+       F16 = 10, BF16 = 11 };
+
+__device__ __forceinline__ int elem_bytes(int elem) {
+    switch (elem) {
+    case F64: case I64: case U64: return 8;
+    case U8: case I8: return 1;
+    case U16: case I16: case F16: case BF16: return 2;
+    default: return 4;
+    }
+}
+
+// Half and bfloat16 by hand (no headers): round to nearest even, NaN kept a NaN.
+__device__ __forceinline__ unsigned short f32_to_f16(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float f16_to_f32(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
+    u32 b = __float_as_uint(f);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (unsigned short)((b >> 16) | 0x40u);
+    b += 0x7FFFu + ((b >> 16) & 1u);
+    return (unsigned short)(b >> 16);
+}
+__device__ __forceinline__ float bf16_to_f32(unsigned short h) {
+    return __uint_as_float((u32)h << 16);
+}
 
 __device__ __forceinline__ void store(void* out, u64 i, int elem, double x) {
     switch (elem) {
@@ -34,6 +65,12 @@ __device__ __forceinline__ void store(void* out, u64 i, int elem, double x) {
     case I32: ((int*)out)[i] = (int)x; break;
     case U32: ((unsigned*)out)[i] = (unsigned)x; break;
     case I64: ((long long*)out)[i] = (long long)x; break;
+    case U8: ((unsigned char*)out)[i] = (unsigned char)(int)x; break;
+    case I8: ((signed char*)out)[i] = (signed char)(int)x; break;
+    case U16: ((unsigned short*)out)[i] = (unsigned short)(int)x; break;
+    case I16: ((short*)out)[i] = (short)(int)x; break;
+    case F16: ((unsigned short*)out)[i] = f32_to_f16((float)x); break;
+    case BF16: ((unsigned short*)out)[i] = f32_to_bf16((float)x); break;
     default: ((u64*)out)[i] = (u64)x; break;
     }
 }
@@ -45,6 +82,12 @@ __device__ __forceinline__ double load(const void* p, u64 i, int elem) {
     case I32: return (double)((const int*)p)[i];
     case U32: return (double)((const unsigned*)p)[i];
     case I64: return (double)((const long long*)p)[i];
+    case U8: return (double)((const unsigned char*)p)[i];
+    case I8: return (double)((const signed char*)p)[i];
+    case U16: return (double)((const unsigned short*)p)[i];
+    case I16: return (double)((const short*)p)[i];
+    case F16: return (double)f16_to_f32(((const unsigned short*)p)[i]);
+    case BF16: return (double)bf16_to_f32(((const unsigned short*)p)[i]);
     default: return (double)((const u64*)p)[i];
     }
 }
@@ -81,7 +124,18 @@ __device__ __forceinline__ long long ordered32(float x) {
     return (long long)(i < 0 ? (int)0x80000000 - i : i);
 }
 
+__device__ __forceinline__ long long ordered16(unsigned short h) {
+    short i = (short)h;
+    return (long long)(i < 0 ? -32768 - (int)i : (int)i);
+}
+
 __device__ __forceinline__ double ulps(double e, double g, int elem) {
+    if (elem == F16 || elem == BF16) {
+        unsigned short he = elem == F16 ? f32_to_f16((float)e) : f32_to_bf16((float)e);
+        unsigned short hg = elem == F16 ? f32_to_f16((float)g) : f32_to_bf16((float)g);
+        long long d = ordered16(he) - ordered16(hg);
+        return (double)(d < 0 ? -d : d);
+    }
     if (elem == F32) {
         long long d = ordered32((float)e) - ordered32((float)g);
         return (double)(d < 0 ? -d : d);
@@ -108,9 +162,12 @@ __device__ __forceinline__ bool within(double e, double g, double m, int elem, d
 }
 
 __device__ __forceinline__ bool same_bits(const void* a, const void* b, u64 i, int elem) {
-    if (elem == F64 || elem == I64 || elem == U64)
-        return ((const u64*)a)[i] == ((const u64*)b)[i];
-    return ((const u32*)a)[i] == ((const u32*)b)[i];
+    switch (elem_bytes(elem)) {
+    case 8: return ((const u64*)a)[i] == ((const u64*)b)[i];
+    case 2: return ((const unsigned short*)a)[i] == ((const unsigned short*)b)[i];
+    case 1: return ((const unsigned char*)a)[i] == ((const unsigned char*)b)[i];
+    default: return ((const u32*)a)[i] == ((const u32*)b)[i];
+    }
 }
 
 // The size of element i's partial sums, as src/check/mod.rs `sum_scale` computes it: S (its
@@ -141,10 +198,15 @@ extern "C" __global__ void cugrade_compare(const void* got, const void* expected
          i += (u64)gridDim.x * blockDim.x) {
         double g = load(got, i, elem), e = load(expected, i, elem);
         double m = sum_scale(e, sabs, sq, i, elem);
-        if (!within(e, g, m, elem, abs_tol, rel_tol, sum_abs, ulp, exact)) {
+        // 64-bit integers beyond 2^53 share a double: an exact comparison reads their bits.
+        bool bits = exact && (elem == I64 || elem == U64);
+        bool fine = bits ? same_bits(got, expected, i, elem)
+                         : within(e, g, m, elem, abs_tol, rel_tol, sum_abs, ulp, exact);
+        if (!fine) {
             atomicAdd(&result[0], 1ull);
             atomicMin(&result[1], i);
-            if (!within(e, g, m, elem, coarse_abs, coarse_rel, coarse_sum_abs, ulp, exact))
+            if (bits ||
+                !within(e, g, m, elem, coarse_abs, coarse_rel, coarse_sum_abs, ulp, exact))
                 atomicAdd(&result[3], 1ull);
             if (initial && same_bits(got, initial, i, elem)) atomicAdd(&result[4], 1ull);
         }
@@ -162,6 +224,11 @@ extern "C" __global__ void cugrade_terms(const void* src, void* dst, u64 n, int 
         } else if (elem == F64) {
             double x = ((const double*)src)[i];
             ((double*)dst)[i] = square ? __dmul_rn(x, x) : fabs(x);
+        } else if (elem == F16 || elem == BF16) {
+            unsigned short h = ((const unsigned short*)src)[i];
+            float x = elem == F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            float y = square ? __fmul_rn(x, x) : fabsf(x);
+            ((unsigned short*)dst)[i] = elem == F16 ? f32_to_f16(y) : f32_to_bf16(y);
         }
     }
 }

@@ -44,6 +44,12 @@ pub fn elem_code(e: crate::rubric::schema::ScalarType) -> u32 {
         T::U32 => 3,
         T::I64 => 4,
         T::U64 => 5,
+        T::U8 => 6,
+        T::I8 => 7,
+        T::U16 => 8,
+        T::I16 => 9,
+        T::F16 => 10,
+        T::BF16 => 11,
     }
 }
 
@@ -457,7 +463,7 @@ impl Device<'_> {
                 } else {
                     (self.sets[set][b], m)
                 };
-                if matches!(pb.elem, 0 | 1) {
+                if elem_type(pb.elem).is_float() {
                     let n = s.bytes / elem_size(pb.elem);
                     self.t.enqueue(
                         Slot::Harness,
@@ -541,24 +547,24 @@ impl Device<'_> {
     }
 }
 
+/// The element type numbered `code` by [`elem_code`].
+fn elem_type(code: u32) -> crate::rubric::schema::ScalarType {
+    crate::rubric::schema::ScalarType::ALL
+        .into_iter()
+        .find(|t| elem_code(*t) == code)
+        .unwrap_or(crate::rubric::schema::ScalarType::U64)
+}
+
 fn elem_size(code: u32) -> usize {
-    match code {
-        0 | 2 | 3 => 4,
-        _ => 8,
-    }
+    elem_type(code).size()
 }
 
 fn read_f64(bytes: &[u8], elem: u32) -> f64 {
-    let a4 = |b: &[u8]| <[u8; 4]>::try_from(&b[..4]).unwrap_or_default();
-    let a8 = |b: &[u8]| <[u8; 8]>::try_from(&b[..8]).unwrap_or_default();
-    match elem {
-        0 => f32::from_le_bytes(a4(bytes)) as f64,
-        1 => f64::from_le_bytes(a8(bytes)),
-        2 => i32::from_le_bytes(a4(bytes)) as f64,
-        3 => u32::from_le_bytes(a4(bytes)) as f64,
-        4 => i64::from_le_bytes(a8(bytes)) as f64,
-        _ => u64::from_le_bytes(a8(bytes)) as f64,
-    }
+    let t = elem_type(elem);
+    crate::inputs::decode(bytes.get(..t.size()).unwrap_or(&[]), t)
+        .first()
+        .copied()
+        .unwrap_or(f64::NAN)
 }
 
 /// Run the timed section. `blobs`: the reference PTX, the harness PTX, then every buffer's
@@ -668,7 +674,7 @@ fn measure(
     let mut mags = Vec::with_capacity(spec.buffers.len());
     let mut squares = Vec::with_capacity(spec.buffers.len());
     for b in &spec.buffers {
-        let float = matches!(b.elem, 0 | 1);
+        let float = elem_type(b.elem).is_float();
         let mut scratch = |wanted: bool| -> Result<Option<u64>, BackendError> {
             if !wanted {
                 return Ok(None);

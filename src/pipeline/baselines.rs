@@ -235,7 +235,6 @@ pub fn cpu_key_what(what: &str, imp: &CpuImpl, rubric: &std::path::Path) -> Stri
 /// The invocation's buffers and scalars as a CPU implementation sees them.
 pub fn host_args(inv: &Invocation, case: &Case) -> crate::baseline::HostArgs {
     use crate::baseline::HostBuffer;
-    use crate::rubric::schema::ScalarType as T;
     let mut a = crate::baseline::HostArgs::default();
     for b in &inv.buffers {
         // A described input (the speed estimate's) is drawn in full for the CPU.
@@ -247,38 +246,7 @@ pub fn host_args(inv: &Invocation, case: &Case) -> crate::baseline::HostArgs {
             }
             _ => &b.data,
         };
-        let hb = match b.elem {
-            T::F32 => HostBuffer::F32(
-                d.chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
-                    .collect(),
-            ),
-            T::F64 => HostBuffer::F64(
-                d.chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
-                    .collect(),
-            ),
-            T::I32 => HostBuffer::I32(
-                d.chunks_exact(4)
-                    .map(|c| i32::from_le_bytes(c.try_into().unwrap_or_default()))
-                    .collect(),
-            ),
-            T::U32 => HostBuffer::U32(
-                d.chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
-                    .collect(),
-            ),
-            T::I64 => HostBuffer::I64(
-                d.chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default()))
-                    .collect(),
-            ),
-            T::U64 => HostBuffer::U64(
-                d.chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-                    .collect(),
-            ),
-        };
+        let hb = HostBuffer::from_bytes(b.elem, d);
         a.buffers.insert(b.name.clone(), hb);
     }
     for (k, v) in &case.vars {

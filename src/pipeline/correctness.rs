@@ -241,7 +241,7 @@ fn run_trial(
     seen: &mut BTreeSet<(String, Option<String>, Option<u32>, String)>,
 ) -> Result<Option<TrialRun>, Infrastructure> {
     let inv = inputs::generate(
-        &ctx.plan.contract,
+        &case.case.contract(&ctx.plan.contract),
         &case.vars,
         inputs::trial_seed(ctx.opts.seed, &case.name, trial),
     )
@@ -523,11 +523,13 @@ fn wrong_output(
         .or(ctx.plan.tolerance.as_ref())
         .or(Some(&ctx.plan.contract.tolerance));
     let tol = Resolved::with_precision(t, b.elem, tol_vars, ctx.plan.precision)?;
-    let c = compare::compare_at(b, expected, got, mag, tol);
+    let each = Resolved::per_element(t, b.elem, tol_vars, ctx.plan.precision, b.len)?;
+    let c = compare::compare_each(b, expected, got, mag, tol, each.as_deref());
     if c.ok() {
         return Ok(None);
     }
-    let wrong = compare::classify::classify_at(b, &b.data, expected, got, mag, tol);
+    let wrong =
+        compare::classify::classify_each(b, &b.data, expected, got, mag, tol, each.as_deref());
     Ok(Some((
         wrong.describe(&b.name, c.total),
         wrong.cause(),

@@ -15,7 +15,7 @@ use crate::backend::BackendKind;
 use crate::baseline::{HostBuffer, Threads};
 use crate::compile::SourceFile;
 use crate::inputs::Invocation;
-use crate::rubric::schema::{Direction, PythonCpu, ScalarType};
+use crate::rubric::schema::{Direction, PythonCpu};
 use crate::worker::python::{Call, Column, PythonStart, Started};
 use crate::worker::{Client, Role};
 use std::path::{Path, PathBuf};
@@ -156,7 +156,7 @@ impl PythonCpuRunner {
                 ));
             }
             args.buffers
-                .insert(b.name.clone(), host_buffer(b.elem, &bytes));
+                .insert(b.name.clone(), HostBuffer::from_bytes(b.elem, &bytes));
         }
         Ok((ms, args))
     }
@@ -200,20 +200,4 @@ fn request(inv: &Invocation) -> (Call, Vec<Vec<u8>>) {
         call.scalars.insert(k.clone(), value);
     }
     (call, blobs)
-}
-
-fn host_buffer(t: ScalarType, d: &[u8]) -> HostBuffer {
-    fn words<const N: usize, T>(d: &[u8], f: fn([u8; N]) -> T) -> Vec<T> {
-        d.chunks_exact(N)
-            .map(|c| f(c.try_into().unwrap_or([0; N])))
-            .collect()
-    }
-    match t {
-        ScalarType::F32 => HostBuffer::F32(words(d, f32::from_le_bytes)),
-        ScalarType::F64 => HostBuffer::F64(words(d, f64::from_le_bytes)),
-        ScalarType::I32 => HostBuffer::I32(words(d, i32::from_le_bytes)),
-        ScalarType::U32 => HostBuffer::U32(words(d, u32::from_le_bytes)),
-        ScalarType::I64 => HostBuffer::I64(words(d, i64::from_le_bytes)),
-        ScalarType::U64 => HostBuffer::U64(words(d, u64::from_le_bytes)),
-    }
 }

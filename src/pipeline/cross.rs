@@ -62,7 +62,7 @@ fn disagreement(
     emu: &[Vec<u8>],
 ) -> Result<Option<String>, Infrastructure> {
     let inv = inputs::generate(
-        &ctx.plan.contract,
+        &case.case.contract(&ctx.plan.contract),
         &case.vars,
         inputs::trial_seed(ctx.opts.seed, &case.name, 0),
     )
@@ -105,8 +105,9 @@ fn buffer_disagreement(
         .or(Some(&ctx.plan.contract.tolerance));
     let tol_vars = inv.tolerance_vars(&case.vars);
     let tol = Resolved::with_precision(t, b.elem, &tol_vars, ctx.plan.precision).ok()?;
-    let on_gpu = compare::compare_at(b, &e, &g, mag, tol);
-    let on_emu = compare::compare_at(b, &e, &x, mag, tol);
+    let each = Resolved::per_element(t, b.elem, &tol_vars, ctx.plan.precision, b.len).ok()?;
+    let on_gpu = compare::compare_each(b, &e, &g, mag, tol, each.as_deref());
+    let on_emu = compare::compare_each(b, &e, &x, mag, tol, each.as_deref());
     if on_gpu.ok() == on_emu.ok() {
         return None;
     }

@@ -112,7 +112,7 @@ fn estimate(
     // The inputs a GPU run times the kernel on (the same generator and seed).
     let t0 = Instant::now();
     let inv = inputs::generate_described(
-        &ctx.plan.contract,
+        &case.case.contract(&ctx.plan.contract),
         &case.vars,
         inputs::trial_seed(ctx.opts.seed, &case.name, 0),
     )?;

@@ -216,14 +216,7 @@ pub(super) fn location(e: &PyError) -> Option<String> {
 
 /// NumPy's name for an element type (`<f4`).
 pub(super) fn dtype(t: ScalarType) -> &'static str {
-    match t {
-        ScalarType::I32 => "<i4",
-        ScalarType::U32 => "<u4",
-        ScalarType::I64 => "<i8",
-        ScalarType::U64 => "<u8",
-        ScalarType::F32 => "<f4",
-        ScalarType::F64 => "<f8",
-    }
+    t.numpy_code()
 }
 
 /// A case's table for one trial (seeded like a kernel's inputs), the call that sends it, and
@@ -233,7 +226,7 @@ pub(super) fn table(
     case: &CasePlan,
     seed: u64,
 ) -> Result<(Invocation, Call), String> {
-    let inv = inputs::generate(&plan.contract, &case.vars, seed)?;
+    let inv = inputs::generate(&case.case.contract(&plan.contract), &case.vars, seed)?;
     let mut call = Call::default();
     for b in inv.buffers.iter().filter(|b| b.dir == Direction::In) {
         call.columns.push(Column {
@@ -345,7 +338,11 @@ pub(super) fn wrong(
             layout.evidence(plan, out, case, expected, tol),
         ));
     }
-    let c = compare::compare(out, expected, bytes, tol);
+    let each = match Resolved::per_element(t, out.elem, &vars, plan.precision, out.len) {
+        Ok(e) => e,
+        Err(e) => return Some((format!("tolerance: {e}"), "rubric", String::new())),
+    };
+    let c = compare::compare_each(out, expected, bytes, None, tol, each.as_deref());
     if c.ok() {
         return None;
     }
@@ -471,15 +468,12 @@ fn shape_source(plan: &MilestonePlan, out: &inputs::Buffer, case: &CasePlan) -> 
 
 /// The element type of NumPy dtype `dt` (`<f8`), where cugrade reads it.
 fn scalar_type(dt: &str) -> Option<ScalarType> {
-    Some(match dt {
-        "<f4" => ScalarType::F32,
-        "<f8" => ScalarType::F64,
-        "<i4" => ScalarType::I32,
-        "<i8" => ScalarType::I64,
-        "<u4" => ScalarType::U32,
-        "<u8" => ScalarType::U64,
-        _ => return None,
-    })
+    // `=u1` and `|u1` are the same bytes; a big-endian column is refused.
+    let dt = dt.replacen('=', "<", 1).replacen('|', "<", 1);
+    ScalarType::ALL
+        .into_iter()
+        .filter(|t| *t != ScalarType::BF16)
+        .find(|t| t.numpy_code().replacen('|', "<", 1) == dt)
 }
 
 fn numpy_name(dt: &str) -> String {

@@ -296,7 +296,7 @@ fn emulator_metrics(
         .and_then(|d| inputs::check_limits(&d, kernel.info.max_threads_per_block).map(|()| d))?;
     let contract = &ctx.plan.contract;
     let inv = inputs::generate(
-        contract,
+        &case.case.contract(contract),
         &case.vars,
         inputs::trial_seed(ctx.opts.seed, &case.name, 0),
     )?;

@@ -86,7 +86,7 @@ fn timed(
         }
     };
     let inv = inputs::generate(
-        &ctx.plan.contract,
+        &case.case.contract(&ctx.plan.contract),
         &case.vars,
         inputs::trial_seed(ctx.opts.seed, &case.name, 0),
     )
@@ -268,7 +268,7 @@ fn plan_buffers(
     plan: &MilestonePlan,
     case: &CasePlan,
 ) -> Result<Vec<PlanBuffer>, String> {
-    let contract = &plan.contract;
+    let contract = case.case.contract(&plan.contract);
     let tol_vars = inv.tolerance_vars(&case.vars);
     inv.buffers
         .iter()
@@ -287,7 +287,9 @@ fn plan_buffers(
                     .as_ref()
                     .or(plan.tolerance.as_ref())
                     .or(Some(&contract.tolerance));
-                let r = Resolved::with_precision(t, b.elem, &tol_vars, plan.precision)?;
+                // Element by element where the tolerance reads the index: correctness did;
+                // the device's check takes the widest.
+                let r = Resolved::widest(t, b.elem, &tol_vars, plan.precision, b.len)?;
                 Some(ComparePlan::of(&r))
             } else {
                 None

@@ -261,7 +261,7 @@ fn case_inputs(
     seed: u64,
 ) -> Result<inputs::Invocation, String> {
     let inv = inputs::generate(
-        &plan.contract,
+        &case.case.contract(&plan.contract),
         &case.vars,
         inputs::trial_seed(seed, &case.name, 0),
     )

@@ -77,7 +77,7 @@ fn case_against_cpu(
 ) -> Result<(f64, bool), Infrastructure> {
     let contract = &m.contract;
     let inv = inputs::generate(
-        contract,
+        &case.case.contract(contract),
         &case.vars,
         inputs::trial_seed(opts.seed, &case.name, 0),
     )
@@ -160,16 +160,26 @@ pub(super) fn model_check(
     mag: Option<&[f64]>,
 ) -> Result<f64, String> {
     let full = Resolved::with_precision(t, b.elem, vars, compare::Precision::Fp32)?;
+    let each = Resolved::per_element(t, b.elem, vars, compare::Precision::Fp32, b.len)?;
     if full.exact || !b.elem.is_float() {
-        let c = compare::compare(b, cpu, reference, full);
+        let c = compare::compare_each(b, cpu, reference, None, full, each.as_deref());
         return if c.ok() { Ok(0.0) } else { Err(c.describe()) };
     }
-    let share = Resolved {
-        abs: full.abs / 2.0,
-        rel: full.rel / 2.0,
-        sum: full.sum / 2.0,
+    let half = |r: &Resolved| Resolved {
+        abs: r.abs / 2.0,
+        rel: r.rel / 2.0,
+        sum: r.sum / 2.0,
         coarse: None,
-        ..full
+        ..*r
+    };
+    let share = half(&full);
+    let shares: Option<Vec<Resolved>> = each.map(|v| v.iter().map(half).collect());
+    let share_at = |i: usize| {
+        shares
+            .as_ref()
+            .and_then(|v| v.get(i))
+            .copied()
+            .unwrap_or(share)
     };
     let (e, g) = (
         inputs::decode(cpu, b.elem),
@@ -188,7 +198,7 @@ pub(super) fn model_check(
             e[i]
         ));
     }
-    let c = compare::compare_at(b, cpu, reference, mag, share);
+    let c = compare::compare_each(b, cpu, reference, mag, share, shares.as_deref());
     if !c.ok() {
         return Err(format!(
             "the reference's own error (against the CPU's f64 result) exceeds its half of the tolerance, so the tolerance leaves an honest float kernel no room: {}",
@@ -197,19 +207,11 @@ pub(super) fn model_check(
     }
     let used = (0..e.len().min(g.len()))
         .filter(|&i| e[i].is_finite() && g[i].is_finite())
-        .map(|i| (g[i] - e[i]).abs() / share.allowance(e[i], at(i)).max(f64::MIN_POSITIVE))
+        .map(|i| (g[i] - e[i]).abs() / share_at(i).allowance(e[i], at(i)).max(f64::MIN_POSITIVE))
         .fold(0.0, f64::max);
     Ok(used)
 }
 
 pub(super) fn host_bytes(b: &crate::baseline::HostBuffer) -> Vec<u8> {
-    use crate::baseline::HostBuffer as H;
-    match b {
-        H::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        H::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        H::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        H::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        H::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        H::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-    }
+    b.to_bytes()
 }

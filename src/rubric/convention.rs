@@ -15,14 +15,7 @@ pub struct Signature {
 }
 
 pub fn numba_type(t: ScalarType) -> &'static str {
-    match t {
-        ScalarType::I32 => "int32",
-        ScalarType::U32 => "uint32",
-        ScalarType::I64 => "int64",
-        ScalarType::U64 => "uint64",
-        ScalarType::F32 => "float32",
-        ScalarType::F64 => "float64",
-    }
+    t.numpy_name()
 }
 
 /// The signatures to try for a contract. Flat 1-D arrays first (what a CUDA C++ port looks

@@ -37,7 +37,13 @@ pub struct LoadedRubric {
 
 /// Names a tolerance expression may read beyond the case's variables.
 pub fn tolerance_vars(contract: &Contract) -> Vec<String> {
-    let mut names = vec!["eps".to_string(), "eps64".to_string(), "u".to_string()];
+    let mut names = vec![
+        "eps".to_string(),
+        "eps64".to_string(),
+        "u".to_string(),
+        // The element's flat index: a scan's error grows with it.
+        crate::compare::INDEX_VAR.to_string(),
+    ];
     for p in &contract.params {
         if let Some(ParamType::Buffer(t)) = p.param_type()
             && t.is_float()
@@ -327,6 +333,7 @@ fn check_all(r: &LoadedRubric) -> Vec<ConfigError> {
         ));
     }
     errors.extend(check_cases(r).err());
+    errors.extend(check_case_generators(r).err());
     for (name, c) in &rb.contracts {
         errors.extend(check_contract(r, name, c).err());
     }
@@ -439,6 +446,21 @@ fn check_reference_names(
         .collect()
 }
 
+/// Whether any tolerance of the rubric reads the element's index.
+fn reads_index(r: &LoadedRubric) -> bool {
+    let rb = &r.rubric;
+    let contracts = rb.contracts.values().flat_map(|c| {
+        std::iter::once(&c.tolerance).chain(c.params.iter().filter_map(|p| p.tolerance.as_ref()))
+    });
+    let milestones = rb
+        .milestones
+        .iter()
+        .filter_map(|m| m.correctness.tolerance.as_ref());
+    contracts
+        .chain(milestones)
+        .any(|t| crate::compare::Resolved::reads_index(Some(t)))
+}
+
 fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
     let mut names = BTreeSet::new();
     let groups = [
@@ -451,6 +473,15 @@ fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
                 return Err(r.error_at(
                     &format!("cases.{group}[{i}].name"),
                     format!("duplicate case name `{}`", c.name),
+                ));
+            }
+            let index = crate::compare::INDEX_VAR;
+            if c.vars.contains_key(index) && reads_index(r) {
+                return Err(r.error_at(
+                    &format!("cases.{group}[{i}].vars.{index}"),
+                    format!(
+                        "`{index}` is the element's index in a tolerance expression, which this rubric's tolerances read; give the case variable another name"
+                    ),
                 ));
             }
             let timing_keys = [
@@ -591,6 +622,98 @@ fn check_cpu(
     }
 }
 
+/// A generator's expressions, parsed against the case variables `vars`; `gen_at` is the path
+/// of the `gen` map.
+fn check_gen_exprs(
+    r: &LoadedRubric,
+    gen_at: &str,
+    g: &Gen,
+    vars: &[String],
+) -> Result<(), ConfigError> {
+    let bounds: Vec<(usize, &Expr)> = match g {
+        Gen::Uniform(b) | Gen::Normal(b) | Gen::Int(b) => b.iter().enumerate().collect(),
+        Gen::Constant(e) => vec![(0, e)],
+        Gen::Values(v) if v.is_empty() => {
+            return Err(r.error_at(gen_at, "`values` needs at least one value"));
+        }
+        Gen::Values(_) => vec![],
+    };
+    let key = match g {
+        Gen::Uniform(_) => "uniform",
+        Gen::Normal(_) => "normal",
+        Gen::Int(_) => "int",
+        Gen::Constant(_) => "constant",
+        Gen::Values(_) => "values",
+    };
+    for (j, e) in bounds {
+        let path = if matches!(g, Gen::Constant(_)) {
+            format!("{gen_at}.{key}")
+        } else {
+            format!("{gen_at}.{key}[{j}]")
+        };
+        parse_at(r, &path, e, Kind::Real, vars)?;
+    }
+    Ok(())
+}
+
+/// A case's own generators (`cases.*[i].gen`): each names an input buffer of a contract the
+/// case is run on, and draws what that buffer's type holds.
+fn check_case_generators(r: &LoadedRubric) -> Result<(), ConfigError> {
+    let vars = all_case_vars(r);
+    let groups = [
+        ("correctness", &r.rubric.cases.correctness),
+        ("performance", &r.rubric.cases.performance),
+    ];
+    for (group, cases) in groups {
+        for (i, case) in cases.iter().enumerate() {
+            for (name, g) in &case.generators {
+                let at = format!("cases.{group}[{i}].gen.{name}");
+                let params: Vec<&Param> = r
+                    .rubric
+                    .contracts
+                    .values()
+                    .flat_map(|c| c.params.iter())
+                    .filter(|p| p.name == *name)
+                    .collect();
+                let inputs: Vec<&&Param> = params.iter().filter(|p| p.dir.is_input()).collect();
+                if inputs.is_empty() {
+                    let all: BTreeSet<&str> = r
+                        .rubric
+                        .contracts
+                        .values()
+                        .flat_map(|c| c.params.iter())
+                        .filter(|p| {
+                            p.dir.is_input() && matches!(p.param_type(), Some(ParamType::Buffer(_)))
+                        })
+                        .map(|p| p.name.as_str())
+                        .collect();
+                    let what = if params.is_empty() {
+                        format!("no contract has a parameter `{name}`")
+                    } else {
+                        format!(
+                            "`{name}` is not an input buffer (only `in` and `inout` buffers are drawn)"
+                        )
+                    };
+                    return Err(r.error_at(
+                        &format!("cases.{group}[{i}].gen"),
+                        format!(
+                            "{what}; a case's `gen` replaces the generator of one of: {}",
+                            all.into_iter().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
+                check_gen_exprs(r, &at, g, &vars)?;
+                for p in inputs {
+                    if let Some(ParamType::Buffer(elem)) = p.param_type() {
+                        numbers::check_gen(r, &at, g, elem)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), ConfigError> {
     let at = format!("contracts.{name}");
     let vars = all_case_vars(r);
@@ -611,7 +734,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
         let Some(ty) = p.param_type() else {
             return Err(r.error_at(
                 &format!("{pat}.type"),
-                format!("unknown type `{}` (use i32, u32, i64, u64, f32, f64, or a pointer such as `f32*`)", p.ty),
+                format!("unknown type `{}` (use u8, i8, u16, i16, i32, u32, i64, u64, f16, bf16, f32, f64, or a pointer such as `f32*` or `u8*`)", p.ty),
             ));
         };
         match ty {
@@ -656,34 +779,7 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
                     _ => {}
                 }
                 if let Some(g) = &p.generator {
-                    let bounds: Vec<(usize, &Expr)> = match g {
-                        Gen::Uniform(b) | Gen::Normal(b) | Gen::Int(b) => {
-                            b.iter().enumerate().collect()
-                        }
-                        Gen::Constant(e) => vec![(0, e)],
-                        Gen::Values(v) if v.is_empty() => {
-                            return Err(r.error_at(
-                                &format!("{pat}.gen"),
-                                "`values` needs at least one value",
-                            ));
-                        }
-                        Gen::Values(_) => vec![],
-                    };
-                    let key = match g {
-                        Gen::Uniform(_) => "uniform",
-                        Gen::Normal(_) => "normal",
-                        Gen::Int(_) => "int",
-                        Gen::Constant(_) => "constant",
-                        Gen::Values(_) => "values",
-                    };
-                    for (j, e) in bounds {
-                        let path = if matches!(g, Gen::Constant(_)) {
-                            format!("{pat}.gen.{key}")
-                        } else {
-                            format!("{pat}.gen.{key}[{j}]")
-                        };
-                        parse_at(r, &path, e, Kind::Real, &vars)?;
-                    }
+                    check_gen_exprs(r, &format!("{pat}.gen"), g, &vars)?;
                 }
                 if let Some(s) = &p.specials
                     && !(0.0..=1.0).contains(&s.fraction)

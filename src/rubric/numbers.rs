@@ -167,6 +167,12 @@ fn representable(t: ScalarType) -> (f64, f64) {
         ScalarType::U32 => (0.0, f64::from(u32::MAX)),
         ScalarType::I64 => (i64::MIN as f64, i64::MAX as f64),
         ScalarType::U64 => (0.0, u64::MAX as f64),
+        ScalarType::U8 => (0.0, 255.0),
+        ScalarType::I8 => (-128.0, 127.0),
+        ScalarType::U16 => (0.0, 65535.0),
+        ScalarType::I16 => (-32768.0, 32767.0),
+        ScalarType::F16 => (-65504.0, 65504.0),
+        ScalarType::BF16 => (-f64::from(half::bf16::MAX), f64::from(half::bf16::MAX)),
     }
 }
 
@@ -198,6 +204,17 @@ pub fn check_param(
     let Some(g) = &p.generator else {
         return Ok(());
     };
+    check_gen(r, &format!("{pat}.gen"), g, elem)
+}
+
+/// A generator's plain-number bounds against what an element of `elem` holds; `gen_at` is the
+/// path of the `gen` map (a parameter's, or a case's `gen.PARAM`).
+pub fn check_gen(
+    r: &LoadedRubric,
+    gen_at: &str,
+    g: &Gen,
+    elem: ScalarType,
+) -> Result<(), ConfigError> {
     let (key, bounds): (&str, Vec<&Expr>) = match g {
         Gen::Uniform(b) => ("uniform", b.iter().collect()),
         Gen::Normal(b) => ("normal", b.iter().collect()),
@@ -207,9 +224,9 @@ pub fn check_param(
     };
     let at = |j: usize| {
         if matches!(g, Gen::Constant(_)) {
-            format!("{pat}.gen.{key}")
+            format!("{gen_at}.{key}")
         } else {
-            format!("{pat}.gen.{key}[{j}]")
+            format!("{gen_at}.{key}[{j}]")
         }
     };
     let mut values = Vec::new();
@@ -228,10 +245,17 @@ pub fn check_param(
     }
     let (lo_ok, hi_ok) = representable(elem);
     let fits = |v: f64| v.is_finite() && v >= lo_ok && v <= hi_ok;
+    // `int: [lo, hi)` never draws `hi`: an integer type's top value is drawn with one past it
+    // (`[0, 256]` for every byte, `[0, 4294967296]` for every u32).
+    let fits_upper = |v: f64| {
+        fits(v)
+            || (matches!(g, Gen::Int(_)) && !elem.is_float() && v.is_finite() && v <= hi_ok + 1.0)
+    };
     match (g, values.as_slice()) {
         (Gen::Uniform(_) | Gen::Int(_), [lo, hi]) => {
             for (j, v) in [*lo, *hi].into_iter().enumerate() {
-                if !fits(v) {
+                let ok = if j == 1 { fits_upper(v) } else { fits(v) };
+                if !ok {
                     return Err(r.error_at(
                         &at(j),
                         format!(
@@ -246,7 +270,7 @@ pub fn check_param(
             }
             if lo >= hi {
                 return Err(r.error_at(
-                    &format!("{pat}.gen.{key}"),
+                    &format!("{gen_at}.{key}"),
                     format!(
                         "the range [{}, {}) is empty: the first bound must be lower",
                         num(*lo),

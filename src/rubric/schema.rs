@@ -401,17 +401,57 @@ pub enum ScalarType {
     F32,
     #[serde(rename = "f64")]
     F64,
+    /// Bytes: images, histograms' inputs, quantised values.
+    #[serde(rename = "u8")]
+    U8,
+    #[serde(rename = "i8")]
+    I8,
+    #[serde(rename = "u16")]
+    U16,
+    #[serde(rename = "i16")]
+    I16,
+    /// IEEE half precision (`__half`).
+    #[serde(rename = "f16")]
+    F16,
+    /// bfloat16 (`__nv_bfloat16`): float's exponent, 8 bits of significand.
+    #[serde(rename = "bf16")]
+    BF16,
 }
 
 impl ScalarType {
+    /// Every type, in the order `docs/rubric.md` lists them.
+    pub const ALL: [ScalarType; 12] = [
+        ScalarType::U8,
+        ScalarType::I8,
+        ScalarType::U16,
+        ScalarType::I16,
+        ScalarType::I32,
+        ScalarType::U32,
+        ScalarType::I64,
+        ScalarType::U64,
+        ScalarType::F16,
+        ScalarType::BF16,
+        ScalarType::F32,
+        ScalarType::F64,
+    ];
+
     pub fn size(self) -> usize {
         match self {
+            ScalarType::U8 | ScalarType::I8 => 1,
+            ScalarType::U16 | ScalarType::I16 | ScalarType::F16 | ScalarType::BF16 => 2,
             ScalarType::I32 | ScalarType::U32 | ScalarType::F32 => 4,
             ScalarType::I64 | ScalarType::U64 | ScalarType::F64 => 8,
         }
     }
     pub fn is_float(self) -> bool {
-        matches!(self, ScalarType::F32 | ScalarType::F64)
+        matches!(
+            self,
+            ScalarType::F32 | ScalarType::F64 | ScalarType::F16 | ScalarType::BF16
+        )
+    }
+    /// Whether the type's every value is exactly an f64 (not so for 64-bit integers).
+    pub fn fits_f64(self) -> bool {
+        !matches!(self, ScalarType::I64 | ScalarType::U64)
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -421,6 +461,71 @@ impl ScalarType {
             ScalarType::U64 => "u64",
             ScalarType::F32 => "f32",
             ScalarType::F64 => "f64",
+            ScalarType::U8 => "u8",
+            ScalarType::I8 => "i8",
+            ScalarType::U16 => "u16",
+            ScalarType::I16 => "i16",
+            ScalarType::F16 => "f16",
+            ScalarType::BF16 => "bf16",
+        }
+    }
+    /// The CUDA C++ type a kernel declares (`__half` needs `<cuda_fp16.h>`, `__nv_bfloat16`
+    /// `<cuda_bf16.h>`: [`ScalarType::cuda_header`]).
+    pub fn cuda_name(self) -> &'static str {
+        match self {
+            ScalarType::I32 => "int",
+            ScalarType::U32 => "unsigned int",
+            ScalarType::I64 => "long long",
+            ScalarType::U64 => "unsigned long long",
+            ScalarType::F32 => "float",
+            ScalarType::F64 => "double",
+            ScalarType::U8 => "unsigned char",
+            ScalarType::I8 => "signed char",
+            ScalarType::U16 => "unsigned short",
+            ScalarType::I16 => "short",
+            ScalarType::F16 => "__half",
+            ScalarType::BF16 => "__nv_bfloat16",
+        }
+    }
+    /// The header a CUDA C++ source includes for the type, if any.
+    pub fn cuda_header(self) -> Option<&'static str> {
+        match self {
+            ScalarType::F16 => Some("cuda_fp16.h"),
+            ScalarType::BF16 => Some("cuda_bf16.h"),
+            _ => None,
+        }
+    }
+    /// NumPy's name for the type (Numba and CuPy arrays). NumPy has no bfloat16: a `bf16`
+    /// buffer reaches Python as `uint16`, its raw bits.
+    pub fn numpy_name(self) -> &'static str {
+        match self {
+            ScalarType::I32 => "int32",
+            ScalarType::U32 => "uint32",
+            ScalarType::I64 => "int64",
+            ScalarType::U64 => "uint64",
+            ScalarType::F32 => "float32",
+            ScalarType::F64 => "float64",
+            ScalarType::U8 => "uint8",
+            ScalarType::I8 => "int8",
+            ScalarType::U16 | ScalarType::BF16 => "uint16",
+            ScalarType::I16 => "int16",
+            ScalarType::F16 => "float16",
+        }
+    }
+    /// NumPy's type string (`<f4`), as a function lab's table columns carry it.
+    pub fn numpy_code(self) -> &'static str {
+        match self {
+            ScalarType::I32 => "<i4",
+            ScalarType::U32 => "<u4",
+            ScalarType::I64 => "<i8",
+            ScalarType::U64 => "<u8",
+            ScalarType::F32 => "<f4",
+            ScalarType::F64 => "<f8",
+            ScalarType::U8 => "|u1",
+            ScalarType::I8 => "|i1",
+            ScalarType::U16 | ScalarType::BF16 => "<u2",
+            ScalarType::I16 => "<i2",
+            ScalarType::F16 => "<f2",
         }
     }
     pub fn parse(s: &str) -> Option<ScalarType> {
@@ -431,6 +536,12 @@ impl ScalarType {
             "u64" => ScalarType::U64,
             "f32" | "float" => ScalarType::F32,
             "f64" | "double" => ScalarType::F64,
+            "u8" | "uchar" => ScalarType::U8,
+            "i8" => ScalarType::I8,
+            "u16" => ScalarType::U16,
+            "i16" => ScalarType::I16,
+            "f16" | "half" => ScalarType::F16,
+            "bf16" | "bfloat16" => ScalarType::BF16,
             _ => return None,
         })
     }
@@ -624,6 +735,52 @@ pub struct Case {
     /// case's variables, e.g. `2 * M * N * K`), for the roofline's lower bound on time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flops: Option<Expr>,
+    /// Generators for this case only, by input buffer (`gen: {data: {constant: 7}}`: every
+    /// byte in one histogram bin), replacing the contract's.
+    #[serde(
+        default,
+        rename = "gen",
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "case_gen"
+    )]
+    pub generators: BTreeMap<String, Gen>,
+}
+
+/// `gen: {PARAM: {int: [0, 4]}}`: each value a singleton map, as a parameter's `gen` is.
+mod case_gen {
+    use super::Gen;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    #[derive(Serialize, Deserialize)]
+    struct One(#[serde(with = "serde_yaml::with::singleton_map")] Gen);
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<String, Gen>, s: S) -> Result<S::Ok, S::Error> {
+        let v: BTreeMap<&String, One> = m.iter().map(|(k, g)| (k, One(g.clone()))).collect();
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Gen>, D::Error> {
+        let v: BTreeMap<String, One> = BTreeMap::deserialize(d)?;
+        Ok(v.into_iter().map(|(k, One(g))| (k, g)).collect())
+    }
+}
+
+impl Case {
+    /// `contract` as this case draws its inputs: the case's own generators in place of the
+    /// contract's (`Case::generators`).
+    pub fn contract<'c>(&self, contract: &'c Contract) -> std::borrow::Cow<'c, Contract> {
+        if self.generators.is_empty() {
+            return std::borrow::Cow::Borrowed(contract);
+        }
+        let mut c = contract.clone();
+        for p in &mut c.params {
+            if let Some(g) = self.generators.get(&p.name) {
+                p.generator = Some(g.clone());
+            }
+        }
+        std::borrow::Cow::Owned(c)
+    }
 }
 
 /// Default time budget of a performance case, seconds.

@@ -129,7 +129,7 @@ pub fn case_launch(
 ) -> Result<(RunSpec, Vec<Vec<u8>>), String> {
     let contract = &plan.contract;
     let inv = inputs::generate(
-        contract,
+        &case.case.contract(contract),
         &case.vars,
         inputs::trial_seed(seed, &case.name, 0),
     )?;

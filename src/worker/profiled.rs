@@ -202,7 +202,7 @@ mod tests {
         let contract = rubric.contract(&m.contract);
         let case = rubric.cases_for(m)[1];
         let vars = case_vars(case);
-        let inv = crate::inputs::generate(contract, &vars, 5).unwrap();
+        let inv = crate::inputs::generate(&case.contract(contract), &vars, 5).unwrap();
         let spec = RunSpec {
             kernel: m.kernel.clone(),
             dims: rubric::eval_launch(&contract.launch, &vars).unwrap(),

@@ -47,14 +47,7 @@ pub fn py_name(name: &str) -> String {
 }
 
 fn numba_type(t: ScalarType) -> &'static str {
-    match t {
-        ScalarType::I32 => "int32",
-        ScalarType::U32 => "uint32",
-        ScalarType::I64 => "int64",
-        ScalarType::U64 => "uint64",
-        ScalarType::F32 => "float32",
-        ScalarType::F64 => "float64",
-    }
+    t.numpy_name()
 }
 
 /// `def NAME(a, b, c, n):`, wrapped to 80 columns.

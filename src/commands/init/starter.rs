@@ -180,14 +180,7 @@ pub fn write_starter(
 }
 
 fn c_type(t: ScalarType) -> &'static str {
-    match t {
-        ScalarType::I32 => "int",
-        ScalarType::U32 => "unsigned int",
-        ScalarType::I64 => "long long",
-        ScalarType::U64 => "unsigned long long",
-        ScalarType::F32 => "float",
-        ScalarType::F64 => "double",
-    }
+    t.cuda_name()
 }
 
 /// `extern "C" __global__ void NAME(const float* in, float* out, int n)`.
@@ -305,6 +298,23 @@ pub(super) fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
     );
     let _ = writeln!(s, "// empty is reported as not implemented yet.\n");
     let ks = kernels(r);
+    // `__half` and `__nv_bfloat16` come from CUDA's headers.
+    let mut headers: Vec<&str> = ks
+        .iter()
+        .flat_map(|(_, c)| r.contract(c).params.iter())
+        .filter_map(|p| match p.param_type() {
+            Some(ParamType::Buffer(t) | ParamType::Scalar(t)) => t.cuda_header(),
+            None => None,
+        })
+        .collect();
+    headers.sort_unstable();
+    headers.dedup();
+    for h in &headers {
+        let _ = writeln!(s, "#include <{h}>");
+    }
+    if !headers.is_empty() {
+        s.push('\n');
+    }
     let syms = symbols(r, &ks);
     if !syms.is_empty() {
         for l in &syms {

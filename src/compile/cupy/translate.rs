@@ -77,6 +77,7 @@ fn dtype_c(name: &str) -> Option<&'static str> {
         "uint32" | "u4" | "I" | "uintc" => "unsigned int",
         "int64" | "i8" | "l" | "q" | "int" | "intp" | "int_" | "long" | "longlong" => "long long",
         "uint64" | "u8" | "L" | "Q" | "uint" | "uintp" | "ulonglong" => "unsigned long long",
+        "float16" | "f2" | "e" | "half" => "__half",
         "float32" | "f4" | "f" | "single" => "float",
         "float64" | "f8" | "d" | "float" | "double" | "float_" => "double",
         _ => return None,
@@ -84,14 +85,7 @@ fn dtype_c(name: &str) -> Option<&'static str> {
 }
 
 fn scalar_c(t: ScalarType) -> &'static str {
-    match t {
-        ScalarType::I32 => "int",
-        ScalarType::U32 => "unsigned int",
-        ScalarType::I64 => "long long",
-        ScalarType::U64 => "unsigned long long",
-        ScalarType::F32 => "float",
-        ScalarType::F64 => "double",
-    }
+    t.cuda_name()
 }
 
 /// A contract parameter bound to a CuPy one.
