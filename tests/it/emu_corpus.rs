@@ -688,6 +688,75 @@ fn named_barrier(b: &mut dyn Backend) -> Result<(), String> {
     Ok(())
 }
 
+fn dotprod(b: &mut dyn Backend) -> Result<(), String> {
+    let n = 64;
+    let mut g = Lcg::new(23);
+    let mut v = |_| g.next_u32() as i32;
+    let (mut a, mut c, z): (Vec<i32>, Vec<i32>, Vec<i32>) = (
+        (0..n).map(&mut v).collect(),
+        (0..n).map(&mut v).collect(),
+        (0..n).map(&mut v).collect(),
+    );
+    // Extremes: every byte 0x80 / 0xff, and zero.
+    a[0] = i32::MIN;
+    c[0] = -1;
+    a[1] = 0x8080_8080u32 as i32;
+    c[1] = 0x8080_8080u32 as i32;
+    a[2] = -1;
+    c[2] = -1;
+    let (da, db, dc) = (up_i32(b, &a), up_i32(b, &c), up_i32(b, &z));
+    let dout = zeros(b, n * 6);
+    let r = launch(
+        b,
+        "dotprod",
+        d1(1, n as u32),
+        &[Ptr(da), Ptr(db), Ptr(dc), Ptr(dout)],
+    );
+    clean(&r)?;
+    let got = down_u32(b, dout, n * 6);
+    let byte = |v: i32, k: u32, signed: bool| -> i64 {
+        let x = (v as u32 >> (8 * k)) & 0xff;
+        if signed {
+            x as u8 as i8 as i64
+        } else {
+            x as i64
+        }
+    };
+    let half = |v: i32, k: u32, signed: bool| -> i64 {
+        let x = (v as u32 >> (16 * k)) & 0xffff;
+        if signed {
+            x as u16 as i16 as i64
+        } else {
+            x as i64
+        }
+    };
+    for t in 0..n {
+        let (x, y, w) = (a[t], c[t], z[t]);
+        let dp4 = |s: bool| (0..4).fold(w as i64, |acc, k| acc + byte(x, k, s) * byte(y, k, s));
+        let dp2 = |s: bool, hi: u32| {
+            (0..2).fold(w as i64, |acc, k| acc + half(x, k, s) * byte(y, k + hi, s))
+        };
+        let want = [
+            dp4(true),
+            dp4(false),
+            dp2(true, 0),
+            dp2(true, 2),
+            dp2(false, 0),
+            dp2(false, 2),
+        ]
+        .map(|v| v as u32);
+        for (k, &e) in want.iter().enumerate() {
+            if got[t * 6 + k] != e {
+                return Err(format!(
+                    "thread {t} out[{k}]: expected {e:#x}, got {:#x} (a {x:#x}, b {y:#x}, c {w:#x})",
+                    got[t * 6 + k]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn intops(b: &mut dyn Backend) -> Result<(), String> {
     let n = 96;
     let mut g = Lcg::new(11);
@@ -1215,6 +1284,12 @@ pub const CASES: &[Case] = &[
         name: "intops",
         file: "intops.cu",
         run: intops,
+        min_sm: 75,
+    },
+    Case {
+        name: "dotprod",
+        file: "dotprod.cu",
+        run: dotprod,
         min_sm: 75,
     },
     Case {

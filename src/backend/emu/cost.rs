@@ -148,6 +148,8 @@ fn price(inst: &Inst, lat: &Latencies) -> Price {
             latency = lat.fma;
         }
         Op::Sad => put(ALU, 2.0),
+        // IDP: an integer-pipe instruction on sm_90.
+        Op::Dp4a { .. } | Op::Dp2a { .. } => put(ALU, 2.0),
         Op::Div | Op::Rem => {
             if f64t {
                 put(FP64, 10.0);

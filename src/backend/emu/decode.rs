@@ -194,6 +194,17 @@ pub enum Op {
     Mul24(MulMode),
     Mad24(MulMode),
     Sad,
+    /// `dp4a`: four byte products added to c; `dp2a`: two 16-bit × byte products (`hi`: b's
+    /// upper two bytes). Signedness of a's and b's parts as the two types say.
+    Dp4a {
+        a_signed: bool,
+        b_signed: bool,
+    },
+    Dp2a {
+        hi: bool,
+        a_signed: bool,
+        b_signed: bool,
+    },
     Div,
     Rem,
     Abs,
@@ -1148,6 +1159,22 @@ fn lower(
             inst.op = Op::Sad;
             alu(&mut inst, 3)?;
         }
+        "dp4a" | "dp2a" => {
+            let a_signed = ty0 == Ty::S32;
+            let b_signed = inst.ty2 == Ty::S32;
+            inst.op = if base == "dp4a" {
+                Op::Dp4a { a_signed, b_signed }
+            } else {
+                Op::Dp2a {
+                    hi: has("hi"),
+                    a_signed,
+                    b_signed,
+                }
+            };
+            // d and c are s32 unless both parts are unsigned; the sum wraps at 32 bits.
+            inst.ty = Ty::U32;
+            alu(&mut inst, 3)?;
+        }
         "abs" | "neg" | "not" | "cnot" | "popc" | "clz" | "brev" | "rcp" | "sqrt" | "rsqrt"
         | "sin" | "cos" | "ex2" | "lg2" | "tanh" => {
             inst.op = match base {
@@ -1721,6 +1748,8 @@ fn type_ok(op: Op, ty: Ty) -> bool {
         | Op::Mul24(_)
         | Op::Mad24(_)
         | Op::Sad
+        | Op::Dp4a { .. }
+        | Op::Dp2a { .. }
         | Op::Bfind { .. }
         | Op::Carry { .. } => !ty.float(),
         _ => true,

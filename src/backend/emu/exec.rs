@@ -2493,6 +2493,49 @@ fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
                 }
             })
         }
+        (Op::Dp4a { a_signed, b_signed }, _) => tri(w, inst, mask, |a, b, c| {
+            let part = |v: u64, k: u32, signed: bool| -> i64 {
+                let x = (v >> (8 * k)) & 0xff;
+                if signed {
+                    x as u8 as i8 as i64
+                } else {
+                    x as i64
+                }
+            };
+            let s = (0..4).fold(c as u32 as i32 as i64, |s, k| {
+                s.wrapping_add(part(a, k, a_signed).wrapping_mul(part(b, k, b_signed)))
+            });
+            s as u64 & 0xffff_ffff
+        }),
+        (
+            Op::Dp2a {
+                hi,
+                a_signed,
+                b_signed,
+            },
+            _,
+        ) => tri(w, inst, mask, |a, b, c| {
+            let half = |k: u32| -> i64 {
+                let x = (a >> (16 * k)) & 0xffff;
+                if a_signed {
+                    x as u16 as i16 as i64
+                } else {
+                    x as i64
+                }
+            };
+            let byte = |k: u32| -> i64 {
+                let x = (b >> (8 * (k + if hi { 2 } else { 0 }))) & 0xff;
+                if b_signed {
+                    x as u8 as i8 as i64
+                } else {
+                    x as i64
+                }
+            };
+            let s = (0..2).fold(c as u32 as i32 as i64, |s, k| {
+                s.wrapping_add(half(k).wrapping_mul(byte(k)))
+            });
+            s as u64 & 0xffff_ffff
+        }),
         (Op::Sad, _) => tri(w, inst, mask, |a, b, c| {
             let d = if ty.signed() {
                 sext(a, bits).abs_diff(sext(b, bits))
