@@ -425,7 +425,7 @@ fn edges(shape: &[usize], bad: &[usize], n: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::{POISON_INT, encode};
+    use crate::inputs::{POISON_F32, POISON_F64, POISON_INT, encode};
     use crate::rubric::schema::Direction;
 
     fn buf(len: usize, shape: Option<Vec<usize>>) -> Buffer {

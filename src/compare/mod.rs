@@ -750,4 +750,78 @@ mod tests {
         );
         assert_eq!(coords(7, &[2, 2, 2]), vec![1, 1, 1]);
     }
+
+    fn buffer(elem: ScalarType, len: usize) -> Buffer {
+        Buffer {
+            name: "y".into(),
+            elem,
+            dir: crate::rubric::schema::Direction::Out,
+            len,
+            shape: None,
+            data: crate::inputs::poison_bytes(len, elem),
+            symbol: false,
+            tolerance: None,
+            fill: None,
+        }
+    }
+
+    #[test]
+    fn narrow_types_round_trip_and_keep_a_poison_of_their_own() {
+        use ScalarType::*;
+        let values = [0.0, 1.0, 7.0, 100.0, 127.0];
+        for t in [U8, I8, U16, I16, F16, BF16] {
+            let bytes = crate::inputs::encode(&values, t);
+            assert_eq!(bytes.len(), values.len() * t.size(), "{t:?}");
+            assert_eq!(decode(&bytes, t), values, "{t:?}");
+            let p = crate::inputs::poison_bytes(1, t);
+            assert_eq!(p.len(), t.size());
+            assert!(classify::is_poison(&p, t));
+        }
+        assert_eq!(decode(&crate::inputs::encode(&[-3.0], I8), I8), [-3.0]);
+        // Half rounds to nearest even; a NaN poison reads as NaN.
+        assert_eq!(decode(&crate::inputs::encode(&[2049.0], F16), F16), [2048.0]);
+        assert!(decode(&crate::inputs::poison_bytes(1, F16), F16)[0].is_nan());
+        assert!(decode(&crate::inputs::poison_bytes(1, BF16), BF16)[0].is_nan());
+        // Units in the last place of the type itself.
+        let one_up = f64::from(half::f16::from_bits(half::f16::ONE.to_bits() + 1));
+        assert_eq!(ulp_distance(1.0, one_up, F16), 1);
+        let bf_up = f64::from(half::bf16::from_bits(half::bf16::ONE.to_bits() + 3));
+        assert_eq!(ulp_distance(1.0, bf_up, BF16), 3);
+    }
+
+    #[test]
+    fn a_64_bit_integer_is_compared_by_its_bits() {
+        // 2^53 + 1 and 2^53 are one f64: an exact comparison must still tell them apart.
+        let b = buffer(ScalarType::I64, 1);
+        let e = ((1i64 << 53) + 1).to_le_bytes();
+        let g = (1i64 << 53).to_le_bytes();
+        let tol = Resolved::default_for(ScalarType::I64);
+        assert!(!compare(&b, &e, &g, tol).ok());
+        assert!(compare(&b, &e, &e, tol).ok());
+        let u = buffer(ScalarType::U64, 1);
+        let e = u64::MAX.to_le_bytes();
+        let g = (u64::MAX - 1).to_le_bytes();
+        assert!(!compare(&u, &e, &g, Resolved::default_for(ScalarType::U64)).ok());
+    }
+
+    #[test]
+    fn a_tolerance_per_element_lets_late_elements_err_more() {
+        let b = buffer(ScalarType::F32, 4);
+        let e = crate::inputs::encode(&[1.0, 2.0, 3.0, 4.0], ScalarType::F32);
+        // Element k is off by 0.1 * k: within an allowance of 0.1 * (k + 1) each.
+        let g = crate::inputs::encode(&[1.0, 2.1, 3.2, 4.3], ScalarType::F32);
+        let base = Resolved::band(0.1 + 1e-6, 0.0);
+        let each: Vec<Resolved> = (0..4)
+            .map(|k| Resolved::band(0.1 * (k + 1) as f64 + 1e-6, 0.0))
+            .collect();
+        assert!(!compare(&b, &e, &g, base).ok());
+        let c = compare_each(&b, &e, &g, None, base, Some(&each));
+        assert!(c.ok(), "{}", c.describe());
+        // One element past its own allowance is named with it.
+        let g = crate::inputs::encode(&[1.0, 2.1, 3.2, 4.5], ScalarType::F32);
+        let c = compare_each(&b, &e, &g, None, base, Some(&each));
+        assert_eq!((c.bad, c.first[0].index), (1, 3));
+        assert!(c.describe().contains("this element allows 4.000e-1"), "{}", c.describe());
+        assert!(c.describe().contains("growing with the element's index"));
+    }
 }

@@ -1108,6 +1108,9 @@ pub fn known_names(c: &Contract) -> BTreeMap<String, ParamType> {
 }
 
 #[cfg(test)]
+mod case_input_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
