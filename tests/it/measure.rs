@@ -515,3 +515,158 @@ fn timing_keys_are_checked() {
     });
     assert_eq!(code, Some(2), "{err}");
 }
+
+/// Narrow buffers in the timed section: the device draws them within their type (every byte
+/// of `int: [0, 256]`), and its comparison agrees with the host's, half types by their own
+/// units in the last place and 64-bit integers by their bits.
+#[test]
+fn the_device_draws_and_compares_narrow_types_as_the_host_does() {
+    if !nvrtc_present() {
+        return;
+    }
+    let mut emu = harness();
+    let n = 4096;
+    let bytes = generate(
+        &mut emu,
+        n,
+        ScalarType::U8,
+        3,
+        2,
+        0.0,
+        256.0,
+        &[],
+        (&[], 0.0),
+    );
+    assert!(bytes.iter().all(|&b| (0.0..=255.0).contains(&b)));
+    assert!(bytes.contains(&255.0) && bytes.contains(&0.0));
+    let halves = generate(
+        &mut emu,
+        n,
+        ScalarType::F16,
+        3,
+        0,
+        -1.0,
+        1.0,
+        &[],
+        (&[], 0.0),
+    );
+    assert!(halves.iter().all(|&x| (-1.0..=1.0).contains(&x)));
+    assert!(halves.iter().any(|&x| x != halves[0]));
+    let shorts = generate(
+        &mut emu,
+        n,
+        ScalarType::I16,
+        3,
+        2,
+        -300.0,
+        300.0,
+        &[],
+        (&[], 0.0),
+    );
+    assert!(shorts.iter().all(|&x| (-300.0..300.0).contains(&x)) && shorts.contains(&-300.0));
+    let bf = generate(
+        &mut emu,
+        3,
+        ScalarType::BF16,
+        3,
+        3,
+        3.0,
+        0.0,
+        &[],
+        (&[], 0.0),
+    );
+    assert_eq!(bf, [3.0; 3]);
+
+    let exp: [f64; 6] = [1.0, 2.0, 3.0, 100.0, 0.5, -7.0];
+    let cases: Vec<(Vec<f64>, ScalarType, Resolved)> = vec![
+        (
+            vec![1.0, 2.0, 4.0, 100.0, 0.0, 0.0],
+            ScalarType::U8,
+            Resolved::default_for(ScalarType::U8),
+        ),
+        (
+            vec![1.0, 2.0, 3.0, 101.0, 0.5, -7.0],
+            ScalarType::I16,
+            Resolved::default_for(ScalarType::I16),
+        ),
+        (
+            vec![1.0, 2.001, 3.5, 100.0, 0.5, -7.01],
+            ScalarType::F16,
+            Resolved::default_for(ScalarType::F16),
+        ),
+        (
+            vec![1.0, 2.0, 3.0625, 100.0, 0.5, -7.0],
+            ScalarType::BF16,
+            Resolved {
+                ulp: Some(1),
+                ..Resolved::band(0.0, 0.0)
+            },
+        ),
+    ];
+    for (got, elem, tol) in cases {
+        let exp: Vec<f64> = if elem == ScalarType::U8 {
+            exp.iter().map(|x| x.abs().floor()).collect()
+        } else {
+            exp.to_vec()
+        };
+        let round = |v: &[f64]| cugrade::inputs::decode(&cugrade::inputs::encode(v, elem), elem);
+        let (g, e) = (round(&got), round(&exp));
+        let wrong: Vec<usize> = (0..g.len())
+            .filter(|&i| !tol.accepts(e[i], g[i], elem))
+            .collect();
+        assert!(
+            !wrong.is_empty(),
+            "{elem:?}: the case should have wrong elements"
+        );
+        let (count, first) = compare(&mut emu, &got, &exp, elem, tol);
+        assert_eq!(count as usize, wrong.len(), "{elem:?} {got:?}");
+        assert_eq!(first as usize, wrong[0], "{elem:?}");
+    }
+    // 2^53 + 1 and 2^53 share a double; the device compares the bits.
+    let big = [(1i64 << 53) as f64];
+    let r = compare_bits(
+        &mut emu,
+        &((1i64 << 53) + 1).to_le_bytes(),
+        &(1i64 << 53).to_le_bytes(),
+    );
+    assert_eq!(r, 1, "{big:?}");
+    let same = ((1i64 << 53) + 1).to_le_bytes();
+    assert_eq!(compare_bits(&mut emu, &same, &same), 0);
+}
+
+/// `cugrade_compare` of one `i64` element given as bytes, exact: the mismatch count.
+fn compare_bits(emu: &mut EmuBackend, got: &[u8], exp: &[u8]) -> u64 {
+    let put = |emu: &mut EmuBackend, b: &[u8]| {
+        let a = emu.alloc(8).unwrap();
+        emu.write(a, b).unwrap();
+        a
+    };
+    let (g, e) = (put(emu, got), put(emu, exp));
+    let result = emu.alloc(48).unwrap();
+    let mut words = vec![0u8; 48];
+    words[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    emu.write(result, &words).unwrap();
+    let c = cugrade::measure::session::ComparePlan::of(&Resolved::default_for(ScalarType::I64));
+    let params = [
+        ParamValue::Ptr(g),
+        ParamValue::Ptr(e),
+        ParamValue::Ptr(0),
+        ParamValue::Ptr(0),
+        ParamValue::Ptr(0),
+        ParamValue::U64(1),
+        ParamValue::I32(cugrade::measure::session::elem_code(ScalarType::I64) as i32),
+        ParamValue::F64(c.abs),
+        ParamValue::F64(c.rel),
+        ParamValue::F64(c.sum),
+        ParamValue::I64(c.ulp),
+        ParamValue::I32(i32::from(c.exact)),
+        ParamValue::F64(c.coarse_abs),
+        ParamValue::F64(c.coarse_rel),
+        ParamValue::F64(c.coarse_sum),
+        ParamValue::Ptr(result),
+    ];
+    emu.launch("cugrade_compare", grid(1), &params, deadline())
+        .expect("compare runs");
+    let r = emu.read(result, 48).unwrap();
+    u64::from_le_bytes(r[..8].try_into().unwrap())
+}
