@@ -87,6 +87,14 @@ impl BufferSpec {
     }
 }
 
+/// A launch after the first of a multi-kernel milestone (a contract's `then`): another
+/// kernel of the same module, on the same arguments, once the previous one has finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Then {
+    pub kernel: String,
+    pub dims: LaunchDims,
+}
+
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchDims {
@@ -246,6 +254,48 @@ pub struct LaunchReport {
     /// deadline (`Timeouts::correctness_deadline`).
     #[serde(default)]
     pub seconds: f64,
+}
+
+impl LaunchReport {
+    /// This launch's report followed by `next`'s (a multi-kernel milestone's): findings of
+    /// both, counters summed, times added.
+    pub fn then(mut self, next: LaunchReport) -> LaunchReport {
+        self.diagnostics.extend(next.diagnostics);
+        self.metrics = match (self.metrics, next.metrics) {
+            (Some(a), Some(b)) => Some(a.then(b)),
+            (a, b) => a.or(b),
+        };
+        self.seconds += next.seconds;
+        self
+    }
+}
+
+impl Metrics {
+    /// Counters of two launches in sequence, summed; the hot lines of the one that costs more.
+    pub fn then(self, next: Metrics) -> Metrics {
+        let hot_lines = if next.lane_instructions > self.lane_instructions {
+            next.hot_lines.clone()
+        } else {
+            self.hot_lines.clone()
+        };
+        Metrics {
+            lane_instructions: self.lane_instructions + next.lane_instructions,
+            warp_instructions: self.warp_instructions + next.warp_instructions,
+            global_load_requests: self.global_load_requests + next.global_load_requests,
+            global_load_sectors: self.global_load_sectors + next.global_load_sectors,
+            global_store_requests: self.global_store_requests + next.global_store_requests,
+            global_store_sectors: self.global_store_sectors + next.global_store_sectors,
+            global_load_bytes_requested: self.global_load_bytes_requested
+                + next.global_load_bytes_requested,
+            global_store_bytes_requested: self.global_store_bytes_requested
+                + next.global_store_bytes_requested,
+            shared_requests: self.shared_requests + next.shared_requests,
+            shared_bank_conflicts: self.shared_bank_conflicts + next.shared_bank_conflicts,
+            branches: self.branches + next.branches,
+            divergent_branches: self.divergent_branches + next.divergent_branches,
+            hot_lines,
+        }
+    }
 }
 
 /// Why a backend operation failed.

@@ -779,7 +779,10 @@ mod tests {
         }
         assert_eq!(decode(&crate::inputs::encode(&[-3.0], I8), I8), [-3.0]);
         // Half rounds to nearest even; a NaN poison reads as NaN.
-        assert_eq!(decode(&crate::inputs::encode(&[2049.0], F16), F16), [2048.0]);
+        assert_eq!(
+            decode(&crate::inputs::encode(&[2049.0], F16), F16),
+            [2048.0]
+        );
         assert!(decode(&crate::inputs::poison_bytes(1, F16), F16)[0].is_nan());
         assert!(decode(&crate::inputs::poison_bytes(1, BF16), BF16)[0].is_nan());
         // Units in the last place of the type itself.
@@ -821,7 +824,11 @@ mod tests {
         let g = crate::inputs::encode(&[1.0, 2.1, 3.2, 4.5], ScalarType::F32);
         let c = compare_each(&b, &e, &g, None, base, Some(&each));
         assert_eq!((c.bad, c.first[0].index), (1, 3));
-        assert!(c.describe().contains("this element allows 4.000e-1"), "{}", c.describe());
+        assert!(
+            c.describe().contains("this element allows 4.000e-1"),
+            "{}",
+            c.describe()
+        );
         assert!(c.describe().contains("growing with the element's index"));
     }
 }

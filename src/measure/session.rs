@@ -159,6 +159,25 @@ pub struct PlanBuffer {
 pub struct RefCall {
     pub kernel: String,
     pub dims: LaunchDims,
+    /// A multi-kernel milestone's later launches.
+    #[serde(default)]
+    pub then: Vec<crate::backend::Then>,
+}
+
+/// Queue `kernel` and then `then`'s kernels, in order, on `params`.
+fn enqueue_all(
+    t: &mut dyn Timer,
+    slot: Slot,
+    kernel: &str,
+    dims: LaunchDims,
+    then: &[crate::backend::Then],
+    params: &[ParamValue],
+) -> Result<(), BackendError> {
+    t.enqueue(slot, kernel, dims, params)?;
+    for s in then {
+        t.enqueue(slot, &s.kernel, s.dims, params)?;
+    }
+    Ok(())
 }
 
 /// What the ratio is taken against.
@@ -181,6 +200,9 @@ pub enum BaselinePlan {
 pub struct MeasureSpec {
     pub kernel: String,
     pub dims: LaunchDims,
+    /// A multi-kernel milestone's later launches, timed with the first as one.
+    #[serde(default)]
+    pub then: Vec<crate::backend::Then>,
     pub buffers: Vec<PlanBuffer>,
     pub args: Vec<Arg>,
     /// The student's kernel's own arguments where its calling convention differs from the
@@ -481,7 +503,7 @@ impl Device<'_> {
             }
             let p = self.params_for(Role::Magnitude { squares }, set)?;
             let r = self.spec.verify.clone();
-            self.t.enqueue(Slot::Reference, &r.kernel, r.dims, &p)?;
+            enqueue_all(self.t, Slot::Reference, &r.kernel, r.dims, &r.then, &p)?;
         }
         Ok(())
     }
@@ -749,7 +771,14 @@ fn measure(
             d.t.flush_l2()?;
         }
         let s0 = d.t.mark()?;
-        d.t.enqueue(Slot::Student, &spec.kernel, spec.dims, &student_params)?;
+        enqueue_all(
+            d.t,
+            Slot::Student,
+            &spec.kernel,
+            spec.dims,
+            &spec.then,
+            &student_params,
+        )?;
         let s1 = d.t.mark()?;
         // 3: the paired baseline, on the same inputs (regenerated: the kernel may have
         // written to them).
@@ -762,7 +791,7 @@ fn measure(
                     d.t.flush_l2()?;
                 }
                 let b0 = d.t.mark()?;
-                d.t.enqueue(Slot::Reference, &r.kernel, r.dims, &p)?;
+                enqueue_all(d.t, Slot::Reference, &r.kernel, r.dims, &r.then, &p)?;
                 paired = Some((b0, d.t.mark()?));
             }
             BaselinePlan::Cublas { m, n, k } => {
@@ -789,7 +818,8 @@ fn measure(
         if !same_kernel {
             d.prepare(set, i, true)?;
             let p = d.params(Slot::Reference, set)?;
-            d.t.enqueue(Slot::Reference, &spec.verify.kernel, spec.verify.dims, &p)?;
+            let v = &spec.verify;
+            enqueue_all(d.t, Slot::Reference, &v.kernel, v.dims, &v.then, &p)?;
         }
         if wants_mags {
             d.magnitudes(set, i)?;

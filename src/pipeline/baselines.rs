@@ -116,6 +116,10 @@ fn gpu_baseline(p: &PerfPlan, case: &CasePlan) -> Result<BaselineChoice, String>
                 plan: BaselinePlan::Reference(RefCall {
                     kernel: k.clone(),
                     dims,
+                    then: p
+                        .baseline_then
+                        .clone()
+                        .map_err(|e| format!("the launches of the reference `{k}`: {e}"))?,
                 }),
                 scale: 1.0,
                 unit: "x",

@@ -190,9 +190,16 @@ pub(super) fn launch(
     case: &CasePlan,
     max_threads: u32,
 ) -> Result<crate::backend::LaunchDims, Box<Check>> {
+    // A multi-kernel milestone's later launches are checked against the device's limits.
+    let later = case.then.clone().and_then(|ds| {
+        ds.iter()
+            .try_for_each(|d| inputs::check_limits(d, 1024))
+            .map_err(|e| format!("a later kernel's launch: {e}"))
+    });
     case.launch
         .clone()
         .and_then(|d| inputs::check_limits(&d, max_threads).map(|()| d))
+        .and_then(|d| later.map(|()| d))
         .map_err(|e| {
             Box::new(
                 Check::fail(
@@ -254,11 +261,13 @@ fn run_trial(
         return Ok(None);
     };
     let student_inv = student_invocation(&kernel.numba, &inv, &ctx.plan.contract)?;
+    let then = ctx.plan.then(case).map_err(Infrastructure)?;
     let ran = run_on(
         worker,
         &ctx.plan.kernel,
         &student_inv,
         dims,
+        &then,
         Duration::from_secs_f64(deadline_s),
         None,
     );
@@ -403,7 +412,8 @@ pub(super) fn expected_outputs(
 ) -> Result<ExpectedOutputs, Infrastructure> {
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s);
     let ref_dims = reference_launch(case)?;
-    let run = RefRun::new(&ctx.plan.reference_kernel, &case.name, inv, ref_dims);
+    let then = ctx.plan.reference_then(case).map_err(Infrastructure)?;
+    let run = RefRun::new(&ctx.plan.reference_kernel, &case.name, inv, ref_dims, then);
     let expected = reference.expected(&run, limit, None)?;
     let magnitude = if needs_magnitude(ctx) {
         Some(reference.magnitude(&run, &expected.allocations, limit, None)?)

@@ -36,9 +36,25 @@ pub(super) fn stage<'b>(
         Ok(info) => info,
         Err(c) => return Ok(Stage::stop(vec![*c])),
     };
-    let signature = signature_check(ctx, &info, found.numba.as_ref());
+    let signature = signature_check(ctx, &ctx.plan.kernel, &info, found.numba.as_ref());
     if signature.status != crate::result::Status::Pass {
         return Ok(Stage::stop(vec![signature]));
+    }
+    // A multi-kernel milestone's later kernels: each present, each with the contract's
+    // parameters.
+    let mut later = Vec::new();
+    for k in &ctx.plan.then {
+        let c = match kernel_info_of(&mut worker, k) {
+            Ok(info) => signature_check(ctx, k, &info, None),
+            Err(c) => *c,
+        };
+        let stop = c.status != crate::result::Status::Pass;
+        later.push(c);
+        if stop {
+            let mut checks = vec![signature];
+            checks.extend(later);
+            return Ok(Stage::stop(checks));
+        }
     }
     student.worker = Some(worker);
     let kernel = Kernel {
@@ -48,6 +64,7 @@ pub(super) fn stage<'b>(
         info,
     };
     let mut checks = vec![signature];
+    checks.extend(later);
     // Resources at the launch the speed is measured with (else the first case's).
     let dims = ctx.plan.resource_case().and_then(|c| {
         let d = c.launch.clone().ok()?;
@@ -142,7 +159,10 @@ fn load_module(ctx: &Ctx, worker: &mut Client, found: &Located) -> Option<Check>
 
 /// What the backend says of the kernel; a check when it has no such kernel.
 fn kernel_info(ctx: &Ctx, worker: &mut Client) -> Result<KernelInfo, Box<Check>> {
-    let kernel = &ctx.plan.kernel;
+    kernel_info_of(worker, &ctx.plan.kernel)
+}
+
+fn kernel_info_of(worker: &mut Client, kernel: &str) -> Result<KernelInfo, Box<Check>> {
     match worker.kernel_info(kernel, Duration::from_secs(30)) {
         Ok(Ok(info)) => Ok(info),
         Ok(Err(e)) => Err(Box::new(
@@ -161,11 +181,11 @@ fn kernel_info(ctx: &Ctx, worker: &mut Client) -> Result<KernelInfo, Box<Check>>
 /// convention for a Numba kernel).
 fn signature_check(
     ctx: &Ctx,
+    kernel: &str,
     info: &KernelInfo,
     numba: Option<&crate::rubric::convention::Signature>,
 ) -> Check {
     let contract = &ctx.plan.contract;
-    let kernel = &ctx.plan.kernel;
     let passed: Vec<_> = contract.params.iter().filter(|p| !p.symbol).collect();
     let expected_sizes: Vec<usize> = match numba {
         Some(sig) => crate::rubric::convention::param_sizes(sig, contract),

@@ -31,12 +31,50 @@ pub(super) fn stage<'b>(ctx: &Ctx, built: &'b Built) -> (Stage<Located<'b>>, boo
             .iter()
             .find(|c| c.name == format!("compile {file}"))
             .cloned();
+        // A multi-kernel milestone's kernels run from one module: the first one's file.
+        let entries = compile::ptx_entries(ptx);
+        if let Some(missing) = ctx.plan.then.iter().find(|k| !entries.contains(k)) {
+            let elsewhere = built
+                .modules
+                .iter()
+                .find(|(_, p)| compile::ptx_entries(p).contains(missing))
+                .map(|(f, _)| format!(" (it is in `{f}`)"))
+                .unwrap_or_default();
+            let c = Check::fail(
+                CheckKind::Kernel,
+                format!("kernel {missing}"),
+                format!(
+                    "kernel `{missing}` is not in `{file}`{elsewhere}: milestone `{}` launches {} in this order, and they must be defined in one file",
+                    ctx.plan.milestone.id,
+                    ctx.plan
+                        .kernels()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", then ")
+                ),
+            )
+            .with_hint(hints::MISSING_KERNEL.replace("NAME", missing));
+            return (Stage::stop(compiled.into_iter().chain([c]).collect()), false);
+        }
         let found = Located {
             file,
             ptx,
             numba: None,
         };
         return (Stage::go(compiled.into_iter().collect(), found), false);
+    }
+    if !ctx.plan.then.is_empty() && built.numba.contains_key(kernel) {
+        // Numba compiles each kernel into a module of its own; a sequence runs from one.
+        let c = Check::error(
+            CheckKind::Kernel,
+            format!("kernel {kernel}"),
+            format!(
+                "milestone `{}` launches several kernels in sequence, which cugrade grades in CUDA C++ or PTX only: write `{}` in a .cu file",
+                ctx.plan.milestone.id,
+                ctx.plan.kernels().collect::<Vec<_>>().join("`, `")
+            ),
+        );
+        return (Stage::stop(vec![c]), true);
     }
     match built.numba.get(kernel) {
         Some(NumbaKernelState::Compiled {

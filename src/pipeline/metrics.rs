@@ -302,7 +302,16 @@ fn emulator_metrics(
     )?;
     let student_inv = student_invocation(&kernel.numba, &inv, contract).map_err(|e| e.0)?;
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s * 10.0);
-    let ran = run_on(&mut w, &ctx.plan.kernel, &student_inv, dims, limit, None);
+    let then = ctx.plan.then(case)?;
+    let ran = run_on(
+        &mut w,
+        &ctx.plan.kernel,
+        &student_inv,
+        dims,
+        &then,
+        limit,
+        None,
+    );
     // Kept for the student's next milestone (a dead one is replaced then).
     *emulator = Some(w);
     match ran {

@@ -155,6 +155,7 @@ fn measure_spec(
     Ok(MeasureSpec {
         kernel: ctx.plan.kernel.clone(),
         dims,
+        then: ctx.plan.then(case).map_err(Infrastructure)?,
         buffers,
         args: inv.args.clone(),
         student_args: match student_invocation(&kernel.numba, inv, &ctx.plan.contract)? {
@@ -164,6 +165,7 @@ fn measure_spec(
         verify: RefCall {
             kernel: ctx.plan.reference_kernel.clone(),
             dims: ref_dims,
+            then: ctx.plan.reference_then(case).map_err(Infrastructure)?,
         },
         baseline: choice.plan.clone(),
         scale: choice.scale,

@@ -38,8 +38,9 @@ enum Variant {
 pub(super) struct RunKey([u8; 32]);
 
 impl RunKey {
+    #[cfg(test)]
     pub(super) fn of(kernel: &str, inv: &Invocation, dims: LaunchDims) -> RunKey {
-        RunKey::of_sent(kernel, inv, dims, &[])
+        RunKey::of_sent(kernel, inv, dims, &[], &[])
     }
 
     /// [`RunKey::of`] for a run whose buffers marked in `zeroed` start zeroed in the worker
@@ -49,6 +50,7 @@ impl RunKey {
         kernel: &str,
         inv: &Invocation,
         dims: LaunchDims,
+        then: &[crate::backend::Then],
         zeroed: &[bool],
     ) -> RunKey {
         use sha2::Digest;
@@ -62,6 +64,11 @@ impl RunKey {
         part(b"cugrade reference run 1");
         part(kernel.as_bytes());
         part(format!("{dims:?}").as_bytes());
+        // A multi-kernel milestone's later launches (nothing for one kernel: keys unchanged).
+        for t in then {
+            part(t.kernel.as_bytes());
+            part(format!("{:?}", t.dims).as_bytes());
+        }
         for (i, b) in inv.buffers.iter().enumerate() {
             let zero = zeroed.get(i).copied().unwrap_or(false);
             // Debug of floats round-trips exactly: a generator's bounds are told apart.
@@ -85,6 +92,8 @@ impl RunKey {
 /// One run of a reference kernel: what it runs on and its cache key.
 pub(super) struct RefRun<'a> {
     kernel: &'a str,
+    /// A multi-kernel milestone's later reference launches.
+    then: Vec<crate::backend::Then>,
     /// The case's name, for messages only (the key holds what the case determines).
     case: &'a str,
     inv: &'a Invocation,
@@ -98,13 +107,15 @@ impl<'a> RefRun<'a> {
         case: &'a str,
         inv: &'a Invocation,
         dims: LaunchDims,
+        then: Vec<crate::backend::Then>,
     ) -> RefRun<'a> {
         RefRun {
             kernel,
             case,
             inv,
             dims,
-            key: RunKey::of(kernel, inv, dims),
+            key: RunKey::of_sent(kernel, inv, dims, &then, &[]),
+            then,
         }
     }
 }
@@ -351,7 +362,7 @@ impl Reference {
         let inv = owned.as_ref().unwrap_or(run.inv);
         let kernel = run.kernel;
         let w = self.worker()?;
-        match run_on(w, kernel, inv, run.dims, limit * 4, gpu_lock) {
+        match run_on(w, kernel, inv, run.dims, &run.then, limit * 4, gpu_lock) {
             Ok(r) => {
                 let e = Expected {
                     allocations: r.allocations,
@@ -449,12 +460,12 @@ mod tests {
         let vars = [("n".to_string(), 1000.0)].into_iter().collect();
         let inv = inputs::generate(&uniform, &vars, 1).unwrap();
         let zeroed = [false, true, false];
-        assert_ne!(RunKey::of_sent("hist", &inv, dims, &zeroed), base);
+        assert_ne!(RunKey::of_sent("hist", &inv, dims, &[], &zeroed), base);
         let mut other = inv.clone();
         other.buffers[1].data.fill(0);
         assert_eq!(
-            RunKey::of_sent("hist", &inv, dims, &zeroed),
-            RunKey::of_sent("hist", &other, dims, &zeroed)
+            RunKey::of_sent("hist", &inv, dims, &[], &zeroed),
+            RunKey::of_sent("hist", &other, dims, &[], &zeroed)
         );
     }
 }

@@ -10,18 +10,21 @@ use std::time::Duration;
 
 pub(super) use crate::worker::client::{Ran, RunError};
 
-/// Run `kernel` on `inv` in `worker`: the kernel may take `limit` (see `Client::run`).
+/// Run `kernel` (then a multi-kernel milestone's later kernels, `then`) on `inv` in
+/// `worker`: the launches may take `limit` together (see `Client::run`).
 pub(super) fn run_on(
     worker: &mut Client,
     kernel: &str,
     inv: &Invocation,
     dims: LaunchDims,
+    then: &[crate::backend::Then],
     limit: Duration,
     gpu_lock: Option<&str>,
 ) -> Result<Ran, RunError> {
     let spec = RunSpec {
         kernel: kernel.to_string(),
         dims,
+        then: then.to_vec(),
         args: inv.args.clone(),
         buffers: inv.specs(),
         symbols: inv.symbols.clone(),

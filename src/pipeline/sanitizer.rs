@@ -203,7 +203,10 @@ fn emulate(
                 continue;
             }
         };
-        let report = match run_on(&mut w, &plan.kernel, &inv, dims, limit, None) {
+        let Ok(then) = plan.then(case) else {
+            continue;
+        };
+        let report = match run_on(&mut w, &plan.kernel, &inv, dims, &then, limit, None) {
             Ok(r) => {
                 outputs.push((case.name.clone(), r.allocations));
                 r.report

@@ -85,7 +85,8 @@ fn case_against_cpu(
     let dims = case.reference_launch.clone().map_err(Infrastructure)?;
     let kernel = &m.reference_kernel;
     let gpu = reference.gpu.clone();
-    let run = RefRun::new(kernel, &case.name, &inv, dims);
+    let then = m.reference_then(case).map_err(Infrastructure)?;
+    let run = RefRun::new(kernel, &case.name, &inv, dims, then);
     let expected = reference.expected(&run, limit, gpu.as_deref())?.allocations;
     let args = match runner.call(&inv, &case.case, Threads::Single) {
         Ok((_, args)) => args,

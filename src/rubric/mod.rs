@@ -423,6 +423,14 @@ fn check_reference_names(
         Some(k) => (format!("{at}.reference_kernel"), k.as_str()),
         None => (format!("{at}.kernel"), m.kernel.as_str()),
     }];
+    let then_key = if m.reference_then.is_some() {
+        "reference_then"
+    } else {
+        "then"
+    };
+    for (k, name) in m.reference_then().iter().enumerate() {
+        named.push((format!("{at}.{then_key}[{k}]"), name.as_str()));
+    }
     for (i, p) in m.performance.iter().enumerate() {
         if let Against::Reference(k) = &p.against {
             named.push((
@@ -811,19 +819,27 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
     if let Some(ret) = &c.returns {
         return check_function(r, &at, c, ret, &tol_vars);
     }
-    for (key, list) in [("block", &c.launch.block), ("grid", &c.launch.grid)] {
-        if list.is_empty() || list.len() > 3 {
-            return Err(r.error_at(
-                &format!("{at}.launch.{key}"),
-                format!("`{key}` takes 1 to 3 entries"),
-            ));
+    let launches = std::iter::once((format!("{at}.launch"), &c.launch)).chain(
+        c.then
+            .iter()
+            .enumerate()
+            .map(|(k, l)| (format!("{at}.then[{k}]"), l)),
+    );
+    for (lat, launch) in launches {
+        for (key, list) in [("block", &launch.block), ("grid", &launch.grid)] {
+            if list.is_empty() || list.len() > 3 {
+                return Err(r.error_at(
+                    &format!("{lat}.{key}"),
+                    format!("`{key}` takes 1 to 3 entries"),
+                ));
+            }
+            for (j, e) in list.iter().enumerate() {
+                parse_at(r, &format!("{lat}.{key}[{j}]"), e, Kind::Int, &vars)?;
+            }
         }
-        for (j, e) in list.iter().enumerate() {
-            parse_at(r, &format!("{at}.launch.{key}[{j}]"), e, Kind::Int, &vars)?;
+        if let Some(s) = &launch.shared_bytes {
+            parse_at(r, &format!("{lat}.shared_bytes"), s, Kind::Int, &vars)?;
         }
-    }
-    if let Some(s) = &c.launch.shared_bytes {
-        parse_at(r, &format!("{at}.launch.shared_bytes"), s, Kind::Int, &vars)?;
     }
     check_tolerance(r, &format!("{at}.tolerance"), &c.tolerance, &tol_vars)
 }
@@ -841,6 +857,12 @@ fn check_function(
         return Err(r.error_at(
             &format!("{at}.launch"),
             "a function contract (`returns:`) has no launch: the function runs its own kernels",
+        ));
+    }
+    if !c.then.is_empty() {
+        return Err(r.error_at(
+            &format!("{at}.then"),
+            "a function contract (`returns:`) has no launches: the function runs its own kernels",
         ));
     }
     if c.cpu.is_some() {
@@ -882,8 +904,10 @@ pub fn contract_variables(c: &Contract) -> BTreeSet<String> {
             exprs.extend(b.iter());
         }
     }
-    exprs.extend(c.launch.block.iter().chain(&c.launch.grid));
-    exprs.extend(c.launch.shared_bytes.iter());
+    for l in std::iter::once(&c.launch).chain(&c.then) {
+        exprs.extend(l.block.iter().chain(&l.grid));
+        exprs.extend(l.shared_bytes.iter());
+    }
     exprs
         .into_iter()
         .filter_map(|e| e.parse_as(Kind::Real).ok())
@@ -903,6 +927,63 @@ fn check_milestone(r: &LoadedRubric, at: &str, m: &Milestone) -> Result<(), Conf
             ),
         ));
     };
+    if m.then.len() != contract.then.len() {
+        let (path, what) = if m.then.is_empty() {
+            (format!("{at}.kernel"), "names one kernel".to_string())
+        } else {
+            (
+                format!("{at}.then"),
+                format!("names {} later kernels in `then`", m.then.len()),
+            )
+        };
+        return Err(r.error_at(
+            &path,
+            format!(
+                "milestone `{}` {what}, and contract `{}` has {} later launches in its `then`: a multi-kernel milestone names one kernel per launch, the first in `kernel` and the others in `then`",
+                m.id,
+                m.contract,
+                contract.then.len()
+            ),
+        ));
+    }
+    if let Some(rt) = &m.reference_then
+        && rt.len() != m.then.len()
+    {
+        return Err(r.error_at(
+            &format!("{at}.reference_then"),
+            format!(
+                "`reference_then` names {} kernels and `then` {}: one reference kernel per launch",
+                rt.len(),
+                m.then.len()
+            ),
+        ));
+    }
+    let mut names = BTreeSet::new();
+    for (k, name) in m.kernels().enumerate() {
+        if !names.insert(name) {
+            let path = if k == 0 {
+                format!("{at}.kernel")
+            } else {
+                format!("{at}.then[{}]", k - 1)
+            };
+            return Err(r.error_at(
+                &path,
+                format!("kernel `{name}` is launched twice in milestone `{}`: a multi-kernel milestone's kernels are distinct entry points", m.id),
+            ));
+        }
+    }
+    if !m.then.is_empty() && !m.metrics.is_empty() {
+        return Err(r.error_at(
+            &format!("{at}.metrics"),
+            "metric checks read one kernel's counters: a multi-kernel milestone (`then`) takes none; put the kernel to measure in a milestone of its own",
+        ));
+    }
+    if contract.is_function() && !m.then.is_empty() {
+        return Err(r.error_at(
+            &format!("{at}.then"),
+            "a function lab's milestone is one function: `then` is for kernels",
+        ));
+    }
     if contract.is_function() && !m.metrics.is_empty() {
         return Err(r.error_at(
             &format!("{at}.metrics"),

@@ -47,6 +47,10 @@ pub struct MilestonePlan {
     pub kernel: String,
     /// The kernel of the reference module that computes the expected outputs.
     pub reference_kernel: String,
+    /// A multi-kernel milestone's later kernels, the student's and the reference's (empty
+    /// for one kernel); their launches are each case's `then`.
+    pub then: Vec<String>,
+    pub reference_then: Vec<String>,
     pub contract: Contract,
     pub precision: Precision,
     /// The milestone's own tolerance, else `None` (the contract's applies).
@@ -73,6 +77,9 @@ pub struct CasePlan {
     pub launch: Result<LaunchDims, String>,
     /// The reference kernel's launch: always the contract's own.
     pub reference_launch: Result<LaunchDims, String>,
+    /// The launches of a multi-kernel contract's later kernels (`then`), the same for the
+    /// student and the reference.
+    pub then: Result<Vec<LaunchDims>, String>,
     /// Elements of every buffer with a `len`, summed (what "the largest case" means).
     pub elements: usize,
     /// The case as the rubric gives it (budget, cache mode, flops).
@@ -92,6 +99,9 @@ pub struct PerfPlan {
     /// For `against: {reference: K}`: K's launch on the case, that of K's own contract
     /// (`rubric::baseline::contract_of`), or why it cannot be evaluated; `None` otherwise.
     pub baseline_launch: Option<Result<LaunchDims, String>>,
+    /// ... and K's later launches where K is a multi-kernel milestone's reference (its
+    /// `reference_then` with its contract's `then`); empty otherwise.
+    pub baseline_then: Result<Vec<crate::backend::Then>, String>,
 }
 
 /// One metric check, resolved.
@@ -128,7 +138,8 @@ impl LoadedRubric {
         launch_for: &dyn Fn(&str, &Launch) -> Launch,
     ) -> MilestonePlan {
         let contract = self.contract(&m.contract).clone();
-        let launch = if self.rubric.allow_launch_override {
+        // A multi-kernel milestone runs the contract's launches as they are.
+        let launch = if self.rubric.allow_launch_override && m.then.is_empty() {
             launch_for(&m.kernel, &contract.launch)
         } else {
             contract.launch.clone()
@@ -143,6 +154,7 @@ impl LoadedRubric {
                 bar: perf_bar(p),
                 max_points: perf_max(p),
                 baseline_launch: self.baseline_launch(p, &contract),
+                baseline_then: self.baseline_then(p),
             })
             .collect();
         let metrics = m
@@ -160,6 +172,8 @@ impl LoadedRubric {
                 .reference_kernel
                 .clone()
                 .unwrap_or_else(|| m.kernel.clone()),
+            then: m.then.clone(),
+            reference_then: m.reference_then().to_vec(),
             precision: self.precision(m),
             tolerance: m.correctness.tolerance.clone(),
             cases: self.cases_for(m).into_iter().map(case).collect(),
@@ -191,12 +205,46 @@ impl LoadedRubric {
     }
 }
 
+impl LoadedRubric {
+    /// The later launches of a reference baseline that is a multi-kernel milestone's.
+    fn baseline_then(
+        &self,
+        p: &super::schema::PerfSpec,
+    ) -> Result<Vec<crate::backend::Then>, String> {
+        let super::schema::Against::Reference(k) = &p.against else {
+            return Ok(vec![]);
+        };
+        let (Some((m, contract)), Some(case)) = (
+            super::baseline::contract_of(&self.rubric, k),
+            self.performance_case(&p.case),
+        ) else {
+            return Ok(vec![]);
+        };
+        let vars = case_vars(case);
+        m.reference_then()
+            .iter()
+            .zip(&contract.then)
+            .map(|(kernel, l)| {
+                Ok(crate::backend::Then {
+                    kernel: kernel.clone(),
+                    dims: eval_launch(l, &vars)?,
+                })
+            })
+            .collect()
+    }
+}
+
 fn case_plan(contract: &Contract, launch: &Launch, c: &super::schema::Case) -> CasePlan {
     let vars = case_vars(c);
     CasePlan {
         name: c.name.clone(),
         launch: eval_launch(launch, &vars),
         reference_launch: eval_launch(&contract.launch, &vars),
+        then: contract
+            .then
+            .iter()
+            .map(|l| eval_launch(l, &vars))
+            .collect(),
         elements: case_elements(contract, c),
         case: c.clone(),
         vars,
@@ -204,6 +252,33 @@ fn case_plan(contract: &Contract, launch: &Launch, c: &super::schema::Case) -> C
 }
 
 impl MilestonePlan {
+    /// The student's later launches on `case` (empty for a one-kernel milestone).
+    pub fn then(&self, case: &CasePlan) -> Result<Vec<crate::backend::Then>, String> {
+        Self::zip(&self.then, case)
+    }
+
+    /// The reference's later launches on `case`.
+    pub fn reference_then(&self, case: &CasePlan) -> Result<Vec<crate::backend::Then>, String> {
+        Self::zip(&self.reference_then, case)
+    }
+
+    fn zip(names: &[String], case: &CasePlan) -> Result<Vec<crate::backend::Then>, String> {
+        let dims = case.then.clone()?;
+        Ok(names
+            .iter()
+            .zip(dims)
+            .map(|(k, dims)| crate::backend::Then {
+                kernel: k.clone(),
+                dims,
+            })
+            .collect())
+    }
+
+    /// Every kernel the student writes for this milestone, in launch order.
+    pub fn kernels(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.kernel.as_str()).chain(self.then.iter().map(String::as_str))
+    }
+
     /// The case the kernel's resources are reported at: the first performance case (the launch
     /// its speed is measured with), else the first correctness case.
     pub fn resource_case(&self) -> Option<&CasePlan> {

@@ -313,6 +313,11 @@ pub struct Contract {
     /// Kernels only.
     #[serde(default)]
     pub launch: Launch,
+    /// A multi-kernel contract: the launches of the kernels that run after the first, in
+    /// order, each on the same arguments (a scan's block scans, then the scan of their sums,
+    /// then the propagation). A milestone on it names those kernels in its own `then`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<Launch>,
     /// Default tolerance for every output buffer of this contract.
     #[serde(default)]
     pub tolerance: Tolerance,
@@ -799,6 +804,13 @@ pub struct Milestone {
     /// Entry point in the reference file that produces expected outputs (default: `kernel`).
     #[serde(default)]
     pub reference_kernel: Option<String>,
+    /// The student's kernels that run after `kernel`, in order, one per launch of the
+    /// contract's `then`: the milestone is the whole sequence, graded and timed as one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<String>,
+    /// The reference's kernels for `then` (default: the same names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_then: Option<Vec<String>>,
     pub correctness: CorrectnessSpec,
     #[serde(default)]
     pub performance: Vec<PerfSpec>,
@@ -815,6 +827,16 @@ pub struct Milestone {
 }
 
 impl Milestone {
+    /// Every kernel the student writes for this milestone, in launch order.
+    pub fn kernels(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.kernel.as_str()).chain(self.then.iter().map(String::as_str))
+    }
+
+    /// The reference's kernels after the first, in launch order.
+    pub fn reference_then(&self) -> &[String] {
+        self.reference_then.as_deref().unwrap_or(&self.then)
+    }
+
     /// The name reports show: the title, or the id where the rubric gives none.
     pub fn display_title(&self) -> String {
         if self.title.is_empty() {

@@ -160,15 +160,24 @@ fn one_case(contract: &Contract, case: &Case) -> Result<(), (Option<String>, Str
     if contract.is_function() {
         return Ok(());
     }
-    eval_launch(&contract.launch, &vars).map_err(|e| {
-        let culprit = contract
-            .launch
-            .grid
-            .iter()
-            .chain(&contract.launch.block)
-            .chain(&contract.launch.shared_bytes)
-            .find_map(blame);
-        (culprit, format!("the contract's launch: {e}"))
-    })?;
+    for (k, launch) in std::iter::once(&contract.launch)
+        .chain(&contract.then)
+        .enumerate()
+    {
+        eval_launch(launch, &vars).map_err(|e| {
+            let culprit = launch
+                .grid
+                .iter()
+                .chain(&launch.block)
+                .chain(&launch.shared_bytes)
+                .find_map(blame);
+            let which = if k == 0 {
+                "the contract's launch".to_string()
+            } else {
+                format!("the contract's launch then[{}]", k - 1)
+            };
+            (culprit, format!("{which}: {e}"))
+        })?;
+    }
     Ok(())
 }

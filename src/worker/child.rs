@@ -526,12 +526,23 @@ pub(super) fn run(
     if let Some(t) = b.timer() {
         t.restore_globals().map_err(plain)?;
     }
+    // One deadline for the whole sequence of a multi-kernel milestone.
     let deadline = Instant::now() + Duration::from_millis(spec.deadline_ms);
-    let report = match b.launch(&spec.kernel, spec.dims, &params, deadline) {
-        Ok(r) => r,
-        // Where a kernel stopped at its deadline was running, for the timeout's finding.
-        Err(e) => return Err(Box::new((e, b.failed_launch_report()))),
-    };
+    let steps = std::iter::once((spec.kernel.as_str(), spec.dims))
+        .chain(spec.then.iter().map(|t| (t.kernel.as_str(), t.dims)));
+    let mut report: Option<crate::backend::LaunchReport> = None;
+    for (kernel, dims) in steps {
+        let r = match b.launch(kernel, dims, &params, deadline) {
+            Ok(r) => r,
+            // Where a kernel stopped at its deadline was running, for the timeout's finding.
+            Err(e) => return Err(Box::new((e, b.failed_launch_report()))),
+        };
+        report = Some(match report {
+            None => r,
+            Some(so_far) => so_far.then(r),
+        });
+    }
+    let report = report.unwrap_or_default();
     let mut out = Vec::with_capacity(addrs.len());
     for ((a, s), blob) in addrs.iter().zip(&spec.buffers).zip(&blobs) {
         if guarded {

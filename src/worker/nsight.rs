@@ -138,9 +138,16 @@ pub fn case_launch(
         None => inv,
     };
     let dims = case.launch.clone()?;
+    // The milestone's own kernel runs with its later launches (a multi-kernel milestone).
+    let then = if kernel == plan.kernel {
+        plan.then(case)?
+    } else {
+        vec![]
+    };
     let spec = RunSpec {
         kernel: kernel.to_string(),
         dims,
+        then,
         args: inv.args.clone(),
         buffers: inv.specs(),
         symbols: inv.symbols.clone(),

@@ -101,6 +101,9 @@ pub enum Request {
 pub struct RunSpec {
     pub kernel: String,
     pub dims: LaunchDims,
+    /// A multi-kernel milestone's later launches, in order, on the same arguments.
+    #[serde(default)]
+    pub then: Vec<crate::backend::Then>,
     pub args: Vec<Arg>,
     pub buffers: Vec<BufferSpec>,
     /// Buffers set by symbol (`__constant__` data) instead of passed: (symbol, buffer index).
