@@ -1,6 +1,6 @@
 // An exclusive scan where an inclusive one is asked for: y[i] = x[0] + ... + x[i - 1] in
-// scan_naive (j < i) and in scan_single_pass (each element stored before it is added).
-// scan_block is right.
+// scan_naive (the loop stops at j < i) and in scan_single_pass (each element stored before
+// it is added). scan_block is right.
 
 extern "C" __global__ void scan_naive(const float* x, float* y, int n)
 {
@@ -28,7 +28,7 @@ extern "C" __global__ void scan_block(const float* x, float* y, int n)
 }
 
 #define THREADS 256
-#define PER_THREAD 4
+#define PER_THREAD 16
 #define TILE (THREADS * PER_THREAD)
 
 extern "C" __global__ void scan_single_pass(const float* x, float* y, float* tile_sum,
@@ -41,6 +41,7 @@ extern "C" __global__ void scan_single_pass(const float* x, float* y, float* til
     __shared__ float s_carry;
     int t = threadIdx.x;
 
+    // Tiles in the order blocks start, so a block only ever waits for running blocks.
     if (t == 0) s_tile = atomicAdd(ticket, 1u);
     __syncthreads();
     int tile = s_tile;
@@ -52,8 +53,8 @@ extern "C" __global__ void scan_single_pass(const float* x, float* y, float* til
     }
     __syncthreads();
 
-    // Each thread sums its 4 consecutive elements, the block scans the 256 totals
-    // (Kogge-Stone), then each thread scans its 4 elements on top of its predecessors' total.
+    // Each thread sums its 16 consecutive elements, the block scans the 256 totals
+    // (Kogge-Stone), then each thread scans its 16 elements on top of its predecessors'.
     float mine = 0.0f;
     for (int k = 0; k < PER_THREAD; ++k) mine += s[t * PER_THREAD + k];
     totals[t] = mine;
@@ -65,18 +66,31 @@ extern "C" __global__ void scan_single_pass(const float* x, float* y, float* til
         __syncthreads();
     }
 
-    // The chain: thread 0 waits for the previous tile's inclusive prefix.
+    // Decoupled look-back by thread 0: publish this tile's total at once (flag 1), then walk
+    // back adding totals until a tile whose inclusive prefix is known (flag 2).
     if (t == 0) {
+        float total = totals[THREADS - 1];
         float carry = 0.0f;
         if (tile > 0) {
-            while (*(volatile unsigned*)&tile_flag[tile - 1] == 0u) {
-            }
+            tile_sum[tile] = total;
             __threadfence();
-            carry = *(volatile float*)&tile_prefix[tile - 1];
+            *(volatile unsigned*)&tile_flag[tile] = 1u;
+            for (int j = tile - 1;; --j) {
+                unsigned f;
+                do {
+                    f = *(volatile unsigned*)&tile_flag[j];
+                } while (f == 0u);
+                __threadfence();
+                if (f == 2u) {
+                    carry += *(volatile float*)&tile_prefix[j];
+                    break;
+                }
+                carry += *(volatile float*)&tile_sum[j];
+            }
         }
-        tile_prefix[tile] = carry + totals[THREADS - 1];
+        tile_prefix[tile] = carry + total;
         __threadfence();
-        *(volatile unsigned*)&tile_flag[tile] = 1u;
+        *(volatile unsigned*)&tile_flag[tile] = 2u;
         s_carry = carry;
     }
     __syncthreads();

@@ -1,5 +1,5 @@
-// A complete scan lab: every milestone correct. scan_single_pass is a chained scan: each
-// tile waits for the inclusive prefix of the tile before it.
+// A complete scan lab: every milestone correct. scan_single_pass scans tiles of 4096
+// elements (16 per thread) and finds the running total with a decoupled look-back.
 
 extern "C" __global__ void scan_naive(const float* x, float* y, int n)
 {
@@ -27,7 +27,7 @@ extern "C" __global__ void scan_block(const float* x, float* y, int n)
 }
 
 #define THREADS 256
-#define PER_THREAD 4
+#define PER_THREAD 16
 #define TILE (THREADS * PER_THREAD)
 
 extern "C" __global__ void scan_single_pass(const float* x, float* y, float* tile_sum,
@@ -40,6 +40,7 @@ extern "C" __global__ void scan_single_pass(const float* x, float* y, float* til
     __shared__ float s_carry;
     int t = threadIdx.x;
 
+    // Tiles in the order blocks start, so a block only ever waits for running blocks.
     if (t == 0) s_tile = atomicAdd(ticket, 1u);
     __syncthreads();
     int tile = s_tile;
@@ -51,8 +52,8 @@ extern "C" __global__ void scan_single_pass(const float* x, float* y, float* til
     }
     __syncthreads();
 
-    // Each thread sums its 4 consecutive elements, the block scans the 256 totals
-    // (Kogge-Stone), then each thread scans its 4 elements on top of its predecessors' total.
+    // Each thread sums its 16 consecutive elements, the block scans the 256 totals
+    // (Kogge-Stone), then each thread scans its 16 elements on top of its predecessors'.
     float mine = 0.0f;
     for (int k = 0; k < PER_THREAD; ++k) mine += s[t * PER_THREAD + k];
     totals[t] = mine;
@@ -64,18 +65,31 @@ extern "C" __global__ void scan_single_pass(const float* x, float* y, float* til
         __syncthreads();
     }
 
-    // The chain: thread 0 waits for the previous tile's inclusive prefix.
+    // Decoupled look-back by thread 0: publish this tile's total at once (flag 1), then walk
+    // back adding totals until a tile whose inclusive prefix is known (flag 2).
     if (t == 0) {
+        float total = totals[THREADS - 1];
         float carry = 0.0f;
         if (tile > 0) {
-            while (*(volatile unsigned*)&tile_flag[tile - 1] == 0u) {
-            }
+            tile_sum[tile] = total;
             __threadfence();
-            carry = *(volatile float*)&tile_prefix[tile - 1];
+            *(volatile unsigned*)&tile_flag[tile] = 1u;
+            for (int j = tile - 1;; --j) {
+                unsigned f;
+                do {
+                    f = *(volatile unsigned*)&tile_flag[j];
+                } while (f == 0u);
+                __threadfence();
+                if (f == 2u) {
+                    carry += *(volatile float*)&tile_prefix[j];
+                    break;
+                }
+                carry += *(volatile float*)&tile_sum[j];
+            }
         }
-        tile_prefix[tile] = carry + totals[THREADS - 1];
+        tile_prefix[tile] = carry + total;
         __threadfence();
-        *(volatile unsigned*)&tile_flag[tile] = 1u;
+        *(volatile unsigned*)&tile_flag[tile] = 2u;
         s_carry = carry;
     }
     __syncthreads();
@@ -90,4 +104,56 @@ extern "C" __global__ void scan_single_pass(const float* x, float* y, float* til
         int i = base + k * THREADS + t;
         if (i < n) y[i] = s[k * THREADS + t];
     }
+}
+
+// ---- Scan, then propagate: three kernels launched in sequence (milestone scan_three_pass) --
+
+// Each block scans its 1024 elements in shared memory (Kogge-Stone) and writes its total.
+extern "C" __global__ void scan_tile(const float* x, float* y, float* block_sum, int n)
+{
+    __shared__ float s[1024];
+    int t = threadIdx.x;
+    int i = blockIdx.x * 1024 + t;
+    s[t] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (int off = 1; off < 1024; off *= 2) {
+        float v = t >= off ? s[t - off] : 0.0f;
+        __syncthreads();
+        s[t] += v;
+        __syncthreads();
+    }
+    if (i < n) y[i] = s[t];
+    if (t == 1023) block_sum[blockIdx.x] = s[1023];
+}
+
+// One block scans the blocks' totals in place, 1024 at a time with a running carry.
+extern "C" __global__ void scan_sums(const float* x, float* y, float* block_sum, int n)
+{
+    __shared__ float s[1024];
+    __shared__ float carry;
+    int t = threadIdx.x;
+    int blocks = (n + 1023) / 1024;
+    if (t == 0) carry = 0.0f;
+    for (int base = 0; base < blocks; base += 1024) {
+        int i = base + t;
+        s[t] = i < blocks ? block_sum[i] : 0.0f;
+        __syncthreads();
+        for (int off = 1; off < 1024; off *= 2) {
+            float v = t >= off ? s[t - off] : 0.0f;
+            __syncthreads();
+            s[t] += v;
+            __syncthreads();
+        }
+        if (i < blocks) block_sum[i] = s[t] + carry;
+        __syncthreads();
+        if (t == 1023) carry += s[1023];
+        __syncthreads();
+    }
+}
+
+// Every element of block b > 0 gets the total of the blocks before it.
+extern "C" __global__ void add_offsets(const float* x, float* y, float* block_sum, int n)
+{
+    int i = blockIdx.x * 1024 + threadIdx.x;
+    if (blockIdx.x > 0 && i < n) y[i] += block_sum[blockIdx.x - 1];
 }

@@ -1,5 +1,5 @@
 // Correct everywhere, but scan_single_pass is one thread walking the whole array: right
-// answers, far too slow on a GPU (the speed bar fails there; the emulator does not time).
+// answers, far too slow on a GPU (the speed bars fail there; the emulator does not time).
 
 extern "C" __global__ void scan_naive(const float* x, float* y, int n)
 {
