@@ -54,7 +54,10 @@ pub(super) fn stage<'b>(ctx: &Ctx, built: &'b Built) -> (Stage<Located<'b>>, boo
                 ),
             )
             .with_hint(hints::MISSING_KERNEL.replace("NAME", missing));
-            return (Stage::stop(compiled.into_iter().chain([c]).collect()), false);
+            return (
+                Stage::stop(compiled.into_iter().chain([c]).collect()),
+                false,
+            );
         }
         let found = Located {
             file,

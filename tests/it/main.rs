@@ -14,6 +14,7 @@ mod cli;
 mod cohort;
 mod cohort_fixture;
 mod cohort_hostile;
+mod course_pmpp;
 mod cpu_python;
 mod cuda_headers;
 mod cupy_submissions;

@@ -269,6 +269,20 @@ enum Stop {
     Fault(String),
 }
 
+/// Whether every instruction from `from` up to (not including) `to` falls through to the next:
+/// no branch, return, exit or other barrier can hold a lane or take it elsewhere before it
+/// reaches `to`.
+fn straight_to(prog: &Program, from: u32, to: u32) -> bool {
+    (from..to).all(|pc| {
+        prog.insts.get(pc as usize).is_some_and(|i| {
+            !matches!(
+                i.op,
+                Op::Bra | Op::Ret | Op::Exit | Op::Trap | Op::Bar { .. } | Op::BarRed(_)
+            )
+        })
+    })
+}
+
 impl<'a, 'c> BlockRunner<'a, 'c> {
     pub fn new(ctx: &'c LaunchCtx<'a>, ctaid: [u32; 3]) -> Self {
         let dims = ctx.dims;
@@ -691,7 +705,15 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             Op::Bra => {
                 let w = &mut self.warps[wi];
                 self.out.metrics.branches += 1;
-                if w.bar_watch & mask != 0 && inst.aux < w.bar_watch_pc {
+                // Lanes that jump back above the barrier their warp waits at skipped it, and
+                // go round a loop, unless the code from where they land runs straight into
+                // that barrier: then they only join it late from a divergent block that the
+                // compiler placed after the barrier (past the kernel's `ret`), as any `if`'s
+                // lanes do.
+                if w.bar_watch & mask != 0
+                    && inst.aux < w.bar_watch_pc
+                    && !straight_to(prog, inst.aux, w.bar_watch_pc)
+                {
                     let (skipped, bar_pc, id) = (w.bar_watch & mask, w.bar_watch_pc, w.id);
                     w.bar_watch &= !mask;
                     let lane = skipped.trailing_zeros() as usize;
