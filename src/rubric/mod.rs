@@ -1190,6 +1190,8 @@ pub fn known_names(c: &Contract) -> BTreeMap<String, ParamType> {
 
 #[cfg(test)]
 mod case_input_tests;
+#[cfg(test)]
+mod then_tests;
 
 #[cfg(test)]
 mod tests {

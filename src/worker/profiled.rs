@@ -206,6 +206,7 @@ mod tests {
         let spec = RunSpec {
             kernel: m.kernel.clone(),
             dims: rubric::eval_launch(&contract.launch, &vars).unwrap(),
+            then: vec![],
             args: inv.args.clone(),
             buffers: inv.specs(),
             symbols: inv.symbols.clone(),

@@ -307,6 +307,7 @@ mod tests {
         ]);
         let req = Request::Run(RunSpec {
             kernel: "k".into(),
+            then: vec![],
             dims: LaunchDims {
                 grid: [u32::MAX, 65535, 65535],
                 block: [1024, 1, 1],

@@ -276,8 +276,11 @@ fn wrapped_signature(kernel: &str, contract: &Contract) -> String {
 pub(super) fn kernels(r: &LoadedRubric) -> Vec<(&str, &str)> {
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for m in &r.rubric.milestones {
-        if !seen.iter().any(|(k, _)| *k == m.kernel) {
-            seen.push((&m.kernel, &m.contract));
+        // A multi-kernel milestone's later kernels take the same parameters.
+        for k in m.kernels() {
+            if !seen.iter().any(|(s, _)| *s == k) {
+                seen.push((k, &m.contract));
+            }
         }
     }
     seen
@@ -325,10 +328,36 @@ pub(super) fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
     for (kernel, contract) in &ks {
         for m in r.rubric.milestones.iter().filter(|m| m.kernel == *kernel) {
             let title = if m.title.is_empty() { &m.id } else { &m.title };
+            let then = if m.then.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (then {}, launched one after the other on the same arguments)",
+                    m.then
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", then ")
+                )
+            };
             s.push_str(&comment(
-                &format!("Milestone `{}`: {}", m.id, title.replace('`', "")),
+                &format!("Milestone `{}`: {}{then}", m.id, title.replace('`', "")),
                 "// ",
             ));
+        }
+        for m in r.rubric.milestones.iter() {
+            if let Some(k) = m.then.iter().position(|t| t == kernel) {
+                let before = if k == 0 { &m.kernel } else { &m.then[k - 1] };
+                s.push_str(&comment(
+                    &format!(
+                        "Milestone `{}`, launch {} of {}: runs after `{before}` has finished.",
+                        m.id,
+                        k + 2,
+                        m.then.len() + 1
+                    ),
+                    "// ",
+                ));
+            }
         }
         let _ = writeln!(s, "{}", wrapped_signature(kernel, r.contract(contract)));
         let _ = writeln!(s, "{{\n    // TODO: your code here.\n}}\n");
