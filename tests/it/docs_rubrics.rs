@@ -48,17 +48,23 @@ fn docs() -> Vec<PathBuf> {
     files
 }
 
-/// A course tree in `dir` with a copy of the repository's reference kernels.
+/// A course tree in `dir` with a copy of the repository's reference kernels, and of the pmpp
+/// course's (tests/courses/pmpp: scan, histogram, rgb), which the examples of the rubric
+/// language's newer keys use.
 fn course_with_references(dir: &Path) {
     let refs = dir.join("reference-kernels");
     std::fs::create_dir_all(&refs).unwrap();
     std::fs::create_dir_all(dir.join("rubrics")).unwrap();
-    for e in std::fs::read_dir(root().join("reference-kernels"))
-        .unwrap()
-        .flatten()
-    {
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), refs.join(e.file_name())).unwrap();
+    for from in ["reference-kernels", "tests/courses/pmpp/reference-kernels"] {
+        for e in std::fs::read_dir(root().join(from)).unwrap().flatten() {
+            if e.file_type().unwrap().is_file() {
+                assert!(
+                    !refs.join(e.file_name()).exists(),
+                    "{from}: {:?} shadows a reference kernel",
+                    e.file_name()
+                );
+                std::fs::copy(e.path(), refs.join(e.file_name())).unwrap();
+            }
         }
     }
 }
