@@ -28,8 +28,7 @@ pub const POISON_INT: u32 = 0xDEAD_BEEF;
 /// A quiet NaN with a payload no arithmetic makes, for half and bfloat16 outputs.
 pub const POISON_F16: u16 = 0x7E5D;
 pub const POISON_BF16: u16 = 0x7FDD;
-/// Largest buffer a contract may ask for (elements), so a typo cannot allocate the world.
-pub const MAX_ELEMENTS: usize = 1 << 30;
+pub use crate::rubric::MAX_ELEMENTS;
 
 /// One buffer of an invocation.
 #[derive(Debug, Clone)]

@@ -344,7 +344,7 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
 
 /// Install what is needed and missing; what fails is said on stderr (the report follows).
 fn install(needs: &Needs) {
-    use crate::compile::{install, toolchain};
+    use crate::compile::install;
     let report = |r: Result<(), String>| {
         if let Err(e) = r {
             eprintln!("cugrade: {e}");
@@ -357,7 +357,7 @@ fn install(needs: &Needs) {
         report(install::ensure_headers());
     }
     if needs.numba {
-        report(toolchain::ensure_numba().map(|_| ()));
+        report(install::ensure_numba().map(|_| ()));
     }
     if needs.nvjitlink {
         report(install::ensure_nvjitlink());

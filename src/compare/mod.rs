@@ -15,8 +15,7 @@ use crate::rubric::expr::Vars;
 use crate::rubric::schema::{ScalarType, Tolerance};
 use std::fmt::Write;
 
-/// The variable a tolerance expression reads as the element's (flat) index.
-pub const INDEX_VAR: &str = "i";
+pub use crate::rubric::schema::INDEX_VAR;
 
 /// How many mismatches a report lists.
 pub const SHOWN_MISMATCHES: usize = 5;
@@ -152,12 +151,7 @@ impl Resolved {
 
     /// Whether `t`'s expressions read the element's index `i`.
     pub fn reads_index(t: Option<&Tolerance>) -> bool {
-        t.is_some_and(|t| {
-            [&t.abs, &t.rel, &t.sum].into_iter().flatten().any(|e| {
-                e.parse_as(crate::rubric::expr::Kind::Real)
-                    .is_ok_and(|p| p.variables().iter().any(|v| v == INDEX_VAR))
-            })
-        })
+        t.is_some_and(Tolerance::reads_index)
     }
 
     /// `t` evaluated for elements `0..n` when it reads the element's index (`None` when it
@@ -830,5 +824,30 @@ mod tests {
             c.describe()
         );
         assert!(c.describe().contains("growing with the element's index"));
+    }
+
+    #[test]
+    fn an_index_tolerance_is_evaluated_per_element_and_at_its_widest() {
+        let t: Tolerance = serde_yaml::from_str("{abs: \"(i + 1) * u\"}").unwrap();
+        assert!(Resolved::reads_index(Some(&t)));
+        let vars = Vars::new();
+        let each = Resolved::per_element(Some(&t), ScalarType::F32, &vars, Precision::Fp32, 4)
+            .unwrap()
+            .unwrap();
+        let u = Precision::Fp32.unit_roundoff();
+        let scaled: Vec<f64> = each.iter().map(|r| r.abs / u).collect();
+        assert_eq!(scaled, [1.0, 2.0, 3.0, 4.0]);
+        let widest =
+            Resolved::widest(Some(&t), ScalarType::F32, &vars, Precision::Fp32, 256).unwrap();
+        assert_eq!(widest.abs / u, 256.0);
+        // Element 0's where one tolerance is read for the whole buffer.
+        let first = Resolved::with_precision(Some(&t), ScalarType::F32, &vars, Precision::Fp32);
+        assert_eq!(first.unwrap().abs / u, 1.0);
+        let plain: Tolerance = serde_yaml::from_str("{abs: 0.5}").unwrap();
+        assert!(
+            Resolved::per_element(Some(&plain), ScalarType::F32, &vars, Precision::Fp32, 4)
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -323,6 +323,41 @@ pub fn pins_into(dest: &Path, pins: &[&str], what: &str, size: &str) -> Result<(
     r
 }
 
+/// The Numba toolchain, installed from PyPI into the cache first if it is missing (one time,
+/// ~700 MB, mostly NVRTC, NVVM and LLVM). Concurrent installs each use their own staging dir; the
+/// first to finish is renamed into place. A failed install is not retried for every
+/// submission of a cohort: the first answer stands for the whole run.
+pub fn ensure_numba() -> Result<super::toolchain::NumbaToolchain, String> {
+    static ONCE: std::sync::Mutex<Option<Result<super::toolchain::NumbaToolchain, String>>> =
+        std::sync::Mutex::new(None);
+    let mut once = ONCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(r) = once.as_ref() {
+        return r.clone();
+    }
+    let r = install_numba();
+    *once = Some(r.clone());
+    r
+}
+
+fn install_numba() -> Result<super::toolchain::NumbaToolchain, String> {
+    let dir = super::toolchain::numba_dir();
+    if !super::toolchain::numba_installed(&dir) {
+        super::toolchain::python()?;
+        numba_into(&dir)?;
+        // With it, the registers of Numba's kernels are ptxas's without a GPU; without it,
+        // they are said to be unknown and grading goes on.
+        if let Err(e) = ensure_nvjitlink() {
+            eprintln!(
+                "cugrade: {e}\n(without nvJitLink the registers of Numba kernels are reported \
+                 as unknown; `cugrade doctor --install` tries again)"
+            );
+        }
+    }
+    super::toolchain::numba()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

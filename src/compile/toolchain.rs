@@ -200,7 +200,7 @@ fn numba_present(dir: &Path) -> bool {
     dir.join("numba_cuda").is_dir() && dir.join("nvidia/cu13/lib/libnvvm.so.4").is_file()
 }
 
-fn numba_installed(dir: &Path) -> bool {
+pub(super) fn numba_installed(dir: &Path) -> bool {
     numba_present(dir)
         && std::fs::read_to_string(dir.join(PINS_STAMP)).is_ok_and(|s| s == pins_stamp())
 }
@@ -214,7 +214,7 @@ pub fn python_interpreter() -> Result<(PathBuf, Vec<PathBuf>), String> {
 /// found on `PATH` is remembered in cugrade's cache (`python.json`) while it exists: asking a
 /// pyenv shim took half a second of every Python check, and the wheels in the cache were
 /// installed for that interpreter anyway.
-fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
+pub(super) fn python() -> Result<(PathBuf, Vec<PathBuf>), String> {
     if let Some(exe) = std::env::var_os("CUGRADE_PYTHON").filter(|p| !p.is_empty()) {
         return ask_python(&exe);
     }
@@ -313,41 +313,6 @@ fn numba_in(dir: PathBuf) -> Result<NumbaToolchain, String> {
         site: dir,
         read_dirs,
     })
-}
-
-/// The Numba toolchain, installed from PyPI into the cache first if it is missing (one time,
-/// ~700 MB, mostly NVRTC, NVVM and LLVM). Concurrent installs each use their own staging dir; the
-/// first to finish is renamed into place. A failed install is not retried for every
-/// submission of a cohort: the first answer stands for the whole run.
-pub fn ensure_numba() -> Result<NumbaToolchain, String> {
-    static ONCE: std::sync::Mutex<Option<Result<NumbaToolchain, String>>> =
-        std::sync::Mutex::new(None);
-    let mut once = ONCE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(r) = once.as_ref() {
-        return r.clone();
-    }
-    let r = install_numba();
-    *once = Some(r.clone());
-    r
-}
-
-fn install_numba() -> Result<NumbaToolchain, String> {
-    let dir = numba_dir();
-    if !numba_installed(&dir) {
-        python()?;
-        super::install::numba_into(&dir)?;
-        // With it, the registers of Numba's kernels are ptxas's without a GPU; without it,
-        // they are said to be unknown and grading goes on.
-        if let Err(e) = super::install::ensure_nvjitlink() {
-            eprintln!(
-                "cugrade: {e}\n(without nvJitLink the registers of Numba kernels are reported \
-                 as unknown; `cugrade doctor --install` tries again)"
-            );
-        }
-    }
-    numba()
 }
 
 /// Make a tree of cugrade's cache readable to every user: directories `a+rx`, files `a+r`

@@ -1,9 +1,9 @@
 //! Correctness: every trial of every case, compared byte for byte with the reference, and the
 //! sanitizer and metric findings that come with the runs.
 
-use super::context::{Ctx, Infrastructure, Kernel, Student, reference_launch};
+use super::context::{Ctx, Infrastructure, Kernel, Student};
 use super::performance::preload_timing_modules;
-use super::reference::{RefRun, Reference};
+use super::reference::Reference;
 use super::run::{AppendDetails, RunError, run_on, runtime_check, student_invocation};
 use super::sanitizer::{self, sanitizer_check};
 use crate::backend::Metrics;
@@ -253,7 +253,7 @@ fn run_trial(
         inputs::trial_seed(ctx.opts.seed, &case.name, trial),
     )
     .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
-    let (expected, magnitude) = expected_outputs(ctx, case, &inv, reference)?;
+    let (expected, magnitude) = super::reference::expected_outputs(ctx, case, &inv, reference)?;
     // A multiple of the reference's time, so that a hung kernel holds the GPU (which timed
     // sections wait for) for about a second, not the whole `launch_s`.
     let (deadline_s, why) = ctx.rubric.timeouts.correctness_deadline(expected.seconds);
@@ -397,30 +397,6 @@ pub(super) fn hung(checks: &[Check]) -> bool {
         c.kind == CheckKind::Runtime
             && matches!(c.hint.as_deref(), Some(h) if h == hints::DEADLOCK || h == hints::TIMEOUT)
     })
-}
-
-/// The reference's outputs of a trial, and the elements' sums of absolute terms.
-type ExpectedOutputs = (super::reference::Expected, Option<Vec<Vec<f64>>>);
-
-/// The reference's outputs of a trial, and each element's sum of absolute terms where a
-/// tolerance scales with it. The caller holds the GPU for the whole correctness phase.
-pub(super) fn expected_outputs(
-    ctx: &Ctx,
-    case: &CasePlan,
-    inv: &Invocation,
-    reference: &mut Reference,
-) -> Result<ExpectedOutputs, Infrastructure> {
-    let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s);
-    let ref_dims = reference_launch(case)?;
-    let then = ctx.plan.reference_then(case).map_err(Infrastructure)?;
-    let run = RefRun::new(&ctx.plan.reference_kernel, &case.name, inv, ref_dims, then);
-    let expected = reference.expected(&run, limit, None)?;
-    let magnitude = if needs_magnitude(ctx) {
-        Some(reference.magnitude(&run, &expected.allocations, limit, None)?)
-    } else {
-        None
-    };
-    Ok((expected, magnitude))
 }
 
 /// Per wrong output: the sentence naming the kind of wrong, its cause key, its hint, and the
@@ -583,20 +559,6 @@ fn wrong_values(ctx: &Ctx, problems: &[Problem], case: &CasePlan, trial: u32) ->
     .with_hint(hint)
     .with_cause(*cause)
     .with_details(details)
-}
-
-/// Does some output's tolerance scale with its elements' sums of absolute terms?
-fn needs_magnitude(ctx: &Ctx) -> bool {
-    let contract = &ctx.plan.contract;
-    contract.params.iter().any(|p| {
-        p.dir.is_output()
-            && p.tolerance
-                .as_ref()
-                .or(ctx.plan.tolerance.as_ref())
-                .unwrap_or(&contract.tolerance)
-                .sum
-                .is_some()
-    })
 }
 
 /// A kernel right on every small case and wrong on every larger one (by the number of

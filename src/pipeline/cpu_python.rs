@@ -10,7 +10,6 @@
 //! the CPU's work). Single-threaded (`cpu`) sets the BLAS and OpenMP thread counts to 1.
 
 use super::context::worker_options;
-use super::function::dtype;
 use crate::backend::BackendKind;
 use crate::baseline::{HostBuffer, Threads};
 use crate::compile::SourceFile;
@@ -170,7 +169,7 @@ fn request(inv: &Invocation) -> (Call, Vec<Vec<u8>>) {
     for b in &inv.buffers {
         call.columns.push(Column {
             name: b.name.clone(),
-            dtype: dtype(b.elem).into(),
+            dtype: b.elem.numpy_code().into(),
             shape: b.shape.clone().unwrap_or_else(|| vec![b.len]),
         });
         // A described input (the speed estimate's) is drawn in full for the CPU.

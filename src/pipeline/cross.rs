@@ -8,14 +8,16 @@
 //! verdict: the GPU's own checks decide the points.
 
 use super::context::{Ctx, Infrastructure};
-use super::correctness::expected_outputs;
 use super::reference::Reference;
-use super::sanitizer::CaseOutputs;
+use super::reference::expected_outputs;
 use crate::compare::{self, Resolved};
 use crate::inputs::{self, Invocation};
 use crate::result::Flag;
 use crate::rubric::plan::CasePlan;
 use std::collections::HashMap;
+
+/// One case's name and the emulator's allocations after it (for the cross-check).
+pub type CaseOutputs = (String, Vec<Vec<u8>>);
 
 /// Compare the emulator's outputs (`emulated`: per case, its allocations) with the GPU's on the
 /// same inputs (`gpu`, kept by the correctness stage); flag a case where one is right and the

@@ -21,12 +21,7 @@ use crate::measure::session::BaselinePlan;
 use crate::result::{Check, CheckKind};
 use crate::rubric::plan::{CasePlan, PerfPlan};
 use crate::rubric::schema::Against;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
-
-/// Kernel profiles by module, kernel, what it ran on (`RunKey`) and GPU (see
-/// `Reference::estimates`).
-pub(super) type ProfileCache = HashMap<String, Result<KernelProfile, String>>;
 
 const NOT_MEASURED: &str =
     "speed is not measured on the PTX emulator: grade on a GPU (--backend cuda) for this check";
@@ -117,54 +112,27 @@ fn estimate(
         inputs::trial_seed(ctx.opts.seed, &case.name, 0),
     )?;
     trace("inputs", t0);
-    let registers_of = |name: &str| {
-        ctx.compiled
-            .iter()
-            .find(|k| k.name == name)
-            .map(|k| k.registers)
-            .filter(|&r| r > 0)
-    };
-    let registers = registers_of(&ctx.plan.kernel);
+    let registers = ctx
+        .compiled
+        .iter()
+        .find(|k| k.name == ctx.plan.kernel)
+        .map(|k| k.registers)
+        .filter(|&r| r > 0);
     let shared = kernel.info.static_shared_bytes + dims.shared_bytes;
     let first = (ctx.plan.kernel.as_str(), dims, shared, registers);
     let mut profile = student_profile(ctx, kernel, reference, student, first, &inv, &g)?;
     profile.registers = registers;
     let mut t = model::time(&profile, &g);
     let (mut notes, mut widen) = notes(&profile, registers);
-    // A multi-kernel milestone: each later kernel estimated the same way, the times added;
-    // the limiter and profile shown are the slowest kernel's.
     let then = ctx.plan.then(case)?;
-    let mut total_ms = t.ms;
-    for step in &then {
-        let static_shared = student
-            .worker
-            .as_mut()
-            .and_then(|w| w.kernel_info(&step.kernel, Duration::from_secs(30)).ok())
-            .and_then(Result::ok)
-            .map_or(0, |i| i.static_shared_bytes);
-        let regs = registers_of(&step.kernel);
-        let this = (
-            step.kernel.as_str(),
-            step.dims,
-            static_shared + step.dims.shared_bytes,
-            regs,
-        );
-        let mut p = student_profile(ctx, kernel, reference, student, this, &inv, &g)?;
-        p.registers = regs;
-        let tt = model::time(&p, &g);
-        total_ms += tt.ms;
-        if tt.ms > t.ms {
-            t = tt;
-            profile = p;
-        }
-    }
     if !then.is_empty() {
+        let later = (kernel, &then[..], &inv, &g);
+        later_kernels(ctx, reference, student, later, &mut t, &mut profile)?;
         notes.push(format!(
             "{} kernels estimated one by one, each on the case's inputs as drawn rather than on the previous kernel's outputs, and their times added",
             then.len() + 1
         ));
         widen *= 1.3;
-        t.ms = total_ms;
     }
     let (low_ms, high_ms) = estimate::range(t.ms, &g, widen);
     let mut e = Estimate {
@@ -212,6 +180,49 @@ fn estimate(
 
 /// The student kernel's profile on the case's inputs `inv`, emulated (sampled) in the
 /// student's worker; a milestone's checks on one case share it.
+/// A multi-kernel milestone's later kernels, estimated as the first was: their times added to
+/// `t`, whose limiter and `profile` become the slowest kernel's.
+fn later_kernels(
+    ctx: &Ctx,
+    reference: &mut Reference,
+    student: &mut Student,
+    (kernel, then, inv, g): (&Kernel, &[crate::backend::Then], &Invocation, &Gpu),
+    t: &mut model::Breakdown,
+    profile: &mut KernelProfile,
+) -> Result<(), String> {
+    let mut total_ms = t.ms;
+    for step in then {
+        let static_shared = student
+            .worker
+            .as_mut()
+            .and_then(|w| w.kernel_info(&step.kernel, Duration::from_secs(30)).ok())
+            .and_then(Result::ok)
+            .map_or(0, |i| i.static_shared_bytes);
+        let regs = ctx
+            .compiled
+            .iter()
+            .find(|k| k.name == step.kernel)
+            .map(|k| k.registers)
+            .filter(|&r| r > 0);
+        let this = (
+            step.kernel.as_str(),
+            step.dims,
+            static_shared + step.dims.shared_bytes,
+            regs,
+        );
+        let mut p = student_profile(ctx, kernel, reference, student, this, inv, g)?;
+        p.registers = regs;
+        let tt = model::time(&p, g);
+        total_ms += tt.ms;
+        if tt.ms > t.ms {
+            *t = tt;
+            *profile = p;
+        }
+    }
+    t.ms = total_ms;
+    Ok(())
+}
+
 /// `launch`: the kernel's name, its launch, its shared memory (static and dynamic) and its
 /// registers where ptxas said.
 fn student_profile(

@@ -31,29 +31,7 @@ pub(super) fn stage<'b>(ctx: &Ctx, built: &'b Built) -> (Stage<Located<'b>>, boo
             .iter()
             .find(|c| c.name == format!("compile {file}"))
             .cloned();
-        // A multi-kernel milestone's kernels run from one module: the first one's file.
-        let entries = compile::ptx_entries(ptx);
-        if let Some(missing) = ctx.plan.then.iter().find(|k| !entries.contains(k)) {
-            let elsewhere = built
-                .modules
-                .iter()
-                .find(|(_, p)| compile::ptx_entries(p).contains(missing))
-                .map(|(f, _)| format!(" (it is in `{f}`)"))
-                .unwrap_or_default();
-            let c = Check::fail(
-                CheckKind::Kernel,
-                format!("kernel {missing}"),
-                format!(
-                    "kernel `{missing}` is not in `{file}`{elsewhere}: milestone `{}` launches {} in this order, and they must be defined in one file",
-                    ctx.plan.milestone.id,
-                    ctx.plan
-                        .kernels()
-                        .map(|k| format!("`{k}`"))
-                        .collect::<Vec<_>>()
-                        .join(", then ")
-                ),
-            )
-            .with_hint(hints::MISSING_KERNEL.replace("NAME", missing));
+        if let Some(c) = later_kernel_missing(ctx, built, file, ptx) {
             return (
                 Stage::stop(compiled.into_iter().chain([c]).collect()),
                 false,
@@ -67,17 +45,7 @@ pub(super) fn stage<'b>(ctx: &Ctx, built: &'b Built) -> (Stage<Located<'b>>, boo
         return (Stage::go(compiled.into_iter().collect(), found), false);
     }
     if !ctx.plan.then.is_empty() && built.numba.contains_key(kernel) {
-        // Numba compiles each kernel into a module of its own; a sequence runs from one.
-        let c = Check::error(
-            CheckKind::Kernel,
-            format!("kernel {kernel}"),
-            format!(
-                "milestone `{}` launches several kernels in sequence, which cugrade grades in CUDA C++ or PTX only: write `{}` in a .cu file",
-                ctx.plan.milestone.id,
-                ctx.plan.kernels().collect::<Vec<_>>().join("`, `")
-            ),
-        );
-        return (Stage::stop(vec![c]), true);
+        return (Stage::stop(vec![numba_sequence(ctx)]), true);
     }
     match built.numba.get(kernel) {
         Some(NumbaKernelState::Compiled {
@@ -114,6 +82,49 @@ pub(super) fn stage<'b>(ctx: &Ctx, built: &'b Built) -> (Stage<Located<'b>>, boo
         _ => {}
     }
     (Stage::stop(not_found(ctx, built)), false)
+}
+
+/// A multi-kernel milestone's kernels run from one module, the first one's (`file`): the first
+/// later kernel it lacks, said with where it is instead.
+fn later_kernel_missing(ctx: &Ctx, built: &Built, file: &str, ptx: &str) -> Option<Check> {
+    let entries = compile::ptx_entries(ptx);
+    let missing = ctx.plan.then.iter().find(|k| !entries.contains(k))?;
+    let elsewhere = built
+        .modules
+        .iter()
+        .find(|(_, p)| compile::ptx_entries(p).contains(missing))
+        .map(|(f, _)| format!(" (it is in `{f}`)"))
+        .unwrap_or_default();
+    let order = ctx
+        .plan
+        .kernels()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", then ");
+    Some(
+        Check::fail(
+            CheckKind::Kernel,
+            format!("kernel {missing}"),
+            format!(
+                "kernel `{missing}` is not in `{file}`{elsewhere}: milestone `{}` launches {order} in this order, and they must be defined in one file",
+                ctx.plan.milestone.id,
+            ),
+        )
+        .with_hint(hints::MISSING_KERNEL.replace("NAME", missing)),
+    )
+}
+
+/// Numba compiles each kernel into a module of its own; a sequence of kernels runs from one.
+fn numba_sequence(ctx: &Ctx) -> Check {
+    Check::error(
+        CheckKind::Kernel,
+        format!("kernel {}", ctx.plan.kernel),
+        format!(
+            "milestone `{}` launches several kernels in sequence, which cugrade grades in CUDA C++ or PTX only: write `{}` in a .cu file",
+            ctx.plan.milestone.id,
+            ctx.plan.kernels().collect::<Vec<_>>().join("`, `")
+        ),
+    )
 }
 
 /// No module defines the kernel: the compile failures, or "not found".

@@ -106,7 +106,7 @@ pub fn compile(
     }
     let kernels = kernels_to_compile(plan);
     let started = Instant::now();
-    let tool = toolchain::ensure_numba().map_err(|e| {
+    let tool = crate::compile::install::ensure_numba().map_err(|e| {
         Infrastructure(format!(
             "the submission has Numba kernels (.py) and this machine cannot compile them \
              (the machine's fault, not the submission's): {e}"

@@ -19,6 +19,11 @@ use std::time::Duration;
 /// the reference run's seconds.
 type ExpectedOutputs = HashMap<(Variant, RunKey), Expected>;
 
+/// Kernel profiles by module, kernel, what it ran on (`RunKey`) and GPU (see
+/// `Reference::estimates`).
+pub(super) type ProfileCache =
+    HashMap<String, Result<crate::estimate::model::KernelProfile, String>>;
+
 /// Which run of the reference a cached result is: on the trial's inputs, or on their absolute
 /// values or squares (`Reference::magnitude`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -153,7 +158,7 @@ pub struct Reference {
     pub(super) resources: Vec<crate::result::KernelResources>,
     /// Speed-estimate profiles of reference kernels (`estimated::reference_profile`), shared
     /// like `outputs`.
-    pub(super) estimates: Arc<Mutex<super::estimated::ProfileCache>>,
+    pub(super) estimates: Arc<Mutex<ProfileCache>>,
 }
 
 impl Reference {
@@ -413,6 +418,44 @@ impl Reference {
         self.harness = Some(h.clone());
         h
     }
+}
+
+/// The reference's outputs of a trial, and the elements' sums of absolute terms.
+type TrialExpected = (Expected, Option<Vec<Vec<f64>>>);
+
+/// The reference's outputs of a trial, and each element's sum of absolute terms where a
+/// tolerance scales with it. The caller holds the GPU for the whole correctness phase.
+pub(super) fn expected_outputs(
+    ctx: &super::context::Ctx,
+    case: &crate::rubric::plan::CasePlan,
+    inv: &Invocation,
+    reference: &mut Reference,
+) -> Result<TrialExpected, Infrastructure> {
+    let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s);
+    let ref_dims = super::context::reference_launch(case)?;
+    let then = ctx.plan.reference_then(case).map_err(Infrastructure)?;
+    let run = RefRun::new(&ctx.plan.reference_kernel, &case.name, inv, ref_dims, then);
+    let expected = reference.expected(&run, limit, None)?;
+    let magnitude = if needs_magnitude(ctx) {
+        Some(reference.magnitude(&run, &expected.allocations, limit, None)?)
+    } else {
+        None
+    };
+    Ok((expected, magnitude))
+}
+
+/// Whether an output's tolerance scales with its elements' partial sums (`sum`).
+fn needs_magnitude(ctx: &super::context::Ctx) -> bool {
+    let contract = &ctx.plan.contract;
+    contract.params.iter().any(|p| {
+        p.dir.is_output()
+            && p.tolerance
+                .as_ref()
+                .or(ctx.plan.tolerance.as_ref())
+                .unwrap_or(&contract.tolerance)
+                .sum
+                .is_some()
+    })
 }
 
 #[cfg(test)]

@@ -69,8 +69,7 @@ pub(super) fn stage(
     (checks, flags)
 }
 
-/// One case's name and the emulator's allocations after it (for the cross-check).
-pub type CaseOutputs = (String, Vec<Vec<u8>>);
+pub use super::cross::CaseOutputs;
 
 /// Run milestone `m`'s kernel from `ptx` on the PTX emulator for its smallest correctness cases
 /// and turn what the emulator's sanitizers saw into checks: one failing `sanitizer` check per

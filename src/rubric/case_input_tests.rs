@@ -96,32 +96,8 @@ fn a_tolerance_may_read_the_elements_index_and_a_case_may_not_redefine_it() {
         )
         .replace("type: u32*", "type: f32*");
     let r = load_text(&scan).unwrap();
-    let t = r.contract("hist").params[1].tolerance.as_ref();
-    assert!(crate::compare::Resolved::reads_index(t));
-    let vars = case_vars(&r.rubric.cases.correctness[0]);
-    let each = crate::compare::Resolved::per_element(
-        t,
-        ScalarType::F32,
-        &vars,
-        crate::compare::Precision::Fp32,
-        4,
-    )
-    .unwrap()
-    .unwrap();
-    let u = crate::compare::Precision::Fp32.unit_roundoff();
-    assert_eq!(
-        each.iter().map(|r| r.abs / u).collect::<Vec<_>>(),
-        [1.0, 2.0, 3.0, 4.0]
-    );
-    let widest = crate::compare::Resolved::widest(
-        t,
-        ScalarType::F32,
-        &vars,
-        crate::compare::Precision::Fp32,
-        256,
-    )
-    .unwrap();
-    assert_eq!(widest.abs / u, 256.0);
+    let t = r.contract("hist").params[1].tolerance.as_ref().unwrap();
+    assert!(t.reads_index());
     let e =
         load_text(&scan.replace("vars: { n: 1000 } }", "vars: { n: 1000, i: 3 } }")).unwrap_err();
     assert!(e.contains("`i` is the element's index"), "{e}");

@@ -20,6 +20,9 @@ use crate::errors::{ConfigError, Pos};
 use expr::{Expression, Kind, Vars};
 use locate::Locations;
 pub use schema::ParamType;
+
+/// Largest buffer a contract may ask for (elements), so a typo cannot allocate the world.
+pub const MAX_ELEMENTS: usize = 1 << 30;
 use schema::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -42,7 +45,7 @@ pub fn tolerance_vars(contract: &Contract) -> Vec<String> {
         "eps64".to_string(),
         "u".to_string(),
         // The element's flat index: a scan's error grows with it.
-        crate::compare::INDEX_VAR.to_string(),
+        schema::INDEX_VAR.to_string(),
     ];
     for p in &contract.params {
         if let Some(ParamType::Buffer(t)) = p.param_type()
@@ -464,9 +467,7 @@ fn reads_index(r: &LoadedRubric) -> bool {
         .milestones
         .iter()
         .filter_map(|m| m.correctness.tolerance.as_ref());
-    contracts
-        .chain(milestones)
-        .any(|t| crate::compare::Resolved::reads_index(Some(t)))
+    contracts.chain(milestones).any(Tolerance::reads_index)
 }
 
 fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
@@ -483,7 +484,7 @@ fn check_cases(r: &LoadedRubric) -> Result<(), ConfigError> {
                     format!("duplicate case name `{}`", c.name),
                 ));
             }
-            let index = crate::compare::INDEX_VAR;
+            let index = schema::INDEX_VAR;
             if c.vars.contains_key(index) && reads_index(r) {
                 return Err(r.error_at(
                     &format!("cases.{group}[{i}].vars.{index}"),
@@ -1246,7 +1247,7 @@ milestones:
         let text = GOOD.replace("    launch:", "    tolerence: 1\n    launch:");
         assert_eq!(
             load_text(&text).unwrap_err(),
-            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `returns`, `launch`, `tolerance`, `precision`; did you mean `tolerance`?\n \
+            "error: contracts.add: unknown field `tolerence`, expected one of `params`, `cpu`, `returns`, `launch`, `then`, `tolerance`, `precision`; did you mean `tolerance`?\n \
              --> r.yaml:9:5\n  |\n9 |     tolerence: 1\n  |     ^"
         );
     }

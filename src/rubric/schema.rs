@@ -705,6 +705,22 @@ pub struct Tolerance {
     pub exact: bool,
 }
 
+/// The variable a tolerance expression reads as the element's (flat) index.
+pub const INDEX_VAR: &str = "i";
+
+impl Tolerance {
+    /// Whether an expression of the tolerance reads the element's index ([`INDEX_VAR`]).
+    pub fn reads_index(&self) -> bool {
+        [&self.abs, &self.rel, &self.sum]
+            .into_iter()
+            .flatten()
+            .any(|e| {
+                e.parse_as(Kind::Real)
+                    .is_ok_and(|p| p.variables().iter().any(|v| v == INDEX_VAR))
+            })
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Launch {

@@ -103,13 +103,13 @@ fn one_case(contract: &Contract, case: &Case) -> Result<(), (Option<String>, Str
                         format!("{e}; a buffer's length must be at least 0"),
                     )
                 })?;
-                if len > crate::inputs::MAX_ELEMENTS {
+                if len > super::MAX_ELEMENTS {
                     return Err((
                         None,
                         format!(
                             "buffer `{}` would have {len} elements (at most {})",
                             p.name,
-                            crate::inputs::MAX_ELEMENTS
+                            super::MAX_ELEMENTS
                         ),
                     ));
                 }

@@ -32,7 +32,8 @@ fn modules() -> BTreeMap<String, (PathBuf, String)> {
         if let Some(parent) = name.strip_suffix("::mod") {
             name = parent.to_string();
         }
-        if name == "lib" || name == "main" {
+        // `lib`, `main`, and modules compiled for tests only (`#[cfg(test)] mod x_tests;`).
+        if name == "lib" || name == "main" || name.ends_with("tests") {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();
@@ -62,48 +63,142 @@ fn resolve(path: &str, known: &BTreeMap<String, (PathBuf, String)>) -> Option<St
         .find(|m| known.contains_key(m))
 }
 
-/// File-level imports: `crate::` paths (also inside `use crate::{a, b::c}`) and `use super::x`.
-fn imports(known: &BTreeMap<String, (PathBuf, String)>) -> BTreeMap<String, BTreeSet<String>> {
-    let path = regex::Regex::new(r"crate::((?:\w+::)*\w+)").unwrap();
-    let group = regex::Regex::new(r"use crate::\{([^}]*)\}").unwrap();
-    let sup = regex::Regex::new(r"\buse super::(\w+)").unwrap();
-    // `pub use child::Role` in `worker/mod.rs`: whoever imports `worker::Role` imports
-    // `worker::child`.
-    let reexport = regex::Regex::new(r"\bpub use (\w+)::").unwrap();
-    let mut g = BTreeMap::new();
-    for (m, (_, code)) in known {
-        let mut to = BTreeSet::new();
-        let mut add = |t: Option<String>| {
-            if let Some(t) = t.filter(|t| t != m && !m.starts_with(&format!("{t}::"))) {
-                to.insert(t);
+/// Every path a `use` declaration names, its groups expanded: `use crate::{a, b::{c, d}};` is
+/// `crate::a`, `crate::b::c`, `crate::b::d`; `self` inside a group names the group's prefix.
+fn use_paths(code: &str) -> Vec<String> {
+    fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
+        let tree = tree.trim();
+        // `a::b::{...}`: the prefix up to the group, then each item.
+        if let Some(open) = tree.find('{') {
+            let head = tree[..open].trim().trim_end_matches("::");
+            let close = tree.rfind('}').filter(|&c| c > open).unwrap_or(tree.len());
+            let inner = &tree[open + 1..close];
+            let joined = join(prefix, head);
+            let (mut depth, mut start) = (0, 0);
+            for (i, ch) in inner.char_indices() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        expand(&joined, &inner[start..i], out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
             }
-        };
-        for c in path.captures_iter(code) {
-            add(resolve(&c[1], known));
+            expand(&joined, &inner[start..], out);
+            return;
         }
-        for c in group.captures_iter(code) {
-            for item in c[1].split(',') {
-                let item = item.trim().split("::{").next().unwrap_or("").trim();
-                if !item.is_empty() {
-                    add(resolve(item, known));
+        let item = tree.split(" as ").next().unwrap_or("").trim();
+        if item.is_empty() {
+            return;
+        }
+        if item == "self" {
+            out.push(prefix.to_string());
+        } else {
+            out.push(join(prefix, item.trim_end_matches("::*")));
+        }
+    }
+    fn join(a: &str, b: &str) -> String {
+        match (a.is_empty(), b.is_empty()) {
+            (true, _) => b.to_string(),
+            (_, true) => a.to_string(),
+            _ => format!("{a}::{b}"),
+        }
+    }
+    // A declaration starts its line (`use`, `pub use`, `pub(crate) use`): never a word of a
+    // string.
+    let decl =
+        regex::Regex::new(r"(?m)^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+([\w:{}*,\s]+?);").unwrap();
+    let mut out = Vec::new();
+    for c in decl.captures_iter(code) {
+        expand("", &c[1].replace('\n', " "), &mut out);
+    }
+    out
+}
+
+/// File-level imports: every path a file names, wherever it is written (a `use` declaration
+/// and its groups, or an expression such as `super::x::f()` or `crate::a::B`), resolved from
+/// `crate::`, `super::` (as many as given), `self::` or a child module of the file's own.
+fn imports(known: &BTreeMap<String, (PathBuf, String)>) -> BTreeMap<String, BTreeSet<String>> {
+    let path =
+        regex::Regex::new(r"(?:^|[^\w:])((?:crate|self|super|[a-z_]\w*)(?:::\w+)+)").unwrap();
+    // `pub use child::Role` in `worker/mod.rs`: whoever imports `worker::Role` imports
+    // `worker::child` (and a sibling that names `super::Role` imports it too).
+    let pub_use = regex::Regex::new(r"(?m)^\s*pub(?:\([^)]*\))?\s+use\s+([\w:{}*,\s]+?);").unwrap();
+    let mut reexports: BTreeMap<(String, String), String> = BTreeMap::new();
+    for (m, (_, code)) in known {
+        for c in pub_use.captures_iter(code) {
+            let mut paths = Vec::new();
+            for p in use_paths(&format!("use {};", &c[1])) {
+                paths.push(p);
+            }
+            for p in paths {
+                let name = p.rsplit("::").next().unwrap_or("").to_string();
+                if let Some(t) = absolute(m, &p, known).and_then(|a| resolve(&a, known)) {
+                    reexports.insert((m.clone(), name), t);
                 }
             }
         }
-        for c in reexport.captures_iter(code) {
-            add(resolve(&format!("{m}::{}", &c[1]), known));
-        }
-        let parent = m.rsplit_once("::").map_or("", |(p, _)| p);
-        for c in sup.captures_iter(code) {
-            let p = if parent.is_empty() {
-                c[1].to_string()
-            } else {
-                format!("{parent}::{}", &c[1])
+    }
+    let mut g = BTreeMap::new();
+    for (m, (_, code)) in known {
+        let mut to = BTreeSet::new();
+        let mut paths: Vec<String> = use_paths(code);
+        paths.extend(path.captures_iter(code).map(|c| c[1].to_string()));
+        for p in paths {
+            let Some(abs) = absolute(m, &p, known) else {
+                continue;
             };
-            add(resolve(&p, known));
+            let Some(mut t) = resolve(&abs, known) else {
+                continue;
+            };
+            // An item the module re-exports: the module that defines it.
+            if let Some(item) = abs
+                .strip_prefix(&format!("{t}::"))
+                .and_then(|r| r.split("::").next())
+                && let Some(target) = reexports.get(&(t.clone(), item.to_string()))
+            {
+                t = target.clone();
+            }
+            if t != *m && !m.starts_with(&format!("{t}::")) {
+                to.insert(t);
+            }
         }
         g.insert(m.clone(), to);
     }
     g
+}
+
+/// `p` as written in module `m`, from the crate's root; `None` for a path outside the crate
+/// (`std::`, another crate, a local type's `Self::`).
+fn absolute(m: &str, p: &str, known: &BTreeMap<String, (PathBuf, String)>) -> Option<String> {
+    let mut parts: Vec<&str> = p.split("::").collect();
+    let mut base: Vec<&str> = m.split("::").collect();
+    match parts[0] {
+        "crate" => {
+            parts.remove(0);
+            return Some(parts.join("::"));
+        }
+        "self" => {
+            parts.remove(0);
+        }
+        "super" => {
+            while parts.first() == Some(&"super") {
+                parts.remove(0);
+                base.pop()?;
+            }
+        }
+        first => {
+            // A child module of this one (`use schema::*` in rubric/mod.rs), else not ours.
+            let child = format!("{m}::{first}");
+            if !known.contains_key(&child) {
+                return None;
+            }
+        }
+    }
+    base.extend(parts);
+    Some(base.join("::"))
 }
 
 /// Strongly connected components of more than one file (Tarjan).
@@ -286,4 +381,53 @@ fn pipeline_functions_stay_short() {
         long.is_empty(),
         "pipeline functions over 90 lines: {long:#?}"
     );
+}
+
+/// The circle check reads every path form: `super::x::f()` in an expression, `use super::{a,
+/// b}` and nested `use crate::{a::{b, c}}` groups, `self::`, `super::super::`, a child module
+/// named from its parent, and an item a parent re-exports from one of its children.
+#[test]
+fn the_circle_check_sees_every_path_form() {
+    let module = |code: &str| (PathBuf::new(), code.to_string());
+    let circle = |mods: &[(&str, &str)]| {
+        let known: BTreeMap<String, (PathBuf, String)> = mods
+            .iter()
+            .map(|(m, c)| (m.to_string(), module(c)))
+            .collect();
+        circles(&imports(&known))
+    };
+    let pair = |a: &str, b: &str| vec![vec![a.to_string(), b.to_string()]];
+    // An expression's `super::` path against a grouped `use super::{...}`.
+    assert_eq!(
+        circle(&[
+            ("p", ""),
+            ("p::a", "fn f() { super::b::g(); }"),
+            ("p::b", "use super::{a, c};\n"),
+            ("p::c", ""),
+        ]),
+        pair("p::a", "p::b")
+    );
+    // Nested groups from the crate's root, and `self::` inside them.
+    assert_eq!(
+        circle(&[
+            ("x", ""),
+            ("x::y", "use crate::{x::{z::{self}, w}};\n"),
+            ("x::z", "fn f() -> crate::x::y::T { todo!() }"),
+            ("x::w", ""),
+        ]),
+        pair("x::y", "x::z")
+    );
+    // `super::super::` and a re-export: `q::r::s` names `q::T`, which `q` takes from `q::t`,
+    // and `q::t` names `q::r::s`.
+    assert_eq!(
+        circle(&[
+            ("q", "pub use t::T;\nmod t;\n"),
+            ("q::r", ""),
+            ("q::r::s", "fn f(_: super::super::T) {}"),
+            ("q::t", "use crate::q::r::s;\n"),
+        ]),
+        pair("q::r::s", "q::t")
+    );
+    // No circle: a parent and its child name each other (the child reads `super::`).
+    assert!(circle(&[("m", "use self::k::K;\n"), ("m::k", "use super::*;\n")]).is_empty());
 }

@@ -21,7 +21,7 @@ pub fn file_name(lab: &Lab) -> String {
 
 /// The starter's Python source.
 pub fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
-    let cuda = super::starter::kernel_source(lab, r);
+    let cuda = super::cuda::kernel_source(lab, r);
     let mut kernels: Vec<&str> = vec![];
     for m in &r.rubric.milestones {
         if !kernels.contains(&m.kernel.as_str()) {
@@ -36,7 +36,7 @@ pub fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
          # test code under `if __name__ == \"__main__\":`.\n\n\
          import cupy as cp\n\n\
          SOURCE = r'''\n",
-        super::labdoc::title(lab).replace('`', "")
+        super::text::title(lab).replace('`', "")
     );
     s.push_str(&cuda.replace("'''", "\"\"\""));
     s.push_str("'''\n\nmodule = cp.RawModule(code=SOURCE)\n");

@@ -25,7 +25,7 @@ pub fn source(lab: &Lab, r: &LoadedRubric) -> String {
          # this folder grades it: on a GPU with CuPy; without one, NumPy stands in for CuPy\n\
          # (correctness only). Keep test code under `if __name__ == \"__main__\":`.\n\n\
          import cupy as cp\n",
-        super::labdoc::title(lab).replace('`', "")
+        super::text::title(lab).replace('`', "")
     );
     let mut done: Vec<&str> = vec![];
     for m in &r.rubric.milestones {

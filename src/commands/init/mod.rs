@@ -1,12 +1,15 @@
 //! `cugrade init LAB`: a lab's starter (`starter`: CUDA C++; `numba` and `cupy` for
 //! `--lang numba|cupy`), and `cugrade init --list`.
 
+mod common;
+mod cuda;
 mod cupy;
 mod function;
 pub use function::is_function_lab;
 mod labdoc;
 mod numba;
 pub mod starter;
+mod text;
 
 use crate::errors::CliError;
 use crate::exit;

@@ -96,14 +96,14 @@ fn param_notes(contract: &Contract) -> Vec<String> {
 /// The starter's Python source.
 pub fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# {}", super::labdoc::title(lab).replace('`', ""));
+    let _ = writeln!(s, "# {}", super::text::title(lab).replace('`', ""));
     let _ = writeln!(s, "#");
-    s.push_str(&super::starter::comment(
-        &super::labdoc::clean(&lab.what_you_write(), false),
+    s.push_str(&super::common::comment(
+        &super::text::clean(&lab.what_you_write(), false),
         "# ",
     ));
     let _ = writeln!(s, "#");
-    s.push_str(&super::starter::comment(
+    s.push_str(&super::common::comment(
         "Numba: each kernel is a `@cuda.jit` function with the name below, taking the \
          parameters in this order (arrays are 1-D unless noted). The launch (block and grid) \
          is the one lab.md gives. Grade it with `cugrade check` in this folder; a kernel whose \
@@ -112,11 +112,11 @@ pub fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
     ));
     let _ = writeln!(s);
     let _ = writeln!(s, "from numba import cuda, float32, int32  # noqa: F401");
-    for (kernel, contract) in super::starter::kernels(r) {
+    for (kernel, contract) in super::common::kernels(r) {
         let _ = writeln!(s, "\n");
         for m in r.rubric.milestones.iter().filter(|m| m.kernel == kernel) {
             let title = if m.title.is_empty() { &m.id } else { &m.title };
-            s.push_str(&super::starter::comment(
+            s.push_str(&super::common::comment(
                 &format!("Milestone `{}`: {}", m.id, title.replace('`', "")),
                 "# ",
             ));
@@ -264,7 +264,7 @@ mod tests {
             for line in src.lines() {
                 assert!(line.chars().count() <= 80, "{}: {line}", lab.name);
             }
-            for (kernel, contract) in super::super::starter::kernels(&r) {
+            for (kernel, contract) in super::super::common::kernels(&r) {
                 let defs = definitions(&src, kernel);
                 assert_eq!(defs.len(), 1, "{}: {kernel}\n{src}", lab.name);
                 assert!(defs[0].1, "{}: {kernel} is not a stub", lab.name);

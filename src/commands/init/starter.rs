@@ -3,10 +3,12 @@
 //! kernel whose body is still empty ("not implemented yet") from a wrong one, so an untouched
 //! starter gets one friendly line per milestone instead of a wall of mismatches.
 
+pub use super::common::StarterLang;
+use super::cuda::kernel_source;
 use crate::labs::Lab;
 use crate::result::{Check, CheckKind, GradeResult, MilestoneResult, Status};
-use crate::rubric::schema::{Contract, Direction, Literal, ScalarType};
-use crate::rubric::{self, LoadedRubric, ParamType};
+
+use crate::rubric::{self, LoadedRubric};
 use crate::submission::Submission;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,27 +16,6 @@ use std::path::Path;
 
 /// The check name every "not implemented yet" milestone carries.
 pub const NOT_IMPLEMENTED: &str = "implemented";
-
-/// The language a starter's kernels are written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum StarterLang {
-    /// CUDA C++ (`LAB.cu`).
-    Cuda,
-    /// Numba `@cuda.jit` kernels in Python (`LAB.py`, with `_` for `-`).
-    Numba,
-    /// CuPy: the CUDA C++ stubs in one `cp.RawModule` (`LAB.py`, with `_` for `-`).
-    Cupy,
-}
-
-impl StarterLang {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StarterLang::Cuda => "cuda",
-            StarterLang::Numba => "numba",
-            StarterLang::Cupy => "cupy",
-        }
-    }
-}
 
 /// The languages a lab has starters for: CUDA C++ always, Numba where its backend can grade
 /// the lab's rubric.
@@ -177,192 +158,6 @@ pub fn write_starter(
         written.push(name.clone());
     }
     Ok((written, lang))
-}
-
-fn c_type(t: ScalarType) -> &'static str {
-    t.cuda_name()
-}
-
-/// `extern "C" __global__ void NAME(const float* in, float* out, int n)`.
-pub fn signature(kernel: &str, contract: &Contract) -> String {
-    let params: Vec<String> = contract
-        .params
-        .iter()
-        .filter(|p| !p.symbol)
-        .map(|p| match p.param_type() {
-            Some(ParamType::Buffer(t)) if p.dir == Direction::In => {
-                format!("const {}* {}", c_type(t), p.name)
-            }
-            Some(ParamType::Buffer(t)) => format!("{}* {}", c_type(t), p.name),
-            Some(ParamType::Scalar(t)) => format!("{} {}", c_type(t), p.name),
-            None => format!("/* {} */ {}", p.ty, p.name),
-        })
-        .collect();
-    format!(
-        "extern \"C\" __global__ void {kernel}({})",
-        params.join(", ")
-    )
-}
-
-/// `__constant__` globals the grader fills by name (`symbol: true` parameters).
-fn symbols(r: &LoadedRubric, kernels: &[(&str, &str)]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for (_, contract) in kernels {
-        for p in r.contract(contract).params.iter().filter(|p| p.symbol) {
-            let elem = match p.param_type() {
-                Some(ParamType::Buffer(t) | ParamType::Scalar(t)) => c_type(t),
-                None => "float",
-            };
-            let len = match &p.len {
-                Some(e) if matches!(e.literal(), Literal::Int(_)) => e.source(),
-                Some(e) => format!("/* {} */ 1", e.source()),
-                None => "1".into(),
-            };
-            let line = format!(
-                "__constant__ {elem} {}[{len}];   // set by the grader before each launch",
-                p.name
-            );
-            if !out.contains(&line) {
-                out.push(line);
-            }
-        }
-    }
-    out
-}
-
-/// Comment lines for a block of prose, wrapped to fit 80 columns; paragraphs are kept apart
-/// by an empty comment line.
-pub(super) fn comment(text: &str, prefix: &str) -> String {
-    let mut paragraphs = Vec::new();
-    for para in text.split("\n\n") {
-        let mut lines: Vec<String> = Vec::new();
-        let mut line = String::new();
-        for w in para.split_whitespace() {
-            if !line.is_empty() && prefix.len() + line.len() + 1 + w.len() > 80 {
-                lines.push(std::mem::take(&mut line));
-            }
-            if !line.is_empty() {
-                line.push(' ');
-            }
-            line.push_str(w);
-        }
-        if !line.is_empty() {
-            lines.push(line);
-        }
-        if !lines.is_empty() {
-            paragraphs.push(
-                lines
-                    .iter()
-                    .map(|l| format!("{prefix}{l}\n"))
-                    .collect::<String>(),
-            );
-        }
-    }
-    paragraphs.join(&format!("{}\n", prefix.trim_end()))
-}
-
-/// A signature that fits 80 columns: on one line, or one parameter per line.
-fn wrapped_signature(kernel: &str, contract: &Contract) -> String {
-    let one = signature(kernel, contract);
-    if one.len() <= 80 {
-        return one;
-    }
-    let (head, params) = one.split_once('(').unwrap_or((&one, ""));
-    let list: Vec<String> = params.split(", ").map(|p| format!("    {p}")).collect();
-    format!("{head}(\n{}", list.join(",\n"))
-}
-
-/// The milestones' kernels in milestone order, each once, with their contract names.
-pub(super) fn kernels(r: &LoadedRubric) -> Vec<(&str, &str)> {
-    let mut seen: Vec<(&str, &str)> = Vec::new();
-    for m in &r.rubric.milestones {
-        // A multi-kernel milestone's later kernels take the same parameters.
-        for k in m.kernels() {
-            if !seen.iter().any(|(s, _)| *s == k) {
-                seen.push((k, &m.contract));
-            }
-        }
-    }
-    seen
-}
-
-pub(super) fn kernel_source(lab: &Lab, r: &LoadedRubric) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "// {}", super::labdoc::title(lab).replace('`', ""));
-    let _ = writeln!(s, "//");
-    s.push_str(&comment(
-        &super::labdoc::clean(&lab.what_you_write(), false),
-        "// ",
-    ));
-    let _ = writeln!(s, "//");
-    let _ = writeln!(
-        s,
-        "// Grade it with `cugrade check` in this folder. A kernel whose body is still"
-    );
-    let _ = writeln!(s, "// empty is reported as not implemented yet.\n");
-    let ks = kernels(r);
-    // `__half` and `__nv_bfloat16` come from CUDA's headers.
-    let mut headers: Vec<&str> = ks
-        .iter()
-        .flat_map(|(_, c)| r.contract(c).params.iter())
-        .filter_map(|p| match p.param_type() {
-            Some(ParamType::Buffer(t) | ParamType::Scalar(t)) => t.cuda_header(),
-            None => None,
-        })
-        .collect();
-    headers.sort_unstable();
-    headers.dedup();
-    for h in &headers {
-        let _ = writeln!(s, "#include <{h}>");
-    }
-    if !headers.is_empty() {
-        s.push('\n');
-    }
-    let syms = symbols(r, &ks);
-    if !syms.is_empty() {
-        for l in &syms {
-            let _ = writeln!(s, "{l}");
-        }
-        s.push('\n');
-    }
-    for (kernel, contract) in &ks {
-        for m in r.rubric.milestones.iter().filter(|m| m.kernel == *kernel) {
-            let title = if m.title.is_empty() { &m.id } else { &m.title };
-            let then = if m.then.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (then {}, launched one after the other on the same arguments)",
-                    m.then
-                        .iter()
-                        .map(|k| format!("`{k}`"))
-                        .collect::<Vec<_>>()
-                        .join(", then ")
-                )
-            };
-            s.push_str(&comment(
-                &format!("Milestone `{}`: {}{then}", m.id, title.replace('`', "")),
-                "// ",
-            ));
-        }
-        for m in r.rubric.milestones.iter() {
-            if let Some(k) = m.then.iter().position(|t| t == kernel) {
-                let before = if k == 0 { &m.kernel } else { &m.then[k - 1] };
-                s.push_str(&comment(
-                    &format!(
-                        "Milestone `{}`, launch {} of {}: runs after `{before}` has finished.",
-                        m.id,
-                        k + 2,
-                        m.then.len() + 1
-                    ),
-                    "// ",
-                ));
-            }
-        }
-        let _ = writeln!(s, "{}", wrapped_signature(kernel, r.contract(contract)));
-        let _ = writeln!(s, "{{\n    // TODO: your code here.\n}}\n");
-    }
-    s
 }
 
 fn manifest(lab: &Lab) -> String {
@@ -693,6 +488,7 @@ pub fn untouched(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::init::cuda::signature;
 
     #[test]
     fn empty_bodies_are_stubs_and_comments_do_not_count() {
