@@ -275,8 +275,16 @@ fn run_trial(
     let r = match ran {
         Ok(r) => r,
         Err(e) => {
+            // A multi-kernel milestone's launches share the deadline: name them all (the
+            // emulator's finding points at the line that was running).
+            let who = ctx
+                .plan
+                .kernels()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", then ");
             let deadline = Deadline {
-                kernel: &ctx.plan.kernel,
+                kernel: &who,
                 seconds: deadline_s,
                 why: &why,
             };
@@ -344,6 +352,7 @@ fn new_findings(
 
 /// A correctness launch's deadline: the kernel, the seconds and why that many.
 struct Deadline<'a> {
+    /// The kernel in backticks, or a multi-kernel milestone's kernels in launch order.
     kernel: &'a str,
     seconds: f64,
     why: &'a str,
@@ -367,7 +376,7 @@ fn failed_run(
     let hung = diagnostics.iter().find(|d| d.tool == crate::backend::HUNG);
     if check.hint.as_deref() == Some(hints::DEADLOCK) && check.message.starts_with("timeout") {
         check.message = format!(
-            "timeout: `{}` did not finish case {} within {:.1} s ({}) and was stopped",
+            "timeout: {} did not finish case {} within {:.1} s ({}) and was stopped",
             deadline.kernel, case, deadline.seconds, deadline.why
         );
         if let Some(at) = hung.and_then(|d| Some(format!("{}:{}", d.file.as_ref()?, d.line?))) {
