@@ -85,9 +85,22 @@ impl Resolved {
     ) -> Result<Resolved, String> {
         let mut v = vars.clone();
         v.insert("u".into(), precision.unit_roundoff());
-        let mut fine = Resolved::from(t, elem, &v)?;
-        v.insert("u".into(), precision.coarse_roundoff());
-        let coarse = Resolved::from(t, elem, &v)?;
+        let mut c = vars.clone();
+        c.insert("u".into(), precision.coarse_roundoff());
+        Resolved::with_bands(t, elem, &v, &c, precision)
+    }
+
+    /// [`Resolved::with_precision`] with its two sets of variables made: `fine` reads `u` as
+    /// the precision's unit roundoff, `coarse` as its coarse one.
+    fn with_bands(
+        t: Option<&Tolerance>,
+        elem: ScalarType,
+        fine_vars: &Vars,
+        coarse_vars: &Vars,
+        precision: Precision,
+    ) -> Result<Resolved, String> {
+        let mut fine = Resolved::from(t, elem, fine_vars)?;
+        let coarse = Resolved::from(t, elem, coarse_vars)?;
         fine.precision = precision;
         if (coarse.abs, coarse.rel, coarse.sum) != (fine.abs, fine.rel, fine.sum) {
             fine.coarse = Some(Band {
@@ -166,11 +179,16 @@ impl Resolved {
         if !Resolved::reads_index(t) {
             return Ok(None);
         }
-        let mut v = vars.clone();
+        // Two sets of variables made once, `i` set in place: no copy per element.
+        let mut fine = vars.clone();
+        fine.insert("u".into(), precision.unit_roundoff());
+        let mut coarse = vars.clone();
+        coarse.insert("u".into(), precision.coarse_roundoff());
         (0..n)
             .map(|i| {
-                v.insert(INDEX_VAR.into(), i as f64);
-                Resolved::with_precision(t, elem, &v, precision)
+                fine.insert(INDEX_VAR.into(), i as f64);
+                coarse.insert(INDEX_VAR.into(), i as f64);
+                Resolved::with_bands(t, elem, &fine, &coarse, precision)
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
