@@ -713,7 +713,7 @@ mod tests {
         // sanitizer passes off the kernel (a regression made every hung kernel wait out both
         // sanitizers' deadlines: over 200 s a student on the GPU).
         let deadline = Deadline {
-            kernel: "reduce_shared",
+            kernel: "`reduce_shared`",
             seconds: 1.0,
             why: "the least any launch is given",
         };
