@@ -275,14 +275,7 @@ fn run_trial(
     let r = match ran {
         Ok(r) => r,
         Err(e) => {
-            // A multi-kernel milestone's launches share the deadline: name them all (the
-            // emulator's finding points at the line that was running).
-            let who = ctx
-                .plan
-                .kernels()
-                .map(|k| format!("`{k}`"))
-                .collect::<Vec<_>>()
-                .join(", then ");
+            let who = launched(ctx);
             let deadline = Deadline {
                 kernel: &who,
                 seconds: deadline_s,
@@ -351,6 +344,16 @@ fn new_findings(
 }
 
 /// A correctness launch's deadline: the kernel, the seconds and why that many.
+/// The milestone's kernel in backticks; a multi-kernel milestone's launches share one deadline,
+/// so all of them in launch order (the emulator's finding points at the line that was running).
+fn launched(ctx: &Ctx) -> String {
+    ctx.plan
+        .kernels()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", then ")
+}
+
 struct Deadline<'a> {
     /// The kernel in backticks, or a multi-kernel milestone's kernels in launch order.
     kernel: &'a str,
