@@ -44,6 +44,7 @@ pub mod compile;
 
 pub mod errors;
 pub mod exit;
+pub mod model;
 pub mod result;
 
 pub mod report;

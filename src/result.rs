@@ -134,10 +134,10 @@ pub struct Check {
     pub snippet: Option<SourceLine>,
     /// Performance checks: how the speed was measured (samples, noise, interval, clocks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timing: Option<Box<crate::measure::Measurement>>,
+    pub timing: Option<Box<crate::model::timing::Measurement>>,
     /// Performance checks without a GPU: the speed estimate (docs/estimate.md). Never a grade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimate: Option<Box<crate::estimate::Estimate>>,
+    pub estimate: Option<Box<crate::model::estimate::Estimate>>,
 }
 
 /// One line of the student's source, as reports quote it under a finding.
@@ -264,7 +264,7 @@ pub struct RunInfo {
     /// The GPU this submission was graded and timed on (cuda backend): every performance check
     /// of a student runs on this one GPU (`grade --gpus`), and records it in `timing.device`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<crate::backend::GpuRecord>,
+    pub gpu: Option<crate::model::launch::GpuRecord>,
     /// Where `seconds` went, phase by phase (`grade`, `check`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<Phases>,

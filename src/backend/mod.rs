@@ -10,6 +10,7 @@
 pub mod cuda;
 pub mod emu;
 
+pub use crate::model::launch::{GpuRecord, LaunchDims, Then};
 use serde::{Deserialize, Serialize};
 
 /// Which backend to use, as the user says it on the command line.
@@ -84,31 +85,6 @@ pub struct BufferSpec {
 impl BufferSpec {
     pub fn total(&self) -> usize {
         self.bytes + 2 * self.guard
-    }
-}
-
-/// A launch after the first of a multi-kernel milestone (a contract's `then`): another
-/// kernel of the same module, on the same arguments, once the previous one has finished.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Then {
-    pub kernel: String,
-    pub dims: LaunchDims,
-}
-
-/// Grid, block and dynamic shared memory of one launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchDims {
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared_bytes: u32,
-}
-
-impl LaunchDims {
-    pub fn threads_per_block(&self) -> u64 {
-        self.block.iter().map(|&d| d as u64).product()
-    }
-    pub fn blocks(&self) -> u64 {
-        self.grid.iter().map(|&d| d as u64).product()
     }
 }
 
@@ -397,23 +373,6 @@ pub struct DeviceFacts {
     pub compute_capability: (i32, i32),
     /// `cuDeviceGetPCIBusId`, the key of the per-GPU timing lock and of NVML.
     pub pci_bus_id: String,
-}
-
-/// Which GPU graded a student and timed a check, as result.json records it (`run.gpu` and each
-/// performance check's `timing.device`): the CUDA ordinal as `--gpus` numbered it, the model,
-/// and the names that survive renumbering (`CUDA_VISIBLE_DEVICES`, another node).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct GpuRecord {
-    /// The CUDA device ordinal (as in `--gpus`).
-    pub index: usize,
-    /// The model, as the driver names it (`NVIDIA H200`).
-    pub name: String,
-    /// `nvidia-smi`'s `GPU-xxxxxxxx-...`, where the driver gives it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
-    /// `0000:17:00.0`, where the driver gives it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pci_bus_id: Option<String>,
 }
 
 /// The timing protocol's device primitives (see `measure::session`). Work is queued in order on

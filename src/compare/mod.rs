@@ -5,10 +5,9 @@
 //! tolerance rules and their numerical reasoning.
 
 pub mod classify;
-pub mod precision;
 
+pub use crate::model::precision::{self, Precision};
 pub use classify::{Wrong, classify};
-pub use precision::Precision;
 
 use crate::inputs::{Buffer, GUARD_BYTE, decode};
 use crate::rubric::expr::Vars;

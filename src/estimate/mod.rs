@@ -13,67 +13,7 @@ pub mod gpu;
 pub mod model;
 pub mod sample;
 
-use model::KernelProfile;
-use serde::{Deserialize, Serialize};
-
-/// What a speed estimate found for one performance check (result.json's `estimate`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    /// The modelled GPU's short name ("H100") and its data file id ("h100").
-    pub gpu: String,
-    pub gpu_id: String,
-    /// The kernel's estimated time and its likely range, ms.
-    pub ms: f64,
-    pub low_ms: f64,
-    pub high_ms: f64,
-    /// The bar's quantity (a speed-up, a percent of copy bandwidth) and its likely range.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ratio: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ratio_low: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ratio_high: Option<f64>,
-    /// The bar (`min`) and its unit (`x`, `%`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub needs: Option<f64>,
-    pub unit: String,
-    /// What the ratio is taken against, in words ("the reference `reduce_naive`").
-    pub against: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<BaselineEstimate>,
-    /// Why there is no ratio although the bar has one (a CPU baseline that is not pinned).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_ratio: Option<String>,
-    /// The bound that dominates: `compute`, `l1`, `latency`, `l2`, `dram`, `atomics`.
-    pub limiter: String,
-    /// Every bound, ms.
-    pub bounds: Vec<(String, f64)>,
-    /// Resident blocks per SM on the modelled GPU, and what limits them.
-    pub blocks_per_sm: u32,
-    pub occupancy_limiter: String,
-    /// Caveats that widen the range or qualify the number.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// Seconds the estimate took (emulation included).
-    pub seconds: f64,
-    /// The model's inputs, kept so that the model can be re-fitted without emulating again.
-    pub profile: KernelProfile,
-}
-
-/// The baseline side of an estimated ratio.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BaselineEstimate {
-    /// `cpu`, `cpu_parallel`, `reference:<kernel>`, `cublas`, `copy`.
-    pub kind: String,
-    pub ms: f64,
-    /// Whether `ms` is the model's (a GPU baseline) or pinned for the course (the CPU).
-    pub estimated: bool,
-    /// A device copy's bytes (read once and written once), for `copy`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bytes: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<KernelProfile>,
-}
+pub use crate::model::estimate::{BaselineEstimate, Estimate};
 
 /// The range an estimate of `ms` is likely in on `g`, widened by `notes`' caveats.
 pub fn range(ms: f64, g: &gpu::Gpu, widen: f64) -> (f64, f64) {
@@ -285,7 +225,7 @@ mod tests {
             occupancy_limiter: "the block size".into(),
             notes: vec![],
             seconds: 1.0,
-            profile: KernelProfile::default(),
+            profile: model::KernelProfile::default(),
         }
     }
 

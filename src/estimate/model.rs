@@ -10,40 +10,10 @@
 
 use super::gpu::{Gpu, Occupancy};
 use crate::backend::emu::cost::{self, BlockProfile, CLASSES};
-use serde::{Deserialize, Serialize};
 
-/// Per-block averages over the whole grid (sample weights applied), warp-level counts.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct BlockAverages {
-    /// SASS-equivalent warp instructions per pipe: fma, alu, fp64, sfu, conv, mem, ctrl, shfl.
-    pub issue: [f64; CLASSES],
-    pub warp_insts: f64,
-    pub lane_insts: f64,
-    pub gld_requests: f64,
-    pub gld_sectors: f64,
-    pub gld_lines: f64,
-    /// The L1's cycles for global loads (banks and tags).
-    #[serde(default)]
-    pub gld_wavefronts: f64,
-    pub gst_requests: f64,
-    pub gst_sectors: f64,
-    pub gst_lines: f64,
-    /// Global-load sectors that missed the block's L1 (they go to L2).
-    pub l2_load_sectors: f64,
-    pub atom_requests: f64,
-    pub atom_ops: f64,
-    pub atom_serial: f64,
-    pub shared_requests: f64,
-    pub shared_wavefronts: f64,
-    pub shared_atom_serial: f64,
-    pub local_wavefronts: f64,
-    pub barriers: f64,
-    /// Critical path, cycles, with the block's first-touch misses from DRAM, and from L2.
-    pub cp: f64,
-    pub cp_l2: f64,
-    /// Global-load sectors that missed L1 on their first touch by the block.
-    pub first_touch_sectors: f64,
-}
+const _: () = assert!(CLASSES == crate::model::estimate::CLASSES);
+pub use crate::model::estimate::{BlockAverages, KernelProfile};
+use serde::{Deserialize, Serialize};
 
 impl BlockAverages {
     /// Add block `p` with weight `w` (blocks of the grid it stands for).
@@ -107,35 +77,6 @@ impl BlockAverages {
             *x *= k;
         }
     }
-}
-
-/// What the cost model needs of one kernel on one case: the grid, the resources of a block,
-/// per-block averages, and whole-kernel traffic. `result.json` keeps it with each estimate so
-/// that the model can be re-fitted without emulating again.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct KernelProfile {
-    pub blocks: u64,
-    /// Blocks emulated (all of them when `blocks == sampled`).
-    pub sampled: u64,
-    pub threads_per_block: u32,
-    /// Registers per thread (ptxas), when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub registers: Option<u32>,
-    /// Shared memory per block, static and dynamic, bytes.
-    pub shared_bytes: u32,
-    pub per_block: BlockAverages,
-    /// The slowest sampled block's critical path, cycles (DRAM and L2 scenarios).
-    pub cp_max: f64,
-    pub cp_max_l2: f64,
-    /// Bytes the kernel must read from and write to DRAM (its footprint: distinct sectors).
-    pub dram_read_bytes: f64,
-    pub dram_write_bytes: f64,
-    /// Atomic operations on the most contended address, whole grid.
-    pub hot_atomic_ops: f64,
-    /// The kernel's blocks may talk through global atomics (`atom` with its old value used).
-    pub communicating: bool,
-    /// Warp instructions the emulator ran for this profile.
-    pub emulated_warp_insts: u64,
 }
 
 /// A kernel's estimated time and what bounds it.

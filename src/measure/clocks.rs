@@ -4,65 +4,11 @@
 //! the report flags it. NVML is loaded at run time (`libnvidia-ml.so.1`, part of the driver);
 //! where it is missing the record is simply absent.
 
+pub use crate::model::timing::{ClockReading, ClockRecord};
 use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
-
-/// One reading of the GPU's state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClockReading {
-    pub sm_mhz: u32,
-    pub max_sm_mhz: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature_c: Option<u32>,
-    /// Throttle reasons that slow a kernel down (idle and application-clock settings are
-    /// not listed).
-    pub throttle: Vec<String>,
-}
-
-/// Readings before and after a measurement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClockRecord {
-    pub before: ClockReading,
-    pub after: ClockReading,
-    /// Whether either reading shows throttling: the measurement may be slow through no fault
-    /// of the kernel.
-    pub throttled: bool,
-}
-
-impl ClockRecord {
-    pub fn new(before: ClockReading, after: ClockReading) -> ClockRecord {
-        let throttled = !before.throttle.is_empty() || !after.throttle.is_empty();
-        ClockRecord {
-            before,
-            after,
-            throttled,
-        }
-    }
-
-    /// One line for a report, e.g. `SM 1980 → 1755 MHz (max 1980), throttled: sw_power_cap`.
-    pub fn describe(&self) -> String {
-        let mut s = format!(
-            "SM clock {} → {} MHz (max {})",
-            self.before.sm_mhz, self.after.sm_mhz, self.after.max_sm_mhz
-        );
-        if self.throttled {
-            let mut r: Vec<&str> = self
-                .before
-                .throttle
-                .iter()
-                .chain(&self.after.throttle)
-                .map(String::as_str)
-                .collect();
-            r.sort_unstable();
-            r.dedup();
-            s.push_str(&format!("; throttled ({})", r.join(", ")));
-        }
-        s
-    }
-}
 
 /// Names of the throttle reasons that slow kernels.
 pub fn slowing_reasons(bits: u64) -> Vec<String> {

@@ -8,21 +8,13 @@
 //! points run after run instead of a coin toss.
 
 use super::stats::{median, median_interval};
+pub use crate::model::timing::Interval;
 use crate::rubric::schema::Tier;
-use serde::{Deserialize, Serialize};
 
 /// Variation between runs that one run's interval does not show (clock and thermal state,
 /// other tenants of the machine), as a fraction. Measured on an H100: paired ratios moved by
 /// less than this between gradings (docs/validation/measurement.md).
 pub const EDGE_MARGIN: f64 = 0.01;
-
-/// An estimate with its 95 % interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub estimate: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
 
 impl Interval {
     /// The median of `xs` and the distribution-free interval of that median.

@@ -70,7 +70,7 @@ impl LoadedRubric {
 
     /// The precision milestone `m` computes in: its own `precision`, else its contract's,
     /// else float.
-    pub fn precision(&self, m: &Milestone) -> crate::compare::precision::Precision {
+    pub fn precision(&self, m: &Milestone) -> crate::model::precision::Precision {
         m.precision
             .or(self.contract(&m.contract).precision)
             .unwrap_or_default()

@@ -15,8 +15,8 @@ use super::schema::{
 use super::{
     LoadedRubric, case_elements, case_vars, eval_launch, milestone_max, perf_bar, perf_max,
 };
-use crate::backend::LaunchDims;
-use crate::compare::precision::Precision;
+use crate::model::launch::{LaunchDims, Then};
+use crate::model::precision::Precision;
 
 /// What grading a submission against a rubric runs.
 #[derive(Debug, Clone)]
@@ -101,7 +101,7 @@ pub struct PerfPlan {
     pub baseline_launch: Option<Result<LaunchDims, String>>,
     /// ... and K's later launches where K is a multi-kernel milestone's reference (its
     /// `reference_then` with its contract's `then`); empty otherwise.
-    pub baseline_then: Result<Vec<crate::backend::Then>, String>,
+    pub baseline_then: Result<Vec<Then>, String>,
 }
 
 /// One metric check, resolved.
@@ -207,10 +207,7 @@ impl LoadedRubric {
 
 impl LoadedRubric {
     /// The later launches of a reference baseline that is a multi-kernel milestone's.
-    fn baseline_then(
-        &self,
-        p: &super::schema::PerfSpec,
-    ) -> Result<Vec<crate::backend::Then>, String> {
+    fn baseline_then(&self, p: &super::schema::PerfSpec) -> Result<Vec<Then>, String> {
         let super::schema::Against::Reference(k) = &p.against else {
             return Ok(vec![]);
         };
@@ -225,7 +222,7 @@ impl LoadedRubric {
             .iter()
             .zip(&contract.then)
             .map(|(kernel, l)| {
-                Ok(crate::backend::Then {
+                Ok(Then {
                     kernel: kernel.clone(),
                     dims: eval_launch(l, &vars)?,
                 })
@@ -253,21 +250,21 @@ fn case_plan(contract: &Contract, launch: &Launch, c: &super::schema::Case) -> C
 
 impl MilestonePlan {
     /// The student's later launches on `case` (empty for a one-kernel milestone).
-    pub fn then(&self, case: &CasePlan) -> Result<Vec<crate::backend::Then>, String> {
+    pub fn then(&self, case: &CasePlan) -> Result<Vec<Then>, String> {
         Self::zip(&self.then, case)
     }
 
     /// The reference's later launches on `case`.
-    pub fn reference_then(&self, case: &CasePlan) -> Result<Vec<crate::backend::Then>, String> {
+    pub fn reference_then(&self, case: &CasePlan) -> Result<Vec<Then>, String> {
         Self::zip(&self.reference_then, case)
     }
 
-    fn zip(names: &[String], case: &CasePlan) -> Result<Vec<crate::backend::Then>, String> {
+    fn zip(names: &[String], case: &CasePlan) -> Result<Vec<Then>, String> {
         let dims = case.then.clone()?;
         Ok(names
             .iter()
             .zip(dims)
-            .map(|(k, dims)| crate::backend::Then {
+            .map(|(k, dims)| Then {
                 kernel: k.clone(),
                 dims,
             })

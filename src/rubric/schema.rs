@@ -326,7 +326,7 @@ pub struct Contract {
     /// `fp16`, `bf16` or `tf32` on purpose; everywhere else a kernel that computes in less
     /// than float fails as "less precise than float accumulation allows".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precision: Option<crate::compare::precision::Precision>,
+    pub precision: Option<crate::model::precision::Precision>,
 }
 
 /// A contract's CPU implementation: `cpu: reduce_sum` (built into cugrade) or
@@ -839,7 +839,7 @@ pub struct Milestone {
     /// Overrides the contract's `precision` for this milestone (e.g. a tensor-core milestone
     /// of a float lab declares `tf32`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precision: Option<crate::compare::precision::Precision>,
+    pub precision: Option<crate::model::precision::Precision>,
 }
 
 impl Milestone {
