@@ -75,10 +75,14 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
         seed,
         arch,
         device_name,
-        gpu: (backend == BackendKind::Cuda)
+        gpu: backend
+            .caps()
+            .device
             .then(|| crate::backend::cuda::pci_bus_id(device).ok())
             .flatten(),
-        gpu_record: (backend == BackendKind::Cuda)
+        gpu_record: backend
+            .caps()
+            .device
             .then(|| crate::backend::cuda::identify(device).ok())
             .flatten(),
         baseline_cache: None,

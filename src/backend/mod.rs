@@ -21,7 +21,45 @@ pub enum BackendKind {
     Emu,
 }
 
+/// What a backend can do. The stages ask for a capability, never for a backend by name, so a
+/// new backend is its module, its `BackendKind` and its row here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Runs student code on a GPU: a run worker opens the device (and smoke-tests it), its
+    /// sandbox reaches `/dev/nvidia*`, and the run records which GPU it was.
+    pub device: bool,
+    /// Times kernels: performance checks are measured and graded (else estimated, as feedback).
+    pub timed: bool,
+    /// NVIDIA's compute-sanitizer checks the student's kernels, and the emulator runs the
+    /// smallest cases again beside it (the cross-check).
+    pub device_sanitizer: bool,
+    /// Hardware counters (Nsight Compute) answer metric checks (else the emulator's own).
+    pub counters: bool,
+    /// cugrade's own emulator: a module it cannot load is cugrade's limit, not the student's.
+    pub emulated: bool,
+}
+
 impl BackendKind {
+    /// What this backend can do.
+    pub const fn caps(self) -> Capabilities {
+        match self {
+            BackendKind::Cuda => Capabilities {
+                device: true,
+                timed: true,
+                device_sanitizer: true,
+                counters: true,
+                emulated: false,
+            },
+            BackendKind::Emu => Capabilities {
+                device: false,
+                timed: false,
+                device_sanitizer: false,
+                counters: false,
+                emulated: true,
+            },
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Cuda => "cuda",

@@ -125,9 +125,9 @@ impl<T> Stage<T> {
 }
 
 impl Ctx<'_> {
-    /// A backend check, for stages that differ by backend.
-    pub(super) fn on_gpu(&self) -> bool {
-        self.opts.backend == BackendKind::Cuda
+    /// What the backend can do, for stages that differ by backend.
+    pub(super) fn caps(&self) -> crate::backend::Capabilities {
+        self.opts.backend.caps()
     }
 }
 

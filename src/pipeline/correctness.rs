@@ -39,7 +39,7 @@ pub(super) fn stage(
     started: Instant,
 ) -> Result<Correctness, Infrastructure> {
     let budget = Duration::from_secs_f64(ctx.rubric.timeouts.milestone_s);
-    let timed = ctx.on_gpu() && !ctx.plan.performance.is_empty();
+    let timed = ctx.caps().timed && !ctx.plan.performance.is_empty();
     if timed {
         // cugrade's timing kernels, compiled (once per job) before the GPU is taken; a
         // failure is reported by the performance check.
@@ -215,7 +215,7 @@ pub(super) fn launch(
 
 /// Keep the GPU's outputs of `case`'s first trial if the emulator will run the case too.
 fn keeps_gpu_output(ctx: &Ctx, case: &CasePlan) -> bool {
-    ctx.on_gpu()
+    ctx.caps().device_sanitizer
         && sanitizer::smallest_cases(ctx.plan)
             .iter()
             .any(|c| c.name == case.name)

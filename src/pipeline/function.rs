@@ -133,7 +133,7 @@ fn imports_cupyx_scipy(files: &[SourceFile]) -> bool {
 }
 
 pub(super) fn on_gpu(opts: &Options) -> bool {
-    opts.backend == crate::backend::BackendKind::Cuda
+    opts.backend.caps().device
 }
 
 /// The modules to import, those whose text defines `def FUNCTION(` first: top-level `.py`

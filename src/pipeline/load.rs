@@ -5,7 +5,7 @@
 use super::context::{Ctx, Infrastructure, Kernel, Stage, Student, worker_options};
 use super::locate::Located;
 use super::resources;
-use crate::backend::{BackendKind, KernelInfo};
+use crate::backend::KernelInfo;
 use crate::hints;
 use crate::result::{Check, CheckKind};
 use crate::rubric::ParamType;
@@ -134,7 +134,7 @@ fn load_module(ctx: &Ctx, worker: &mut Client, found: &Located) -> Option<Check>
     let file = found.file;
     match worker.load(found.ptx, Duration::from_secs(120)) {
         Ok(Ok(())) => None,
-        Ok(Err(e)) if ctx.opts.backend == BackendKind::Emu => {
+        Ok(Err(e)) if ctx.caps().emulated => {
             // Our emulator's limit, not the student's mistake.
             Some(Check::error(CheckKind::Compile, format!("load {file}"), format!("the PTX emulator cannot run this module: {e}")).with_hint("Grade this submission on a GPU (--backend cuda), and report the unsupported instruction to the course staff."))
         }

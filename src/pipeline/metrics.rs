@@ -90,7 +90,7 @@ pub(super) fn stage(
 ) -> (Vec<Check>, Vec<Flag>) {
     let specs: Vec<MetricSpec> = ctx.plan.metrics.iter().map(|x| x.spec.clone()).collect();
     let hint = ctx.plan.milestone.hint.as_deref();
-    if !ctx.on_gpu() {
+    if !ctx.caps().counters {
         let checks = specs
             .iter()
             .map(|x| match metrics_by_case.get(&x.case) {

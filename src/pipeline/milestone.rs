@@ -116,7 +116,7 @@ pub(super) fn rest(
     } = front;
     let mut flags = Vec::new();
     if let Some((kernel, ran)) = ran {
-        if ctx.on_gpu() && !hung {
+        if ctx.caps().device_sanitizer && !hung {
             let (found, cross) = sanitizer::stage(
                 ctx,
                 &kernel,
@@ -130,13 +130,13 @@ pub(super) fn rest(
             flags = cross;
         }
         let correct = score::nothing_wrong(&checks);
-        let phase = if ctx.on_gpu() {
+        let phase = if ctx.caps().timed {
             Phase::Timed
         } else {
             Phase::Estimate
         };
         checks.extend(timed_phase(phases, phase, || {
-            if correct && ctx.on_gpu() && !ctx.plan.performance.is_empty() {
+            if correct && ctx.caps().timed && !ctx.plan.performance.is_empty() {
                 // Another milestone's module may be loaded since (or its fault ended the
                 // worker): this one's, for the timed section.
                 load::reload(ctx, &kernel, student);

@@ -49,7 +49,6 @@ pub use deferred::{Deferred, Graded};
 pub use reference::Reference;
 pub use selfcheck::reference_against_cpu;
 
-use crate::backend::BackendKind;
 use crate::result::{Flag, GradeResult, MilestoneResult, Phase, Phases, RunInfo};
 use crate::rubric::LoadedRubric;
 use crate::rubric::plan::Plan;
@@ -171,7 +170,7 @@ fn sanitizer_pass(
     opts: &Options,
     defer: bool,
 ) -> Result<(Option<gpu_sanitizer::Pending>, Option<Deferral>), Infrastructure> {
-    if opts.backend != BackendKind::Cuda || targets.is_empty() {
+    if !opts.backend.caps().device_sanitizer || targets.is_empty() {
         return Ok((None, None));
     }
     let Some(cs) = crate::worker::nsight::find_tool("compute-sanitizer") else {
@@ -235,7 +234,7 @@ fn run_info(opts: &Options) -> RunInfo {
     RunInfo {
         device: opts.device_name.clone(),
         arch: opts.arch.clone(),
-        timed: opts.backend == BackendKind::Cuda,
+        timed: opts.backend.caps().timed,
         cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
         sandbox: vec![],
         notes: vec![],

@@ -34,7 +34,7 @@ pub(super) fn stage(
 ) -> Result<Vec<Check>, Infrastructure> {
     let mut out = Vec::new();
     for p in &ctx.plan.performance {
-        let c = if !ctx.on_gpu() {
+        let c = if !ctx.caps().timed {
             // No GPU: a speed estimate, never a grade (docs/estimate.md).
             estimated::check(ctx, kernel, reference, student, p, correct)
         } else if !correct {

@@ -72,7 +72,7 @@ pub fn main(config_json: &str) -> i32 {
     let (mut device, mut arch) = (String::new(), String::new());
     if config.role == Role::Run {
         match make_backend(config.backend, config.device).and_then(|(mut b, a)| {
-            if config.backend == BackendKind::Cuda {
+            if config.backend.caps().device {
                 smoke_test(b.as_mut())?;
             }
             Ok((b, a))

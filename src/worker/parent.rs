@@ -210,7 +210,7 @@ impl Worker {
     /// Start a worker and wait for its `Ready`. A worker that fails to start is `Err` with the
     /// reason and what it printed.
     pub fn spawn(opts: &WorkerOptions) -> Result<Worker, String> {
-        let gpu = opts.backend == BackendKind::Cuda && opts.role == Role::Run;
+        let gpu = opts.backend.caps().device && opts.role == Role::Run;
         // (A Python worker's CUDA starts after `exec`, in CuPy: no retry for it.)
         if !gpu {
             return Worker::spawn_with(opts, None);
@@ -254,7 +254,7 @@ impl Worker {
             .map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let mut policy = sandbox::Policy::worker(
             temp.path(),
-            opts.backend == BackendKind::Cuda && matches!(opts.role, Role::Run | Role::Python),
+            opts.backend.caps().device && matches!(opts.role, Role::Run | Role::Python),
         );
         policy.compat = compat;
         policy.data_bytes = opts.data_limit_bytes;

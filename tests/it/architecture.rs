@@ -439,3 +439,21 @@ fn the_circle_check_sees_every_path_form() {
     // No circle: a parent and its child name each other (the child reads `super::`).
     assert!(circle(&[("m", "use self::k::K;\n"), ("m::k", "use super::*;\n")]).is_empty());
 }
+
+#[test]
+fn stages_ask_the_backend_what_it_can_do_not_which_it_is() {
+    let compare = regex::Regex::new(r"(==|!=)\s*(crate::)?(backend::)?BackendKind::|BackendKind::\w+\s*(==|!=)|matches!\([^)]*BackendKind::").unwrap();
+    for (m, (file, code)) in modules() {
+        if m == "backend" || m.starts_with("backend::") {
+            continue;
+        }
+        for (i, line) in code.lines().enumerate() {
+            assert!(
+                !compare.is_match(line),
+                "{}:{}: compares the backend by name; ask `backend.caps()` instead: {line}",
+                file.display(),
+                i + 1
+            );
+        }
+    }
+}

@@ -467,7 +467,7 @@ fn plan_gpus(
     devices: &[usize],
     jobs: usize,
 ) -> Result<Vec<(gpus::Slot, String)>, CliError> {
-    if base.backend != crate::backend::BackendKind::Cuda {
+    if !base.backend.caps().device {
         if !req.gpus.is_empty() {
             eprintln!(
                 "note: --gpus {} is not used: grading on the {} ({}), so no GPU runs anything \

@@ -464,9 +464,7 @@ pub fn untouched(
         rubric_sha256: String::new(),
         compile: None,
         run: crate::result::RunInfo {
-            device: if super::function::is_function_lab(rubric)
-                && opts.backend != crate::backend::BackendKind::Cuda
-            {
+            device: if super::function::is_function_lab(rubric) && !opts.backend.caps().device {
                 format!("{} (no GPU)", crate::report::describe::STAND_IN)
             } else {
                 opts.device_name.clone()
