@@ -7,9 +7,9 @@
 
 use crate::backend::{Arg, BufferSpec};
 use crate::backend::{LaunchDims, ParamValue};
+pub use crate::model::args::{BufferArg, Draw, ParamArg, ScalarArg};
 use crate::rubric::expr::Vars;
-use crate::rubric::schema::{Contract, Direction, Gen, Param, ScalarType, Tolerance};
-use crate::rubric::{ParamType, eval_len};
+use crate::rubric::schema::{Contract, Direction, ScalarType, Tolerance};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
@@ -176,9 +176,10 @@ pub fn trial_seed(run_seed: u64, case: &str, trial: u32) -> u64 {
     u64::from_le_bytes(d[..8].try_into().unwrap_or([0; 8]))
 }
 
-/// Build the invocation of `contract` for one case and trial.
-pub fn generate(contract: &Contract, vars: &Vars, seed: u64) -> Result<Invocation, String> {
-    generate_with(contract, vars, seed, false)
+/// Build the invocation of one case and trial from its resolved parameters
+/// (`rubric::plan::CasePlan::args`).
+pub fn generate(args: &[ParamArg], seed: u64) -> Result<Invocation, String> {
+    generate_with(args, seed, false)
 }
 
 /// Like [`generate`], with every input described rather than drawn: each input buffer's
@@ -186,20 +187,11 @@ pub fn generate(contract: &Contract, vars: &Vars, seed: u64) -> Result<Invocatio
 /// other than `generate`'s for the same seed), wherever they are needed. For the speed
 /// estimate, whose full-size inputs only need to look like a GPU run's and of which a sample
 /// of blocks reads a few pages: the worker draws those pages ([`Fill::chunk`]), nothing else.
-pub fn generate_described(
-    contract: &Contract,
-    vars: &Vars,
-    seed: u64,
-) -> Result<Invocation, String> {
-    generate_with(contract, vars, seed, true)
+pub fn generate_described(args: &[ParamArg], seed: u64) -> Result<Invocation, String> {
+    generate_with(args, seed, true)
 }
 
-fn generate_with(
-    contract: &Contract,
-    vars: &Vars,
-    seed: u64,
-    parallel: bool,
-) -> Result<Invocation, String> {
+fn generate_with(args: &[ParamArg], seed: u64, parallel: bool) -> Result<Invocation, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut inv = Invocation {
         buffers: vec![],
@@ -207,35 +199,23 @@ fn generate_with(
         symbols: vec![],
         scalars: vec![],
     };
-    for p in &contract.params {
-        match p
-            .param_type()
-            .ok_or_else(|| format!("bad type `{}`", p.ty))?
-        {
-            ParamType::Buffer(elem) => {
-                let b = if parallel {
-                    let stream =
-                        seed ^ (inv.buffers.len() as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    make_buffer_with(p, elem, vars, &mut rng, Some(stream))?
-                } else {
-                    make_buffer(p, elem, vars, &mut rng)?
-                };
+    for p in args {
+        match p {
+            ParamArg::Buffer(b) => {
+                let stream = parallel.then(|| {
+                    seed ^ (inv.buffers.len() as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                });
                 let idx = inv.buffers.len();
-                if p.symbol {
-                    inv.symbols.push((p.name.clone(), idx));
+                if b.symbol {
+                    inv.symbols.push((b.name.clone(), idx));
                 } else {
                     inv.args.push(Arg::Buffer(idx));
                 }
-                inv.buffers.push(b);
+                inv.buffers.push(make_buffer(b, &mut rng, stream));
             }
-            ParamType::Scalar(t) => {
-                let e = p
-                    .value
-                    .as_ref()
-                    .ok_or_else(|| format!("scalar `{}` has no value", p.name))?;
-                let x = e.eval_f64(vars)?;
-                inv.scalars.push((p.name.clone(), x));
-                inv.args.push(Arg::Value(scalar(t, x)));
+            ParamArg::Scalar(x) => {
+                inv.scalars.push((x.name.clone(), x.value));
+                inv.args.push(Arg::Value(scalar(x.ty, x.value)));
             }
         }
     }
@@ -259,161 +239,56 @@ fn scalar(t: ScalarType, x: f64) -> ParamValue {
     }
 }
 
-fn make_buffer(
-    p: &Param,
-    elem: ScalarType,
-    vars: &Vars,
-    rng: &mut ChaCha8Rng,
-) -> Result<Buffer, String> {
-    make_buffer_with(p, elem, vars, rng, None)
-}
-
-/// A buffer; `parallel`: draw its values in parallel chunks from this stream seed.
-fn make_buffer_with(
-    p: &Param,
-    elem: ScalarType,
-    vars: &Vars,
-    rng: &mut ChaCha8Rng,
-    parallel: Option<u64>,
-) -> Result<Buffer, String> {
-    let len = eval_len(p, vars)?;
-    if len > MAX_ELEMENTS {
-        return Err(format!(
-            "buffer `{}` would have {len} elements (limit {MAX_ELEMENTS})",
-            p.name
-        ));
-    }
-    let shape = match &p.shape {
-        Some(dims) => {
-            let d: Vec<usize> = dims
-                .iter()
-                .map(|e| e.eval_int(vars).map(|v| v.max(0) as usize))
-                .collect::<Result<_, _>>()?;
-            if d.iter().product::<usize>() != len {
-                return Err(format!(
-                    "shape of `{}` does not multiply to its len {len}",
-                    p.name
-                ));
-            }
-            Some(d)
-        }
-        None => None,
+/// A buffer; `parallel`: describe its values, drawn in chunks from this stream seed.
+fn make_buffer(b: &BufferArg, rng: &mut ChaCha8Rng, parallel: Option<u64>) -> Buffer {
+    let buffer = |data: Vec<u8>, fill: Option<Fill>| Buffer {
+        name: b.name.clone(),
+        elem: b.elem,
+        dir: b.dir,
+        len: b.len,
+        shape: b.shape.clone(),
+        data,
+        symbol: b.symbol,
+        tolerance: b.tolerance.clone(),
+        fill,
     };
-    if let (Some(stream), Some(g), Direction::In | Direction::InOut) =
-        (parallel, &p.generator, p.dir)
-    {
+    if let (Some(stream), Some(draw)) = (parallel, &b.draw) {
         let fill = Fill {
-            draw: Draw::resolve(g, vars)?,
-            specials: p.specials.as_ref().map(|s| (s.fraction, s.values.clone())),
-            elem,
+            draw: draw.clone(),
+            specials: b.specials.clone(),
+            elem: b.elem,
             stream,
-            len,
+            len: b.len,
         };
-        return Ok(Buffer {
-            name: p.name.clone(),
-            elem,
-            dir: p.dir,
-            len,
-            shape,
-            data: vec![],
-            symbol: p.symbol,
-            tolerance: p.tolerance.clone(),
-            fill: Some(fill),
-        });
+        return buffer(vec![], Some(fill));
     }
-    let values: Vec<f64> = match (&p.generator, p.dir) {
-        (Some(g), Direction::In | Direction::InOut) => Draw::resolve(g, vars)?.sample(0, len, rng),
-        _ => vec![],
+    let mut values: Vec<f64> = match &b.draw {
+        Some(draw) => draw.sample(0, b.len, rng),
+        None => vec![],
     };
-    let mut values = values;
-    if let (Some(s), false) = (&p.specials, values.is_empty() || s_empty(&p.specials)) {
+    if let Some((fraction, specials)) = &b.specials
+        && !values.is_empty()
+        && !specials.is_empty()
+    {
         for v in values.iter_mut() {
-            if rng.random::<f64>() < s.fraction {
-                *v = s.values[rng.random_range(0..s.values.len())];
+            if rng.random::<f64>() < *fraction {
+                *v = specials[rng.random_range(0..specials.len())];
             }
         }
     }
     let data = if !values.is_empty() {
-        encode(&values, elem)
-    } else if let Some(init) = p.init {
-        encode(&vec![init; len], elem)
-    } else if p.dir == Direction::Scratch {
-        encode(&vec![0.0; len], elem)
+        encode(&values, b.elem)
+    } else if let Some(init) = b.init {
+        encode(&vec![init; b.len], b.elem)
+    } else if b.dir == Direction::Scratch {
+        encode(&vec![0.0; b.len], b.elem)
     } else {
-        poison(len, elem)
+        poison(b.len, b.elem)
     };
-    Ok(Buffer {
-        name: p.name.clone(),
-        elem,
-        dir: p.dir,
-        len,
-        shape,
-        data,
-        symbol: p.symbol,
-        tolerance: p.tolerance.clone(),
-        fill: None,
-    })
-}
-
-/// `specials` without values (the rubric check refuses it; never index an empty list).
-fn s_empty(s: &Option<crate::rubric::schema::Specials>) -> bool {
-    s.as_ref().is_some_and(|s| s.values.is_empty())
-}
-
-/// A generator with its expressions evaluated and checked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Draw {
-    /// Uniform real in `[lo, hi)`.
-    Uniform(f64, f64),
-    /// Normal with mean and standard deviation.
-    Normal(f64, f64),
-    /// Uniform integer in `[lo, hi)`.
-    Int(i64, i64),
-    Constant(f64),
-    /// These values, cycled from the first element of the buffer.
-    Values(Vec<f64>),
+    buffer(data, None)
 }
 
 impl Draw {
-    /// `g` under the case's variables, or why it draws nothing (an empty or infinite range).
-    pub fn resolve(g: &Gen, vars: &Vars) -> Result<Draw, String> {
-        let ev = |e: &crate::rubric::schema::Expr| e.eval_f64(vars);
-        Ok(match g {
-            Gen::Uniform([lo, hi]) => {
-                let (lo, hi) = (ev(lo)?, ev(hi)?);
-                if !lo.is_finite() || !hi.is_finite() {
-                    return Err(format!("uniform range [{lo}, {hi}) is not finite"));
-                }
-                if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
-                    return Err(format!("uniform range [{lo}, {hi}) is empty"));
-                }
-                Draw::Uniform(lo, hi)
-            }
-            Gen::Normal([m, s]) => {
-                let (m, s) = (ev(m)?, ev(s)?);
-                if !m.is_finite() {
-                    return Err(format!("normal mean {m} is not finite"));
-                }
-                Normal::new(m, s).map_err(|e| format!("normal: {e}"))?;
-                Draw::Normal(m, s)
-            }
-            Gen::Int([lo, hi]) => {
-                let (lo, hi) = (ev(lo)?.ceil(), ev(hi)?.ceil());
-                let range = i64::MIN as f64..=i64::MAX as f64;
-                if !range.contains(&lo) || !range.contains(&hi) {
-                    return Err(format!("int range [{lo}, {hi}) is outside 64-bit integers"));
-                }
-                let (lo, hi) = (lo as i64, hi as i64);
-                if lo >= hi {
-                    return Err(format!("int range [{lo}, {hi}) is empty"));
-                }
-                Draw::Int(lo, hi)
-            }
-            Gen::Constant(c) => Draw::Constant(ev(c)?),
-            Gen::Values(v) => Draw::Values(v.clone()),
-        })
-    }
-
     /// Elements `start..start + len` (only `Values` depends on `start`).
     fn sample(&self, start: usize, len: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
         match *self {
@@ -642,6 +517,11 @@ pub fn numba_invocation(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The contract's invocation on `vars` (its parameters resolved as the plan resolves them).
+    fn invocation(c: &Contract, vars: &Vars, seed: u64) -> Result<Invocation, String> {
+        crate::rubric::args::resolve(c, vars).and_then(|a| generate(&a, seed))
+    }
     use crate::rubric::schema::{Expr, Launch};
 
     fn contract() -> Contract {
@@ -666,9 +546,9 @@ launch: { block: [256], grid: ["ceil_div(n, 256)"] }
     #[test]
     fn same_seed_same_inputs_other_seed_other_inputs() {
         let c = contract();
-        let a = generate(&c, &vars(), 1).unwrap();
-        let b = generate(&c, &vars(), 1).unwrap();
-        let d = generate(&c, &vars(), 2).unwrap();
+        let a = invocation(&c, &vars(), 1).unwrap();
+        let b = invocation(&c, &vars(), 1).unwrap();
+        let d = invocation(&c, &vars(), 2).unwrap();
         assert_eq!(a.buffers[0].data, b.buffers[0].data);
         assert_ne!(a.buffers[0].data, d.buffers[0].data);
         assert_ne!(trial_seed(5, "n=1", 0), trial_seed(5, "n=1", 1));
@@ -676,7 +556,7 @@ launch: { block: [256], grid: ["ceil_div(n, 256)"] }
 
     #[test]
     fn outputs_poisoned_or_initialised_and_ids_in_range() {
-        let inv = generate(&contract(), &vars(), 3).unwrap();
+        let inv = invocation(&contract(), &vars(), 3).unwrap();
         let c = decode(&inv.buffers[2].data, ScalarType::F32);
         assert!(c.iter().all(|x| x.is_nan()));
         assert_eq!(decode(&inv.buffers[3].data, ScalarType::F32), vec![0.0]);
@@ -702,7 +582,7 @@ launch: { block: [256], grid: ["ceil_div(n, 256)"] }
             .unwrap()
         };
         // Wider than f64 can subtract: drawn by mixing the bounds, all finite and in range.
-        let inv = generate(&with("{ uniform: [-1e308, 1e308] }"), &vars(), 1).unwrap();
+        let inv = invocation(&with("{ uniform: [-1e308, 1e308] }"), &vars(), 1).unwrap();
         let a = decode(&inv.buffers[0].data, ScalarType::F64);
         assert!(a.iter().all(|x| x.is_finite() && x.abs() <= 1e308));
         assert!(a.iter().any(|&x| x < -1e300) && a.iter().any(|&x| x > 1e300));
@@ -714,7 +594,7 @@ launch: { block: [256], grid: ["ceil_div(n, 256)"] }
             ("{ int: [-1e300, 1] }", "outside 64-bit"),
             ("{ int: [.nan, 1] }", "outside 64-bit"),
         ] {
-            let e = generate(&with(g), &vars(), 1).unwrap_err();
+            let e = invocation(&with(g), &vars(), 1).unwrap_err();
             assert!(e.contains(want), "{g}: {e}");
         }
     }
@@ -755,7 +635,7 @@ launch: {block: [16], grid: [1]}
         let mut vars = crate::rubric::expr::Vars::new();
         vars.insert("M".into(), 3.0);
         vars.insert("K".into(), 5.0);
-        let inv = crate::inputs::generate(&c, &vars, 1).unwrap();
+        let inv = invocation(&c, &vars, 1).unwrap();
         let sig =
             &crate::rubric::convention::signatures(&c, crate::rubric::schema::ArrayStyle::Auto)[1];
         let n = numba_invocation(&inv, &c, sig).unwrap();

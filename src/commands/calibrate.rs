@@ -50,7 +50,8 @@ pub fn run(paths: &[PathBuf]) -> Result<i32, CliError> {
                 if file.baselines.contains_key(&key) {
                     continue;
                 }
-                let inv = crate::inputs::generate(&case.contract(contract), &case_vars(case), 1)
+                let inv = rubric::args::resolve(&case.contract(contract), &case_vars(case))
+                    .and_then(|a| crate::inputs::generate(&a, 1))
                     .map_err(|e| Fatal::new(format!("inputs for case {}: {e}", case.name)))?;
                 let mut run = crate::pipeline::CpuRunner::start(&imp, p, threads, &[])
                     .map_err(|e| Fatal::new(format!("{}: {e}", p.display())))?;

@@ -126,36 +126,14 @@ impl Resolved {
         if !vars.contains_key(INDEX_VAR) {
             vars.to_mut().insert(INDEX_VAR.into(), 0.0);
         }
-        // A tolerance that is not a finite number would pass every answer (or none): the
-        // rubric's mistake, said as such, never a verdict on the student.
-        let ev = |e: &crate::rubric::schema::Expr| -> Result<f64, String> {
-            let v = e.eval_f64(&vars)?;
-            if v.is_finite() {
-                Ok(v)
-            } else {
-                Err(format!(
-                    "the rubric's tolerance `{}` evaluates to {v}, not a finite number",
-                    e.source()
-                ))
-            }
-        };
+        let b = crate::rubric::args::tolerance_bounds(t, &vars)?;
         let given = t.abs.is_some() || t.rel.is_some() || t.ulp.is_some() || t.sum.is_some();
         Ok(Resolved {
-            abs: t
-                .abs
-                .as_ref()
-                .map(ev)
-                .transpose()?
-                .unwrap_or(if given { 0.0 } else { d.abs }),
-            rel: t
-                .rel
-                .as_ref()
-                .map(ev)
-                .transpose()?
-                .unwrap_or(if given { 0.0 } else { d.rel }),
+            abs: b.abs.unwrap_or(if given { 0.0 } else { d.abs }),
+            rel: b.rel.unwrap_or(if given { 0.0 } else { d.rel }),
             ulp: t.ulp,
             exact: t.exact || (!elem.is_float() && !given),
-            sum: t.sum.as_ref().map(ev).transpose()?.unwrap_or(0.0).max(0.0),
+            sum: b.sum.unwrap_or(0.0).max(0.0),
             coarse: None,
             precision: Precision::Fp32,
         })

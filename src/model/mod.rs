@@ -4,6 +4,7 @@
 //! the reports can use them without importing a stage. The stages that fill them
 //! (`backend`, `measure`, `estimate`, `compare`) re-export them where they always were.
 
+pub mod args;
 pub mod estimate;
 pub mod launch;
 pub mod precision;

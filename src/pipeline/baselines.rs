@@ -141,8 +141,11 @@ fn gpu_baseline(p: &PerfPlan, case: &CasePlan) -> Result<BaselineChoice, String>
                 record: Some(paired("cublas".into())),
             })
         }
-        Against::CopyBandwidth { bytes } => {
-            let b = bytes.eval_int(&case.vars)?.max(1) as f64;
+        Against::CopyBandwidth { .. } => {
+            let bytes = p.copy_bytes.clone().unwrap_or_else(|| {
+                Err("`copy_bandwidth` has no case to evaluate its bytes on".into())
+            });
+            let b = bytes?.max(1) as f64;
             // A copy of half the bytes reads and writes as many bytes as the kernel moves.
             let copy_bytes = (b as usize / 2).clamp(1 << 20, 1 << 30);
             Ok(BaselineChoice {

@@ -247,12 +247,10 @@ fn run_trial(
     student: &mut Student,
     seen: &mut BTreeSet<(String, Option<String>, Option<u32>, String)>,
 ) -> Result<Option<TrialRun>, Infrastructure> {
-    let inv = inputs::generate(
-        &case.case.contract(&ctx.plan.contract),
-        &case.vars,
-        inputs::trial_seed(ctx.opts.seed, &case.name, trial),
-    )
-    .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
+    let inv = case
+        .args()
+        .and_then(|a| inputs::generate(a, inputs::trial_seed(ctx.opts.seed, &case.name, trial)))
+        .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
     let (expected, magnitude) = super::reference::expected_outputs(ctx, case, &inv, reference)?;
     // A multiple of the reference's time, so that a hung kernel holds the GPU (which timed
     // sections wait for) for about a second, not the whole `launch_s`.

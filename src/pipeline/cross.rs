@@ -63,12 +63,10 @@ fn disagreement(
     gpu: &[Vec<u8>],
     emu: &[Vec<u8>],
 ) -> Result<Option<String>, Infrastructure> {
-    let inv = inputs::generate(
-        &case.case.contract(&ctx.plan.contract),
-        &case.vars,
-        inputs::trial_seed(ctx.opts.seed, &case.name, 0),
-    )
-    .map_err(Infrastructure)?;
+    let inv = case
+        .args()
+        .and_then(|a| inputs::generate(a, inputs::trial_seed(ctx.opts.seed, &case.name, 0)))
+        .map_err(Infrastructure)?;
     if gpu.len() != inv.buffers.len() || emu.len() != inv.buffers.len() {
         return Ok(None);
     }

@@ -106,11 +106,9 @@ fn estimate(
         .and_then(|d| inputs::check_limits(&d, kernel.info.max_threads_per_block).map(|()| d))?;
     // The inputs a GPU run times the kernel on (the same generator and seed).
     let t0 = Instant::now();
-    let inv = inputs::generate_described(
-        &case.case.contract(&ctx.plan.contract),
-        &case.vars,
-        inputs::trial_seed(ctx.opts.seed, &case.name, 0),
-    )?;
+    let inv = case.args().and_then(|a| {
+        inputs::generate_described(a, inputs::trial_seed(ctx.opts.seed, &case.name, 0))
+    })?;
     trace("inputs", t0);
     let registers = ctx
         .compiled

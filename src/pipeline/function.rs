@@ -12,10 +12,11 @@ use super::reference::Reference;
 use crate::compare::{self, Resolved};
 use crate::compile::SourceFile;
 use crate::compile::arrays::{self, ArrayEnv};
+use crate::inputs::ParamArg;
 use crate::inputs::{self, Invocation};
 use crate::result::{Check, CheckKind};
 use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
-use crate::rubric::schema::{Direction, ParamType, ScalarType};
+use crate::rubric::schema::{Direction, ScalarType};
 use crate::submission::Submission;
 use crate::worker::python::{Answer, Call, Column, PyError, PythonStart, Started};
 use crate::worker::{Client, Role, WorkerFailure};
@@ -221,12 +222,8 @@ pub(super) fn dtype(t: ScalarType) -> &'static str {
 
 /// A case's table for one trial (seeded like a kernel's inputs), the call that sends it, and
 /// the returned buffer's description.
-pub(super) fn table(
-    plan: &MilestonePlan,
-    case: &CasePlan,
-    seed: u64,
-) -> Result<(Invocation, Call), String> {
-    let inv = inputs::generate(&case.case.contract(&plan.contract), &case.vars, seed)?;
+pub(super) fn table(case: &CasePlan, seed: u64) -> Result<(Invocation, Call), String> {
+    let inv = case.args().and_then(|a| inputs::generate(a, seed))?;
     let mut call = Call::default();
     for b in inv.buffers.iter().filter(|b| b.dir == Direction::In) {
         call.columns.push(Column {
@@ -235,15 +232,14 @@ pub(super) fn table(
             shape: b.shape.clone().unwrap_or_else(|| vec![b.len]),
         });
     }
-    for p in &plan.contract.params {
-        if let (Some(ParamType::Scalar(t)), Some(v)) = (p.param_type(), &p.value) {
-            let x = v.eval_f64(&case.vars)?;
-            let value = if t.is_float() {
-                serde_json::json!(x)
+    for p in case.args()? {
+        if let ParamArg::Scalar(s) = p {
+            let value = if s.ty.is_float() {
+                serde_json::json!(s.value)
             } else {
-                serde_json::json!(x as i64)
+                serde_json::json!(s.value as i64)
             };
-            call.scalars.insert(p.name.clone(), value);
+            call.scalars.insert(s.name.clone(), value);
         }
     }
     Ok((inv, call))

@@ -128,7 +128,7 @@ fn one_case(
     for trial in 0..plan.trials {
         let seed = inputs::trial_seed(opts.seed, &case.name, trial);
         let (inv, call) =
-            table(m, case, seed).map_err(|e| Infrastructure(format!("case {}: {e}", case.name)))?;
+            table(case, seed).map_err(|e| Infrastructure(format!("case {}: {e}", case.name)))?;
         let cols = columns(&inv);
         let t0 = Instant::now();
         let exp = expected(reference.client.python_call(&call, &cols, ref_timeout))?;
@@ -292,7 +292,7 @@ fn round_of(
     let ref_timeout = Duration::from_secs_f64(plan.timeouts.milestone_s.max(60.0));
     let seed = inputs::trial_seed(opts.seed, &format!("{}:timed", case.name), round);
     let (inv, call) =
-        table(m, case, seed).map_err(|e| Infrastructure(format!("case {}: {e}", case.name)))?;
+        table(case, seed).map_err(|e| Infrastructure(format!("case {}: {e}", case.name)))?;
     let cols = columns(&inv);
     // Nothing else is timed on this GPU meanwhile (other graders' timed sections wait).
     let held = opts

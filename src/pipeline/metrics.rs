@@ -295,11 +295,9 @@ fn emulator_metrics(
         .clone()
         .and_then(|d| inputs::check_limits(&d, kernel.info.max_threads_per_block).map(|()| d))?;
     let contract = &ctx.plan.contract;
-    let inv = inputs::generate(
-        &case.case.contract(contract),
-        &case.vars,
-        inputs::trial_seed(ctx.opts.seed, &case.name, 0),
-    )?;
+    let inv = case
+        .args()
+        .and_then(|a| inputs::generate(a, inputs::trial_seed(ctx.opts.seed, &case.name, 0)))?;
     let student_inv = student_invocation(&kernel.numba, &inv, contract).map_err(|e| e.0)?;
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s * 10.0);
     let then = ctx.plan.then(case)?;

@@ -10,7 +10,7 @@ use super::reference::Reference;
 use super::run::{RunError, runtime_check, student_invocation};
 use super::verdict::verdict;
 use crate::compare::Resolved;
-use crate::inputs::{self, Invocation};
+use crate::inputs::{self, Draw, Invocation, ParamArg};
 use crate::measure::decide;
 use crate::measure::lock;
 use crate::measure::session::{
@@ -18,7 +18,7 @@ use crate::measure::session::{
 };
 use crate::result::{Check, CheckKind};
 use crate::rubric::plan::{CasePlan, MilestonePlan, PerfPlan};
-use crate::rubric::schema::{DEFAULT_BUDGET_S, Direction, Gen};
+use crate::rubric::schema::DEFAULT_BUDGET_S;
 use crate::worker::client::MeasureError;
 use crate::worker::client::Measured;
 use std::time::{Duration, Instant};
@@ -85,12 +85,10 @@ fn timed(
             return Ok(c.with_case(case.name.clone()));
         }
     };
-    let inv = inputs::generate(
-        &case.case.contract(&ctx.plan.contract),
-        &case.vars,
-        inputs::trial_seed(ctx.opts.seed, &case.name, 0),
-    )
-    .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
+    let inv = case
+        .args()
+        .and_then(|a| inputs::generate(a, inputs::trial_seed(ctx.opts.seed, &case.name, 0)))
+        .map_err(|e| Infrastructure(format!("inputs for case {}: {e}", case.name)))?;
     let ref_dims = reference_launch(case)?;
     let choice = match baseline(ctx, reference, p, case, &inv) {
         Ok(c) => c,
@@ -270,19 +268,17 @@ fn plan_buffers(
     plan: &MilestonePlan,
     case: &CasePlan,
 ) -> Result<Vec<PlanBuffer>, String> {
-    let contract = case.case.contract(&plan.contract);
+    let contract = &plan.contract;
+    let args = case.args()?;
     let tol_vars = inv.tolerance_vars(&case.vars);
     inv.buffers
         .iter()
         .map(|b| {
-            let param = contract.params.iter().find(|p| p.name == b.name);
-            let draw = match (param.and_then(|p| p.generator.as_ref()), b.dir) {
-                (Some(g), Direction::In | Direction::InOut) => {
-                    let specials = param.and_then(|p| p.specials.as_ref());
-                    Some(gen_plan(g, &case.vars, specials)?)
-                }
+            let arg = args.iter().find_map(|a| match a {
+                ParamArg::Buffer(x) if x.name == b.name => Some(x),
                 _ => None,
-            };
+            });
+            let draw = arg.and_then(|a| Some(gen_plan(a.draw.as_ref()?, a.specials.as_ref())));
             let compare = if b.is_output() {
                 let t = b
                     .tolerance
@@ -309,25 +305,20 @@ fn plan_buffers(
 }
 
 /// A generator as the device draws it.
-fn gen_plan(
-    g: &Gen,
-    vars: &crate::rubric::expr::Vars,
-    specials: Option<&crate::rubric::schema::Specials>,
-) -> Result<GenPlan, String> {
-    let ev = |e: &crate::rubric::schema::Expr| e.eval_f64(vars);
-    let (kind, a, b, values) = match g {
-        Gen::Uniform([lo, hi]) => (DrawKind::Uniform, ev(lo)?, ev(hi)?, vec![]),
-        Gen::Normal([mu, sd]) => (DrawKind::Normal, ev(mu)?, ev(sd)?, vec![]),
-        Gen::Int([lo, hi]) => (DrawKind::Int, ev(lo)?.ceil(), ev(hi)?.ceil(), vec![]),
-        Gen::Constant(c) => (DrawKind::Constant, ev(c)?, 0.0, vec![]),
-        Gen::Values(v) => (DrawKind::Values, 0.0, 0.0, v.clone()),
+fn gen_plan(draw: &Draw, specials: Option<&(f64, Vec<f64>)>) -> GenPlan {
+    let (kind, a, b, values) = match draw {
+        Draw::Uniform(lo, hi) => (DrawKind::Uniform, *lo, *hi, vec![]),
+        Draw::Normal(mu, sd) => (DrawKind::Normal, *mu, *sd, vec![]),
+        Draw::Int(lo, hi) => (DrawKind::Int, *lo as f64, *hi as f64, vec![]),
+        Draw::Constant(c) => (DrawKind::Constant, *c, 0.0, vec![]),
+        Draw::Values(v) => (DrawKind::Values, 0.0, 0.0, v.clone()),
     };
-    Ok(GenPlan {
+    GenPlan {
         kind,
         a,
         b,
         values,
-        specials: specials.map(|s| s.values.clone()).unwrap_or_default(),
-        special_fraction: specials.map_or(0.0, |s| s.fraction),
-    })
+        specials: specials.map(|s| s.1.clone()).unwrap_or_default(),
+        special_fraction: specials.map_or(0.0, |s| s.0),
+    }
 }

@@ -472,7 +472,9 @@ mod tests {
 
     fn key(c: &Contract, n: f64, seed: u64, dims: LaunchDims) -> RunKey {
         let vars = [("n".to_string(), n)].into_iter().collect();
-        let inv = inputs::generate(c, &vars, seed).unwrap();
+        let inv = crate::rubric::args::resolve(c, &vars)
+            .and_then(|a| inputs::generate(&a, seed))
+            .unwrap();
         RunKey::of("hist", &inv, dims)
     }
 
@@ -501,7 +503,9 @@ mod tests {
         assert_eq!(base.hex().len(), 64);
         // Buffers the worker zeroes are keyed by their shape, not their poison.
         let vars = [("n".to_string(), 1000.0)].into_iter().collect();
-        let inv = inputs::generate(&uniform, &vars, 1).unwrap();
+        let inv = crate::rubric::args::resolve(&uniform, &vars)
+            .and_then(|a| inputs::generate(&a, 1))
+            .unwrap();
         let zeroed = [false, true, false];
         assert_ne!(RunKey::of_sent("hist", &inv, dims, &[], &zeroed), base);
         let mut other = inv.clone();

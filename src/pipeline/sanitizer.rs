@@ -262,12 +262,10 @@ fn case_inputs(
     numba: Option<&Signature>,
     seed: u64,
 ) -> Result<inputs::Invocation, String> {
-    let inv = inputs::generate(
-        &case.case.contract(&plan.contract),
-        &case.vars,
-        inputs::trial_seed(seed, &case.name, 0),
-    )
-    .map_err(|e| format!("{}: {e}", case.name))?;
+    let inv = case
+        .args()
+        .and_then(|a| inputs::generate(a, inputs::trial_seed(seed, &case.name, 0)))
+        .map_err(|e| format!("{}: {e}", case.name))?;
     match numba {
         None => Ok(inv),
         Some(sig) => inputs::numba_invocation(&inv, &plan.contract, sig)

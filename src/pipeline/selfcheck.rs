@@ -76,12 +76,10 @@ fn case_against_cpu(
     limit: Duration,
 ) -> Result<(f64, bool), Infrastructure> {
     let contract = &m.contract;
-    let inv = inputs::generate(
-        &case.case.contract(contract),
-        &case.vars,
-        inputs::trial_seed(opts.seed, &case.name, 0),
-    )
-    .map_err(Infrastructure)?;
+    let inv = case
+        .args()
+        .and_then(|a| inputs::generate(a, inputs::trial_seed(opts.seed, &case.name, 0)))
+        .map_err(Infrastructure)?;
     let dims = case.reference_launch.clone().map_err(Infrastructure)?;
     let kernel = &m.reference_kernel;
     let gpu = reference.gpu.clone();

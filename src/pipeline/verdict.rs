@@ -391,8 +391,7 @@ fn lower_bound_ms(
     if f.peak_gbs > 0.0 && !(cache == CacheMode::Warm && bytes <= f.l2_bytes) {
         bound = bound.max(bytes as f64 / (f.peak_gbs * 1e9) * 1e3);
     }
-    if let (Some(e), true) = (&case.case.flops, f.peak_fp32_gflops > 0.0) {
-        let flops = e.eval_f64(&case.vars).unwrap_or(0.0);
+    if let (Some(flops), true) = (case.flops, f.peak_fp32_gflops > 0.0) {
         // Tensor cores run far above the FP32 peak: allow for them where the kernel uses them.
         let peak = f.peak_fp32_gflops * if kernel.tensor_ops { 16.0 } else { 1.0 };
         bound = bound.max(flops / (peak * 1e9) * 1e3);

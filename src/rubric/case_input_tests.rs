@@ -38,12 +38,16 @@ fn a_u8_buffer_draws_every_byte_and_its_case_can_draw_otherwise() {
     let r = load_text(HIST).unwrap();
     let c = r.contract("hist");
     let [small, contended] = [0, 1].map(|i| &r.rubric.cases.correctness[i]);
-    let inv = crate::inputs::generate(&small.contract(c), &case_vars(small), 3).unwrap();
+    let inv = crate::rubric::args::resolve(&small.contract(c), &case_vars(small))
+        .and_then(|a| crate::inputs::generate(&a, 3))
+        .unwrap();
     let data = &inv.buffers[0];
     assert_eq!((data.elem, data.data.len()), (ScalarType::U8, 1000));
     // [0, 256) reaches 255 (and 0).
     assert!(data.data.contains(&255) && data.data.contains(&0));
-    let inv = crate::inputs::generate(&contended.contract(c), &case_vars(contended), 3).unwrap();
+    let inv = crate::rubric::args::resolve(&contended.contract(c), &case_vars(contended))
+        .and_then(|a| crate::inputs::generate(&a, 3))
+        .unwrap();
     assert!(inv.buffers[0].data.iter().all(|&b| b == 7));
     // The contract itself is unchanged.
     assert!(matches!(c.params[0].generator, Some(Gen::Int(_))));

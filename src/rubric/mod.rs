@@ -4,6 +4,7 @@
 //! kernel: the schema (serde), every expression, and every name that refers to another entry.
 //! Any mistake is a [`ConfigError`] with `file:line:col`.
 
+pub mod args;
 pub mod baseline;
 pub mod bounds;
 mod collect;

@@ -15,6 +15,7 @@ use super::schema::{
 use super::{
     LoadedRubric, case_elements, case_vars, eval_launch, milestone_max, perf_bar, perf_max,
 };
+use crate::model::args::ParamArg;
 use crate::model::launch::{LaunchDims, Then};
 use crate::model::precision::Precision;
 
@@ -80,8 +81,13 @@ pub struct CasePlan {
     /// The launches of a multi-kernel contract's later kernels (`then`), the same for the
     /// student and the reference.
     pub then: Result<Vec<LaunchDims>, String>,
+    /// The launch's parameters on this case, evaluated (what `inputs` draws and passes), or
+    /// why an expression fails on it.
+    pub args: Result<Vec<ParamArg>, String>,
     /// Elements of every buffer with a `len`, summed (what "the largest case" means).
     pub elements: usize,
+    /// The case's `flops`, evaluated (0 where it cannot be).
+    pub flops: Option<f64>,
     /// The case as the rubric gives it (budget, cache mode, flops).
     pub case: super::schema::Case,
 }
@@ -102,6 +108,9 @@ pub struct PerfPlan {
     /// ... and K's later launches where K is a multi-kernel milestone's reference (its
     /// `reference_then` with its contract's `then`); empty otherwise.
     pub baseline_then: Result<Vec<Then>, String>,
+    /// For `against: {copy_bandwidth: {bytes: B}}`: B on the check's case, or why it cannot be
+    /// evaluated; `None` otherwise.
+    pub copy_bytes: Option<Result<i64, String>>,
 }
 
 /// One metric check, resolved.
@@ -150,6 +159,12 @@ impl LoadedRubric {
             .iter()
             .map(|p| PerfPlan {
                 spec: p.clone(),
+                copy_bytes: match (&p.against, self.performance_case(&p.case)) {
+                    (super::schema::Against::CopyBandwidth { bytes }, Some(c)) => {
+                        Some(bytes.eval_int(&case_vars(c)))
+                    }
+                    _ => None,
+                },
                 case: self.performance_case(&p.case).map(case),
                 bar: perf_bar(p),
                 max_points: perf_max(p),
@@ -242,9 +257,18 @@ fn case_plan(contract: &Contract, launch: &Launch, c: &super::schema::Case) -> C
             .iter()
             .map(|l| eval_launch(l, &vars))
             .collect(),
+        args: super::args::resolve(&c.contract(contract), &vars),
         elements: case_elements(contract, c),
+        flops: c.flops.as_ref().map(|e| e.eval_f64(&vars).unwrap_or(0.0)),
         case: c.clone(),
         vars,
+    }
+}
+
+impl CasePlan {
+    /// The launch's parameters on this case, or why they cannot be evaluated.
+    pub fn args(&self) -> Result<&[ParamArg], String> {
+        self.args.as_deref().map_err(Clone::clone)
     }
 }
 

@@ -128,11 +128,9 @@ pub fn case_launch(
     deadline: Duration,
 ) -> Result<(RunSpec, Vec<Vec<u8>>), String> {
     let contract = &plan.contract;
-    let inv = inputs::generate(
-        &case.case.contract(contract),
-        &case.vars,
-        inputs::trial_seed(seed, &case.name, 0),
-    )?;
+    let inv = case
+        .args()
+        .and_then(|a| inputs::generate(a, inputs::trial_seed(seed, &case.name, 0)))?;
     let inv = match numba {
         Some(sig) => inputs::numba_invocation(&inv, contract, sig)?,
         None => inv,

@@ -189,7 +189,7 @@ pub fn ended(progress: &str) -> std::collections::BTreeMap<usize, Result<(), Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rubric::{self, case_vars};
+    use crate::rubric;
 
     #[test]
     fn a_job_reads_back_as_written() {
@@ -198,14 +198,13 @@ mod tests {
             "/rubrics/reduction.yaml"
         )))
         .unwrap();
-        let m = &rubric.rubric.milestones[0];
-        let contract = rubric.contract(&m.contract);
-        let case = rubric.cases_for(m)[1];
-        let vars = case_vars(case);
-        let inv = crate::inputs::generate(&case.contract(contract), &vars, 5).unwrap();
+        let plan = rubric.plan(&|_, l| l.clone());
+        let m = &plan.milestones[0];
+        let case = &m.cases[1];
+        let inv = crate::inputs::generate(case.args().unwrap(), 5).unwrap();
         let spec = RunSpec {
             kernel: m.kernel.clone(),
-            dims: rubric::eval_launch(&contract.launch, &vars).unwrap(),
+            dims: case.launch.clone().unwrap(),
             then: vec![],
             args: inv.args.clone(),
             buffers: inv.specs(),

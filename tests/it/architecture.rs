@@ -293,15 +293,22 @@ fn the_data_model_imports_no_stage() {
 }
 
 #[test]
-fn nothing_outside_the_rubric_parses_types_or_expressions() {
+fn nothing_outside_the_rubric_parses_or_evaluates_expressions() {
     for (m, (file, code)) in modules() {
         if m == "rubric" || m.starts_with("rubric::") {
             continue;
         }
-        for needle in ["Expression::parse", "ParamType::parse"] {
+        for needle in [
+            "Expression::parse",
+            "ParamType::parse",
+            ".eval_f64(",
+            ".eval_int(",
+            "eval_launch(",
+            "eval_len(",
+        ] {
             assert!(
                 !code.contains(needle),
-                "{} calls {needle}: use the rubric's plan",
+                "{} calls {needle}: the rubric's plan evaluates expressions (`rubric::args`)",
                 file.display()
             );
         }

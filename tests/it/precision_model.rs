@@ -399,7 +399,9 @@ fn judge_contract(
         .iter()
         .map(|(k, v)| (k.to_string(), *v as f64))
         .collect();
-    let inv = inputs::generate(c, &vars, seed).unwrap();
+    let inv = cugrade::rubric::args::resolve(c, &vars)
+        .and_then(|a| inputs::generate(&a, seed))
+        .unwrap();
     let out: &Buffer = inv.buffers.iter().find(|b| b.is_output()).unwrap();
     let tol_vars = inv.tolerance_vars(&vars);
     let t = out.tolerance.as_ref().or(Some(&c.tolerance));
@@ -580,7 +582,9 @@ fn the_old_loose_matmul_bound_let_half_precision_through() {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-    let inv = inputs::generate(r.contract("matmul"), &vars, 5).unwrap();
+    let inv = cugrade::rubric::args::resolve(r.contract("matmul"), &vars)
+        .and_then(|a| inputs::generate(&a, 5))
+        .unwrap();
     let tv = inv.tolerance_vars(&vars);
     let old = 2.0 * tv["eps"] * 4096.0 * 4096.0 * tv["A_abs_max"] * tv["B_abs_max"];
     let x = decoded(&inv);
