@@ -55,7 +55,8 @@ pub fn run(paths: &[PathBuf]) -> Result<i32, CliError> {
                     .map_err(|e| Fatal::new(format!("inputs for case {}: {e}", case.name)))?;
                 let mut run = crate::pipeline::CpuRunner::start(&imp, p, threads, &[])
                     .map_err(|e| Fatal::new(format!("{}: {e}", p.display())))?;
-                let b = calibration::measure(|| Ok(run.call(&inv, case, threads)?.0))
+                let vars = case_vars(case);
+                let b = calibration::measure(|| Ok(run.call(&inv, &vars, threads)?.0))
                     .map_err(|e| Fatal::new(format!("CPU `{imp}` on {}: {e}", case.name)))?;
                 println!(
                     "{}: {key}: {:.3} ms (minimum of {} runs, {:.3}..{:.3} ms)",

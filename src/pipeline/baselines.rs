@@ -7,8 +7,9 @@ use crate::baseline::Threads;
 use crate::inputs::Invocation;
 use crate::measure::session::{BaselinePlan, RefCall};
 use crate::measure::{BaselineRecord, calibration};
+use crate::rubric::expr::Vars;
 use crate::rubric::plan::{CasePlan, PerfPlan};
-use crate::rubric::schema::{Against, Case, CpuImpl};
+use crate::rubric::schema::{Against, CpuImpl};
 
 /// What a kernel's speed is compared with, ready for the timed section.
 pub(super) struct BaselineChoice {
@@ -57,12 +58,7 @@ fn cpu_baseline(
         .clone()
         .ok_or("no CPU implementation")?;
     let what_key = cpu_key_what(what, &imp, &ctx.rubric.path);
-    let key = calibration::key(
-        &ctx.rubric.assignment,
-        &what_key,
-        &case.name,
-        &case.case.vars,
-    );
+    let key = calibration::key(&ctx.rubric.assignment, &what_key, &case.name, &case.ints);
     let found = match reference.baselines.get(&key) {
         Some(v) => v.clone(),
         None => {
@@ -77,7 +73,7 @@ fn cpu_baseline(
                     calibration::cached_or_measure(&cache, &key, || {
                         let mut run =
                             CpuRunner::start(&imp, &ctx.rubric.path, threads, &ctx.opts.protected)?;
-                        calibration::measure(|| Ok(run.call(inv, &case.case, threads)?.0))
+                        calibration::measure(|| Ok(run.call(inv, &case.vars, threads)?.0))
                     })
                 });
             reference.baselines.insert(key, v.clone());
@@ -128,7 +124,7 @@ fn gpu_baseline(p: &PerfPlan, case: &CasePlan) -> Result<BaselineChoice, String>
             })
         }
         Against::Cublas => {
-            let g = |v: &str| case.case.vars.get(v).copied().unwrap_or(0).max(1) as usize;
+            let g = |v: &str| case.ints.get(v).copied().unwrap_or(0).max(1) as usize;
             Ok(BaselineChoice {
                 plan: BaselinePlan::Cublas {
                     m: g("M"),
@@ -204,12 +200,12 @@ impl CpuRunner {
     pub fn call(
         &mut self,
         inv: &Invocation,
-        case: &Case,
+        vars: &Vars,
         threads: Threads,
     ) -> Result<(f64, crate::baseline::HostArgs), String> {
         match self {
             CpuRunner::Builtin(_, f) => {
-                let mut a = host_args(inv, case);
+                let mut a = host_args(inv, vars);
                 let t = std::time::Instant::now();
                 f(&mut a, threads).map_err(|e| e.to_string())?;
                 Ok((t.elapsed().as_secs_f64() * 1e3, a))
@@ -240,7 +236,7 @@ pub fn cpu_key_what(what: &str, imp: &CpuImpl, rubric: &std::path::Path) -> Stri
 }
 
 /// The invocation's buffers and scalars as a CPU implementation sees them.
-pub fn host_args(inv: &Invocation, case: &Case) -> crate::baseline::HostArgs {
+pub fn host_args(inv: &Invocation, vars: &Vars) -> crate::baseline::HostArgs {
     use crate::baseline::HostBuffer;
     let mut a = crate::baseline::HostArgs::default();
     for b in &inv.buffers {
@@ -256,8 +252,8 @@ pub fn host_args(inv: &Invocation, case: &Case) -> crate::baseline::HostArgs {
         let hb = HostBuffer::from_bytes(b.elem, d);
         a.buffers.insert(b.name.clone(), hb);
     }
-    for (k, v) in &case.vars {
-        a.scalars.insert(k.clone(), *v as f64);
+    for (k, v) in vars {
+        a.scalars.insert(k.clone(), *v);
     }
     for (k, v) in &inv.scalars {
         a.scalars.insert(k.clone(), *v);

@@ -378,12 +378,8 @@ fn unpinned_cpu(ctx: &Ctx, against: &Against, case: &CasePlan) -> Option<String>
         Some(imp) => super::baselines::cpu_key_what(what, imp, &ctx.rubric.path),
         None => what.to_string(),
     };
-    let key = crate::measure::calibration::key(
-        &ctx.rubric.assignment,
-        &what,
-        &case.name,
-        &case.case.vars,
-    );
+    let key =
+        crate::measure::calibration::key(&ctx.rubric.assignment, &what, &case.name, &case.ints);
     if crate::measure::calibration::pinned(&ctx.rubric.path, &key).is_some() {
         return None;
     }

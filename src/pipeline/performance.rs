@@ -18,7 +18,6 @@ use crate::measure::session::{
 };
 use crate::result::{Check, CheckKind};
 use crate::rubric::plan::{CasePlan, MilestonePlan, PerfPlan};
-use crate::rubric::schema::DEFAULT_BUDGET_S;
 use crate::worker::client::MeasureError;
 use crate::worker::client::Measured;
 use std::time::{Duration, Instant};
@@ -147,7 +146,7 @@ fn measure_spec(
     dims: crate::backend::LaunchDims,
     ref_dims: crate::backend::LaunchDims,
 ) -> Result<MeasureSpec, Infrastructure> {
-    let budget = case.case.budget_s.unwrap_or(DEFAULT_BUDGET_S);
+    let budget = case.budget_s;
     let launch_s = ctx.rubric.timeouts.launch_s;
     let rule = crate::measure::stopping::StoppingRule::DEFAULT_NOISE;
     Ok(MeasureSpec {
@@ -172,7 +171,7 @@ fn measure_spec(
         max_samples: crate::measure::stopping::StoppingRule::MAX_SAMPLES,
         budget_ms: (budget * 1e3) as u64,
         edges: decide::edges(p.bar, &p.spec.tiers),
-        cache: case.case.cache.unwrap_or_default(),
+        cache: case.cache,
         // One iteration (the probe included) may take the launch timeout, and never more than
         // twice the budget: the whole check ends within about twice its budget.
         launch_deadline_ms: (launch_s.min(2.0 * budget) * 1e3) as u64,
@@ -209,7 +208,7 @@ fn measure(
     let mut blobs: Vec<&[u8]> = vec![reference.ptx.as_bytes(), harness.as_bytes()];
     blobs.extend(allocs.iter().map(Vec::as_slice));
     let bytes: usize = allocs.iter().map(Vec::len).sum();
-    let budget = case.case.budget_s.unwrap_or(DEFAULT_BUDGET_S);
+    let budget = case.budget_s;
     let timeout = Duration::from_secs_f64(2.0 * budget + ctx.rubric.timeouts.launch_s + 30.0)
         + Duration::from_millis((bytes / 100_000) as u64);
     let perf_error = |msg: String| {

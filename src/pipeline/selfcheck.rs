@@ -86,7 +86,7 @@ fn case_against_cpu(
     let then = m.reference_then(case).map_err(Infrastructure)?;
     let run = RefRun::new(kernel, &case.name, &inv, dims, then);
     let expected = reference.expected(&run, limit, gpu.as_deref())?.allocations;
-    let args = match runner.call(&inv, &case.case, Threads::Single) {
+    let args = match runner.call(&inv, &case.vars, Threads::Single) {
         Ok((_, args)) => args,
         Err(e) => {
             println!(

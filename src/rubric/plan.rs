@@ -10,7 +10,8 @@
 use super::convention::{self, Signature};
 use super::expr::Vars;
 use super::schema::{
-    Contract, Language, Launch, MetricSpec, Milestone, PerfSpec, Rubric, Timeouts, Tolerance,
+    CacheMode, Contract, Language, Launch, MetricSpec, Milestone, PerfSpec, Rubric, Timeouts,
+    Tolerance,
 };
 use super::{
     LoadedRubric, case_elements, case_vars, eval_launch, milestone_max, perf_bar, perf_max,
@@ -88,8 +89,13 @@ pub struct CasePlan {
     pub elements: usize,
     /// The case's `flops`, evaluated (0 where it cannot be).
     pub flops: Option<f64>,
-    /// The case as the rubric gives it (budget, cache mode, flops).
-    pub case: super::schema::Case,
+    /// The case's variables as the rubric gives them (integers): what a pinned CPU
+    /// baseline's key names.
+    pub ints: std::collections::BTreeMap<String, i64>,
+    /// A performance case's time budget, seconds (the default where the rubric gives none).
+    pub budget_s: f64,
+    /// A performance case's cache mode for the timed launches.
+    pub cache: CacheMode,
 }
 
 /// One performance check, resolved.
@@ -260,7 +266,9 @@ fn case_plan(contract: &Contract, launch: &Launch, c: &super::schema::Case) -> C
         args: super::args::resolve(&c.contract(contract), &vars),
         elements: case_elements(contract, c),
         flops: c.flops.as_ref().map(|e| e.eval_f64(&vars).unwrap_or(0.0)),
-        case: c.clone(),
+        ints: c.vars.clone(),
+        budget_s: c.budget_s.unwrap_or(super::schema::DEFAULT_BUDGET_S),
+        cache: c.cache.unwrap_or_default(),
         vars,
     }
 }
