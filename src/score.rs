@@ -6,7 +6,7 @@
 //! a fast wrong answer earns nothing.
 
 use crate::result::{Check, CheckKind, MilestoneResult, Status};
-use crate::rubric::schema::Milestone;
+use crate::rubric::plan::Heading;
 
 /// Does this kind of check show the kernel computes the right thing?
 pub fn is_correctness_kind(k: CheckKind) -> bool {
@@ -30,7 +30,7 @@ pub fn nothing_wrong(checks: &[Check]) -> bool {
 }
 
 /// Assemble a milestone's result from its checks.
-pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneResult {
+pub fn finish(m: &Heading, max_score: f64, checks: Vec<Check>) -> MilestoneResult {
     // Correct: nothing wrong, and some correctness case actually ran and passed (a case that
     // could not run here, such as a CuPy kernel in a pipeline without a GPU, shows nothing).
     let correct = nothing_wrong(&checks)
@@ -39,7 +39,7 @@ pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneRes
             .any(|c| c.kind == CheckKind::Correctness && c.status == Status::Pass);
     let mut score = 0.0;
     if correct {
-        score += m.correctness.points;
+        score += m.correctness_points;
         score += checks
             .iter()
             .filter(|c| !is_correctness_kind(c.kind))
@@ -59,7 +59,7 @@ pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneRes
         });
     MilestoneResult {
         id: m.id.clone(),
-        title: m.display_title(),
+        title: m.title.clone(),
         status,
         score: (score * 100.0).round() / 100.0,
         max_score,
@@ -73,9 +73,11 @@ pub fn finish(m: &Milestone, max_score: f64, checks: Vec<Check>) -> MilestoneRes
 mod tests {
     use super::*;
 
-    fn milestone() -> Milestone {
-        serde_yaml::from_str("id: m\nkernel: k\ncontract: c\ncorrectness: { points: 10 }\n")
-            .unwrap()
+    fn milestone() -> Heading {
+        let m: crate::rubric::schema::Milestone =
+            serde_yaml::from_str("id: m\nkernel: k\ncontract: c\ncorrectness: { points: 10 }\n")
+                .unwrap();
+        Heading::from(&m)
     }
 
     #[test]

@@ -15,7 +15,7 @@
 use super::gpu_sanitizer::{self, Part};
 use super::sanitizer::{disagreements, merge_findings};
 use crate::result::{Check, CheckKind, GradeResult, Phase, Status};
-use crate::rubric::schema::Milestone;
+use crate::rubric::plan::Heading;
 use crate::submission::Submission;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ pub struct Deferred {
     /// compute-sanitizer's path.
     pub(super) cs: PathBuf,
     /// Per milestone: its rubric entry and points (to score it again).
-    pub(super) milestones: Vec<(Milestone, f64)>,
+    pub(super) milestones: Vec<(Heading, f64)>,
     /// Milestones whose checks speak Numba.
     pub(super) speaks_numba: BTreeSet<usize>,
     pub(super) sub: Submission,
@@ -117,7 +117,7 @@ pub fn finish(graded: &mut [Graded], device: usize, gpu: Option<String>) {
 fn merge(
     r: &mut GradeResult,
     m: usize,
-    milestone: &Milestone,
+    milestone: &Heading,
     max_points: f64,
     mut gpu: Vec<Check>,
     d: &Deferred,

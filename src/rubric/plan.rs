@@ -44,8 +44,8 @@ impl Plan {
 /// One milestone, resolved.
 #[derive(Debug, Clone)]
 pub struct MilestonePlan {
-    /// The rubric's entry (id, title, points, hint).
-    pub milestone: Milestone,
+    /// How the milestone's result is headed (id, title, hint, correctness points).
+    pub milestone: Heading,
     pub kernel: String,
     /// The kernel of the reference module that computes the expected outputs.
     pub reference_kernel: String,
@@ -67,6 +67,29 @@ pub struct MilestonePlan {
     pub numba_signatures: Vec<Signature>,
     /// The rubric's deadlines.
     pub timeouts: Timeouts,
+}
+
+/// A milestone as its result is headed: its id, its title as shown, its kernel, its hint, and
+/// the points a correct kernel earns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heading {
+    pub id: String,
+    pub title: String,
+    pub kernel: String,
+    pub hint: Option<String>,
+    pub correctness_points: f64,
+}
+
+impl From<&Milestone> for Heading {
+    fn from(m: &Milestone) -> Heading {
+        Heading {
+            id: m.id.clone(),
+            title: m.display_title(),
+            kernel: m.kernel.clone(),
+            hint: m.hint.clone(),
+            correctness_points: m.correctness.points,
+        }
+    }
 }
 
 /// One case of a milestone: its variables evaluated against the contract.
@@ -187,7 +210,7 @@ impl LoadedRubric {
             })
             .collect();
         MilestonePlan {
-            milestone: m.clone(),
+            milestone: Heading::from(m),
             kernel: m.kernel.clone(),
             reference_kernel: m
                 .reference_kernel
