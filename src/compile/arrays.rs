@@ -174,7 +174,7 @@ pub fn numpy() -> Result<ArrayEnv, String> {
     })
 }
 
-/// SciPy, which stands in for `cupyx.scipy` without a GPU (`cupyx_numpy.py`), for NumPy 2.
+/// SciPy, which stands in for `cupyx.scipy` without a GPU (`cupyx_stand_in.py`), for NumPy 2.
 pub const SCIPY_WHEELS: &[&str] = &["scipy>=1.13,<1.17", "numpy>=1.24,<2.5"];
 
 pub fn scipy_dir() -> PathBuf {

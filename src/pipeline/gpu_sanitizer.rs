@@ -631,10 +631,15 @@ impl Batch {
     /// compute-sanitizer's arguments: `tool` into `log`, on cugrade itself running `job`.
     fn args(&self, tool: &str, log: &Path, job: &Path) -> Result<Vec<OsString>, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut args: Vec<OsString> = vec!["--tool".into(), tool.into(), "--log-file".into()];
-        args.push(log.into());
-        // Every launch of the batch shares the process: room for all their findings.
-        args.extend(["--print-limit".into(), "1000".into()]);
+        let mut args: Vec<OsString> = vec![
+            "--tool".into(),
+            tool.into(),
+            "--log-file".into(),
+            log.into(),
+            // Every launch of the batch shares the process: room for all their findings.
+            "--print-limit".into(),
+            "1000".into(),
+        ];
         if tool == "racecheck" {
             // Hazards between lanes of one warp (warp-synchronous code without __syncwarp)
             // are races since Volta: report warnings too.
