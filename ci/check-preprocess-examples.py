@@ -1,7 +1,7 @@
 # Checks the preprocess lab's examples (submissions-example/preprocess/*/preprocess.py) against
 # the NumPy reference (reference-kernels/preprocess.py) with cugrade's NumPy stand-in for CuPy
-# (src/worker/cupy_numpy.py) installed as `cupy` first on sys.path, the way the worker runs
-# them without a GPU. Each example gets a fresh table (seeded) per call: every case size in
+# (src/worker/scripts/cupy_stand_in.py in its NumPy use) installed as `cupy` first on sys.path,
+# the way the worker runs them without a GPU. Each example gets a fresh table (seeded) per call: every case size in
 # turn, then every size again with new values (a result cached across calls fails the
 # second round). Prints, per example and call, the max abs and rel difference of each
 # feature column, and compares the verdict with the emulator status of its expected.yaml
@@ -84,7 +84,7 @@ def expected_emu(folder):
 def main(names):
     tmp = tempfile.mkdtemp(prefix="cugrade-preprocess-check-")
     os.mkdir(os.path.join(tmp, "cupy"))
-    shutil.copy(os.path.join(ROOT, "src", "worker", "cupy_numpy.py"),
+    shutil.copy(os.path.join(ROOT, "src", "worker", "scripts", "cupy_stand_in.py"),
                 os.path.join(tmp, "cupy", "__init__.py"))
     sys.path.insert(0, tmp)
     reference = load(os.path.join(ROOT, "reference-kernels", "preprocess.py"), "reference")

@@ -1,5 +1,6 @@
-# Tests of cugrade's NumPy stand-in for CuPy (src/worker/cupy_numpy.py), installed the way the
-# worker installs it: as a package `cupy/__init__.py` first on sys.path.
+# Tests of cugrade's NumPy stand-in for CuPy (src/worker/scripts/cupy_stand_in.py in its NumPy
+# use, the one a script without `CUPY_STAND_IN` gets), installed the way the worker installs
+# it: as a package `cupy/__init__.py` first on sys.path.
 # Run: PYTHONPATH=<dir with numpy> python3 ci/test-cupy-stand-in.py   (exit 0: all passed)
 import os
 import shutil
@@ -9,7 +10,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STAND_IN = os.path.join(HERE, "..", "src", "worker", "cupy_numpy.py")
+STAND_IN = os.path.join(HERE, "..", "src", "worker", "scripts", "cupy_stand_in.py")
 
 tmp = tempfile.mkdtemp(prefix="cugrade-cupy-stand-in-")
 os.mkdir(os.path.join(tmp, "cupy"))

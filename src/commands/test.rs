@@ -20,10 +20,10 @@
 
 use crate::errors::CliError;
 use crate::exit;
+use crate::worker::process::Process;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `expected.yaml` of an example submission.
 #[derive(Debug, Deserialize)]
@@ -176,19 +176,20 @@ fn example(o: &TestOptions, exe: &Path, dir: &Path, json: &Path) -> Result<Vec<S
     let expected: Expected =
         serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let rubric = rubric_of(&o.course, dir, &expected)?;
-    let out = Command::new(exe)
+    let out = Process::new(exe)
         .args(["check", "--quiet", "--backend", &o.backend])
         .args(["--seed", &o.seed.to_string(), "--rubric"])
         .arg(&rubric)
         .arg(dir)
         .arg("--json")
         .arg(json)
-        .output()
+        .capture()
+        .run()
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     let result: serde_json::Value = match std::fs::read_to_string(json) {
         Ok(t) => serde_json::from_str(&t).map_err(|e| format!("unreadable result: {e}"))?,
         Err(_) => {
-            let said = String::from_utf8_lossy(&out.stderr);
+            let said = String::from_utf8_lossy(&out.stderr.bytes);
             return Ok(vec![format!(
                 "not graded (exit {}): {}",
                 out.status.code().unwrap_or(-1),

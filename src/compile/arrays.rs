@@ -8,8 +8,8 @@
 //! read-only.
 
 use super::toolchain::{PINS_STAMP, cache_root, numba_dir, python_interpreter};
+use crate::worker::process::Process;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 
 /// NumPy for the reference (and the stand-in) where the interpreter has none.
@@ -69,12 +69,12 @@ fn probe(sites: &[PathBuf], module: &str) -> Option<Found> {
             .map(|s| s.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
     );
-    let out = Command::new(super::install::python_exe())
+    let out = Process::new(super::install::python_exe())
         .args(["-I", "-B", "-c", &code])
-        .stdin(std::process::Stdio::null())
-        .output()
+        .capture()
+        .run()
         .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = String::from_utf8_lossy(&out.stdout.bytes).into_owned();
     let l: Vec<&str> = text.lines().map(str::trim).collect();
     if !out.status.success() || l.len() < 4 {
         return None;
@@ -174,7 +174,7 @@ pub fn numpy() -> Result<ArrayEnv, String> {
     })
 }
 
-/// SciPy, which stands in for `cupyx.scipy` without a GPU (`cupyx_numpy.py`), for NumPy 2.
+/// SciPy, which stands in for `cupyx.scipy` without a GPU (`cupyx_stand_in.py`), for NumPy 2.
 pub const SCIPY_WHEELS: &[&str] = &["scipy>=1.13,<1.17", "numpy>=1.24,<2.5"];
 
 pub fn scipy_dir() -> PathBuf {

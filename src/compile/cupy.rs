@@ -1,7 +1,7 @@
 //! CuPy submissions: kernels defined in `.py` files as `cp.RawKernel` / `cp.RawModule` (CUDA
 //! C++ in a string) or `cp.ElementwiseKernel` / `cp.ReductionKernel` (CuPy's own kernel
 //! language). They are found by importing the modules in the sandboxed compile worker with
-//! cugrade's `cupy` stand-in first on `sys.path` ([`extract`], `cupy_stub.py`): no GPU and no
+//! cugrade's `cupy` stand-in first on `sys.path` ([`extract`], `worker::scripts`): no GPU and no
 //! real CuPy is needed, and student Python never runs in the grader.
 //!
 //! What was found becomes CUDA C++ with `#line` directives naming the Python file and the line
@@ -20,14 +20,9 @@ pub mod translate;
 
 use super::SourceFile;
 use crate::rubric::schema::Contract;
+use crate::worker::scripts;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-const DRIVER: &str = include_str!("cupy_driver.py");
-pub(crate) const STUB: &str = include_str!("cupy_stub.py");
-/// `cupyx` beside it: every module imports, `cupyx.jit` kernels are refused at their line.
-const CUPYX_STUB: &str = include_str!("cupyx_stub.py");
 
 /// How a `.py` file takes part in grading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,16 +195,12 @@ pub fn extract(
     let stub = temp.join("cupy-stub");
     let io = |e: std::io::Error| format!("cannot prepare the CuPy import: {e}");
     std::fs::create_dir_all(&src).map_err(io)?;
-    std::fs::create_dir_all(stub.join("cupy")).map_err(io)?;
-    std::fs::write(stub.join("cupy/__init__.py"), STUB).map_err(io)?;
-    std::fs::create_dir_all(stub.join("cupyx")).map_err(io)?;
-    std::fs::write(stub.join("cupyx/__init__.py"), CUPYX_STUB).map_err(io)?;
+    // `cupyx` beside it: every module imports, `cupyx.jit` kernels are refused at their line.
+    scripts::write_stand_in(&stub, true).map_err(io)?;
     super::write_sources(files, &src).map_err(|e| match e {
         super::WriteError::Name(m) => m,
         super::WriteError::Io(e) => io(e),
     })?;
-    let driver = temp.join("cugrade_cupy_driver.py");
-    std::fs::write(&driver, DRIVER).map_err(io)?;
     let request = serde_json::json!({
         "src": src,
         "stub": stub,
@@ -221,27 +212,23 @@ pub fn extract(
     std::fs::write(&req_path, request.to_string()).map_err(io)?;
     let answer_path = temp.join("cupy-answer.json");
     let log_path = temp.join("cupy-output.txt");
-    let log = std::fs::File::create(&log_path).map_err(io)?;
-    let status = Command::new(&tool.python)
-        .args(["-I", "-B"])
-        .arg(&driver)
-        .arg(&req_path)
-        .arg(&answer_path)
-        .env_clear()
-        .env("HOME", temp)
-        .env("TMPDIR", temp)
-        .env("PATH", "/usr/bin:/bin")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .current_dir(temp)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(io)?)
-        .stderr(log)
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", tool.python.display()))?;
-    let printed = {
-        let b = std::fs::read(&log_path).unwrap_or_default();
-        String::from_utf8_lossy(&b[..b.len().min(16 * 1024)]).into_owned()
-    };
+    let status = scripts::driver(
+        &tool.python,
+        &["-I", "-B"],
+        temp,
+        "cugrade_cupy_driver.py",
+        scripts::CUPY_DRIVER,
+        &[&req_path, &answer_path],
+        &log_path,
+    )
+    .map_err(io)?
+    .run()
+    .map_err(|e| format!("cannot run {}: {e}", tool.python.display()))?
+    .status;
+    let printed = String::from_utf8_lossy(
+        &crate::worker::process::Captured::from_file(&log_path, 16 * 1024).bytes,
+    )
+    .into_owned();
     let text = match std::fs::read(&answer_path) {
         Ok(b) if b.len() <= 64 << 20 => String::from_utf8_lossy(&b).into_owned(),
         Ok(_) => return Err("the CuPy driver's answer is too large".into()),

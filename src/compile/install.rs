@@ -9,9 +9,9 @@
 //! writes to stderr, never to stdout (`--format json` keeps stdout for JSON).
 
 use super::toolchain::{self, HEADER_WHEELS, NVRTC_WHEEL};
+use crate::worker::process::{Output, Process};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// The interpreter that runs pip: `$CUGRADE_PYTHON`, else `python3`.
@@ -24,10 +24,10 @@ pub fn python_exe() -> std::ffi::OsString {
 /// Whether `exe -m pip` works; `Err` says what to install.
 fn pip_available(exe: &std::ffi::OsStr, what: &str) -> Result<(), String> {
     let shown = Path::new(&exe).display().to_string();
-    let out = Command::new(exe)
+    let out = Process::new(exe)
         .args(["-m", "pip", "--version"])
-        .stdin(Stdio::null())
-        .output()
+        .capture()
+        .run()
         .map_err(|e| {
             format!(
                 "cannot install {what}: `{shown}` was not found ({e}); cugrade downloads it \
@@ -41,7 +41,7 @@ fn pip_available(exe: &std::ffi::OsStr, what: &str) -> Result<(), String> {
             "cannot install {what}: `{shown} -m pip` does not work ({}).\n\
              fix: install pip for it (Debian/Ubuntu: `sudo apt-get install python3-pip`, \
              elsewhere `{shown} -m ensurepip --user`), then run cugrade again",
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stderr.bytes)
                 .lines()
                 .last()
                 .unwrap_or("")
@@ -68,29 +68,32 @@ fn pip_into(
         dest.display()
     );
     let started = Instant::now();
-    let mut cmd = Command::new(python_exe());
-    cmd.args([
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--no-warn-script-location",
-        "--no-input",
-    ]);
-    if tty {
-        cmd.args(["--progress-bar", "on"]);
+    let progress: &[&str] = if tty {
+        &["--progress-bar", "on"]
     } else {
-        cmd.args(["--quiet", "--progress-bar", "off"]);
-    }
-    let status = cmd
+        &["--quiet", "--progress-bar", "off"]
+    };
+    // pip's progress bars are on the user's terminal: it stays in cugrade's process group
+    // (where Ctrl-C reaches it), with no deadline (a download takes what it takes).
+    let status = Process::new(python_exe())
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-warn-script-location",
+            "--no-input",
+        ])
+        .args(progress)
         .arg("--target")
         .arg(staging)
         .args(pins)
         .env("PIP_ROOT_USER_ACTION", "ignore")
-        .stdin(Stdio::null())
-        .stdout(std::io::stderr())
-        .status()
-        .map_err(|e| format!("cannot run pip: {e}"))?;
+        .stdout(Output::Stderr)
+        .grader_group()
+        .run()
+        .map_err(|e| format!("cannot run pip: {e}"))?
+        .status;
     if !status.success() {
         let _ = std::fs::remove_dir_all(staging);
         return Err(format!(

@@ -18,12 +18,11 @@
 use super::SourceFile;
 use super::toolchain::NumbaToolchain;
 use crate::rubric::convention::Signature;
+use crate::worker::process::Captured;
+use crate::worker::scripts;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const DRIVER: &str = include_str!("numba_driver.py");
 
 /// One kernel to compile, with the signatures to try in order (see [`signatures`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,11 +141,8 @@ pub fn compile(
     // A module that imports `cupy` for its host arrays (CuPy arrays passed to Numba kernels)
     // imports cugrade's stand-in: there is no CuPy in the Numba toolchain.
     if !src.join("cupy").exists() && !src.join("cupy.py").exists() {
-        std::fs::create_dir_all(src.join("cupy")).map_err(io)?;
-        std::fs::write(src.join("cupy/__init__.py"), super::cupy::STUB).map_err(io)?;
+        scripts::write_stand_in(&src, false).map_err(io)?;
     }
-    let driver = temp.join("cugrade_numba_driver.py");
-    std::fs::write(&driver, DRIVER).map_err(io)?;
     let ready = temp.join("numba-ready");
     let importing = temp.join("numba-importing");
     let imported = temp.join("numba-imported");
@@ -168,33 +164,30 @@ pub fn compile(
     std::fs::write(&req_path, request.to_string()).map_err(io)?;
     let answer_path = temp.join("numba-answer.json");
     let log_path = temp.join("numba-output.txt");
-    let log = std::fs::File::create(&log_path).map_err(io)?;
     // Isolated (-I: no environment, no user site, no script dir on the path) and without the
     // site module's start-up (-S: none of the host's site-packages, `.pth` files or
     // sitecustomize, which a host may keep outside the worker's view, e.g. in /etc): the
     // interpreter sees its standard library and the pinned wheels, which the driver adds.
-    let mut child = Command::new(&tool.python)
-        .args(["-I", "-S", "-B"])
-        .arg(&driver)
-        .arg(&req_path)
-        .arg(&answer_path)
-        .env_clear()
-        .env("HOME", temp)
-        .env("TMPDIR", temp)
-        .env("PATH", "/usr/bin:/bin")
-        .env("LD_LIBRARY_PATH", &tool.lib_dir)
-        // The wheels' CUDA tree: without it, numba-cuda's path finder starts a second Python
-        // to look for the CUDA runtime (0.2 s of every Numba compile).
-        .env("CUDA_HOME", tool.lib_dir.parent().unwrap_or(&tool.lib_dir))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("NUMBA_CACHE_DIR", temp.join("numba-cache"))
-        .env("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
-        .current_dir(temp)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(io)?)
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", tool.python.display()))?;
+    let mut child = scripts::driver(
+        &tool.python,
+        &["-I", "-S", "-B"],
+        temp,
+        "cugrade_numba_driver.py",
+        scripts::NUMBA_DRIVER,
+        &[&req_path, &answer_path],
+        &log_path,
+    )
+    .map_err(io)?
+    .env("LD_LIBRARY_PATH", &tool.lib_dir)
+    // The wheels' CUDA tree: without it, numba-cuda's path finder starts a second Python to
+    // look for the CUDA runtime (0.2 s of every Numba compile).
+    .env("CUDA_HOME", tool.lib_dir.parent().unwrap_or(&tool.lib_dir))
+    .env("NUMBA_CACHE_DIR", temp.join("numba-cache"))
+    .env("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+    // Ended at once when its budget is spent, as before the runner (SIGKILL, its group).
+    .grace(Duration::ZERO)
+    .spawn()
+    .map_err(|e| format!("cannot run {}: {e}", tool.python.display()))?;
     let started = std::time::Instant::now();
     let mut ready_at: Option<std::time::Instant> = None;
     let status = loop {
@@ -208,8 +201,7 @@ pub fn compile(
         }
         match ready_at {
             None if started.elapsed() > STARTUP => {
-                let _ = child.kill();
-                let _ = child.wait();
+                child.stop();
                 return Err(format!(
                     "Numba did not start within {} s (the toolchain, not the submission):\n{}",
                     STARTUP.as_secs(),
@@ -217,8 +209,7 @@ pub fn compile(
                 ));
             }
             Some(at) if !imported.exists() && at.elapsed() > import_budget => {
-                let _ = child.kill();
-                let _ = child.wait();
+                child.stop();
                 let file = std::fs::read_to_string(&importing)
                     .ok()
                     .map(|f| f.trim().to_string())
@@ -343,10 +334,10 @@ fn scratch_exhausted(temp: &Path) -> Option<String> {
 }
 
 fn read_capped(path: &Path, cap: usize) -> String {
-    let b = std::fs::read(path).unwrap_or_default();
-    let s = String::from_utf8_lossy(&b[..b.len().min(cap)]).into_owned();
-    if b.len() > cap {
-        format!("{s}\n[output truncated: {} bytes]", b.len())
+    let c = Captured::from_file(path, cap);
+    let s = String::from_utf8_lossy(&c.bytes).into_owned();
+    if c.truncated() {
+        format!("{s}\n[output truncated: {} bytes]", c.total)
     } else {
         s
     }

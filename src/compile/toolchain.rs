@@ -6,8 +6,8 @@
 //! Workers get these directories read-only; host system headers (`/usr/include`) are never on
 //! NVRTC's search path.
 
+use crate::worker::process::Process;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// NVRTC itself, when the system has none (the same pin as `ci/with-nvrtc`).
 pub const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
@@ -241,26 +241,27 @@ const PYTHON_FILE: &str = "python.json";
 
 /// Run `exe` to learn its real path, its version and its library folders.
 fn ask_python(exe: &std::ffi::OsStr) -> Result<(PathBuf, Vec<PathBuf>), String> {
-    let out = Command::new(exe)
+    let out = Process::new(exe)
         .args([
             "-I",
             "-c",
             "import os,sys,sysconfig as c;p=c.get_paths();print(os.path.realpath(sys.executable));print(sys.version_info>=(3,10));print(p['stdlib']);print(p['platstdlib']);print(c.get_config_var('LIBDIR') or '')",
         ])
-        .output()
+        .capture()
+        .run()
         .map_err(|e| {
             format!(
                 "Python submissions (Numba, CuPy) need Python 3.10+ (`{}`: {e}); fix: install python3",
                 Path::new(exe).display()
             )
         })?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = String::from_utf8_lossy(&out.stdout.bytes).into_owned();
     let lines: Vec<&str> = text.lines().collect();
     if !out.status.success() || lines.len() < 4 {
         return Err(format!(
             "`{}` did not run: {}",
             Path::new(exe).display(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            String::from_utf8_lossy(&out.stderr.bytes).trim()
         ));
     }
     if lines[1] != "True" {

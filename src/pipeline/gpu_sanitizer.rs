@@ -21,11 +21,11 @@ use crate::backend::Diagnostic;
 use crate::result::{Check, CheckKind};
 use crate::rubric::convention::Signature;
 use crate::rubric::plan::MilestonePlan;
-use crate::worker::nsight::{case_launch, tool_root};
+use crate::worker::nsight::{case_launch, run_tool, tool_root};
 use crate::worker::profiled::{self, Job, Launch};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The tools run, in order.
@@ -628,31 +628,30 @@ impl Batch {
         d
     }
 
-    /// compute-sanitizer running `tool` into `log`, on cugrade itself (the job's arguments to
-    /// follow).
-    fn command(&self, tool: &str, log: &Path) -> Result<Command, String> {
+    /// compute-sanitizer's arguments: `tool` into `log`, on cugrade itself running `job`.
+    fn args(&self, tool: &str, log: &Path, job: &Path) -> Result<Vec<OsString>, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(&self.cs);
-        cmd.arg("--tool")
-            .arg(tool)
-            .arg("--log-file")
-            .arg(log)
+        let mut args: Vec<OsString> = vec![
+            "--tool".into(),
+            tool.into(),
+            "--log-file".into(),
+            log.into(),
             // Every launch of the batch shares the process: room for all their findings.
-            .arg("--print-limit")
-            .arg("1000");
+            "--print-limit".into(),
+            "1000".into(),
+        ];
         if tool == "racecheck" {
             // Hazards between lanes of one warp (warp-synchronous code without __syncwarp)
             // are races since Volta: report warnings too.
-            cmd.arg("--racecheck-report").arg("analysis");
+            args.extend(["--racecheck-report".into(), "analysis".into()]);
         }
-        cmd.arg(exe);
-        Ok(cmd)
+        args.extend([exe.into(), "__profile-kernel".into(), job.into()]);
+        Ok(args)
     }
 
     /// One process of `tool` over launches `round`: its log, the launches its progress file
     /// records as ended, and what it printed.
     fn process(&self, tool: &str, round: &[usize]) -> Result<(String, Ended, String), String> {
-        use wait_timeout::ChildExt;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let job_path = dir.path().join("job.bin");
         let progress = dir.path().join("progress");
@@ -681,37 +680,14 @@ impl Batch {
         profiled::write_job(&job_path, &job, &modules, &buffers)
             .map_err(|e| format!("cannot write the sanitizer's job: {e}"))?;
         let log = dir.path().join(format!("{tool}.log"));
-        let mut cmd = self.command(tool, &log)?;
-        let mut child = cmd
-            .arg("__profile-kernel")
-            .arg(&job_path)
-            .env("TMPDIR", dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", self.cs.display()))?;
-        let mut stderr = child.stderr.take();
-        let drain = std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(e) = stderr.as_mut() {
-                let _ =
-                    std::io::Read::read_to_string(&mut std::io::Read::take(e, 1 << 20), &mut text);
-            }
-            text
-        });
         let limit = process_timeout(round.len());
-        let finished = matches!(child.wait_timeout(limit), Ok(Some(_)));
-        if !finished {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let err = drain.join().unwrap_or_default();
+        let args = self.args(tool, &log, &job_path)?;
+        let run = run_tool(&self.cs, args, dir.path(), &log, limit)?;
+        let (finished, err, text) = (!run.timed_out, run.stderr, run.log);
         let ended: Ended = profiled::ended(&std::fs::read_to_string(&progress).unwrap_or_default())
             .into_iter()
             .filter_map(|(k, v)| round.get(k).map(|&i| (i, v)))
             .collect();
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
         if !finished && ended.is_empty() {
             return Err(format!(
                 "{tool} did not finish within {} s",

@@ -1,5 +1,6 @@
-//! Ctrl-C, SIGTERM and a closed terminal end every worker and remove every temp folder before
-//! the grader exits (with 128 + the signal's number, as a shell reports a death by signal).
+//! Ctrl-C, SIGTERM and a closed terminal end every worker (and every other child the runner
+//! started in a group of its own) and remove every temp folder before the grader exits (with
+//! 128 + the signal's number, as a shell reports a death by signal).
 //!
 //! The signals are blocked in the grader's threads (which inherit the mask of the thread that
 //! installs this, so it runs first) and waited for by one thread of their own, where the
@@ -38,6 +39,7 @@ pub fn install() {
             if let Ok(sig) = set.wait() {
                 RECEIVED.store(sig as i32, Ordering::SeqCst);
                 super::parent::end_all();
+                super::process::end_all();
                 crate::sandbox::scratch::remove_run_dir();
                 eprintln!(
                     "\ncugrade: {sig}: stopped every worker and removed the temporary files; \

@@ -2,17 +2,21 @@
 //! (the same binary in a hidden mode), talking to the grading parent over pipes with a typed
 //! protocol. See `protocol` for the wire format, `child` for the worker, `parent` for the
 //! parent's side (deadlines, kills, output capture), `client` for the typed requests the
-//! grader makes through it.
+//! grader makes through it. `process` is the runner every child process of cugrade starts
+//! through (workers, NVIDIA's tools, Python, pip); `scripts` is cugrade's own Python.
 
 pub mod child;
 pub mod client;
 pub mod interrupt;
 pub mod nsight;
 pub mod parent;
+pub mod process;
 pub mod profiled;
 pub mod protocol;
 pub mod python;
+pub mod scripts;
 
 pub use child::Role;
 pub use client::Client;
-pub use parent::{Captured, Worker, WorkerFailure, WorkerOptions, end_all};
+pub use parent::{Worker, WorkerFailure, WorkerOptions, end_all};
+pub use process::Captured;

@@ -2,13 +2,13 @@
 //! `cugrade __profile-kernel` process (`worker::profiled`) runs under them, and `ncu --csv`'s
 //! rows. `check --profile` (`profile`) and grading's metric and GPU-sanitizer checks use them.
 
+use super::process::{Output, Process};
 use super::profiled::{Job, Launch, write_job};
 use super::protocol::RunSpec;
 use crate::inputs;
 use crate::rubric::convention::Signature;
 use crate::rubric::plan::{CasePlan, MilestonePlan};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// One row of `ncu --csv` output (the default "details" page).
@@ -214,6 +214,48 @@ fn metric_list(metrics: &[&str]) -> String {
     list.join(",")
 }
 
+/// What one run of an NVIDIA tool left.
+pub struct ToolRun {
+    /// Its report: the log file it wrote (empty when it wrote none).
+    pub log: String,
+    /// What it (and the program under it) printed on stderr: the first MiB, or nothing when
+    /// that is not UTF-8.
+    pub stderr: String,
+    pub status: std::process::ExitStatus,
+    /// Its deadline ended it (SIGKILL to its process group, the program under it included).
+    pub timed_out: bool,
+}
+
+/// Run NVIDIA's `tool` (`ncu`, `compute-sanitizer`) with `args` (the tool's own, then the
+/// program and its arguments) until it ends or `deadline` passes, with `dir` as its TMPDIR,
+/// and read the report it wrote to `log`. The program's stdout goes nowhere and the report
+/// goes to its own file, so that nothing the kernel prints can pass for a line of it. The two
+/// tools differ in their arguments and in how their reports are read, nothing else.
+pub fn run_tool(
+    tool: &Path,
+    args: Vec<std::ffi::OsString>,
+    dir: &Path,
+    log: &Path,
+    deadline: Duration,
+) -> Result<ToolRun, String> {
+    let ended = Process::new(tool)
+        .args(args)
+        .env("TMPDIR", dir)
+        .stdout(Output::Null)
+        .stderr(Output::Capture)
+        .cap(1 << 20)
+        .deadline(deadline)
+        .grace(Duration::ZERO)
+        .run()
+        .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
+    Ok(ToolRun {
+        log: std::fs::read_to_string(log).unwrap_or_default(),
+        stderr: String::from_utf8(ended.stderr.bytes).unwrap_or_default(),
+        status: ended.status,
+        timed_out: ended.timed_out,
+    })
+}
+
 /// Run `exe args` under ncu and return the rows it measured for `kernels` (one launch each),
 /// holding GPU `gpu`'s timing lock (`measure::lock`).
 /// The program's own output is discarded; ncu writes its CSV to a log file in `dir` (also the
@@ -228,7 +270,6 @@ pub fn run_ncu(
     metrics: &[&str],
     gpu: Option<&str>,
 ) -> Result<Vec<NcuRow>, String> {
-    use wait_timeout::ChildExt;
     // The GPU's timing lock, exclusively: the counters are one session's at a time (a second
     // ncu on the GPU fails with no rows), and ncu's replays would disturb timed sections.
     let _held = match gpu.map(|k| crate::measure::lock::timing(k, "ncu")) {
@@ -238,45 +279,27 @@ pub fn run_ncu(
     };
     let log = dir.join("ncu.csv");
     let filter = format!("regex:^({})$", kernels.join("|"));
-    let mut child = Command::new(ncu)
-        .arg("--csv")
-        .arg("--log-file")
-        .arg(&log)
-        .arg("--kernel-name")
-        .arg(&filter)
-        .arg("--launch-count")
-        .arg(kernels.len().to_string())
-        .arg("--metrics")
-        .arg(metric_list(metrics))
-        .arg(exe)
-        .args(args)
-        .env("TMPDIR", dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", ncu.display()))?;
-    let mut stderr = child.stderr.take();
-    let drain = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(e) = stderr.as_mut() {
-            let _ = std::io::Read::read_to_string(e, &mut text);
-        }
-        text
-    });
-    let status = match child.wait_timeout(NCU_TIMEOUT) {
-        Ok(Some(s)) => s,
-        Ok(None) | Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "Nsight Compute did not finish within {} s",
-                NCU_TIMEOUT.as_secs()
-            ));
-        }
-    };
-    let err = drain.join().unwrap_or_default();
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut tool_args: Vec<std::ffi::OsString> = vec![
+        "--csv".into(),
+        "--log-file".into(),
+        log.clone().into(),
+        "--kernel-name".into(),
+        filter.into(),
+        "--launch-count".into(),
+        kernels.len().to_string().into(),
+        "--metrics".into(),
+        metric_list(metrics).into(),
+        exe.into(),
+    ];
+    tool_args.extend(args.iter().cloned());
+    let run = run_tool(ncu, tool_args, dir, &log, NCU_TIMEOUT)?;
+    if run.timed_out {
+        return Err(format!(
+            "Nsight Compute did not finish within {} s",
+            NCU_TIMEOUT.as_secs()
+        ));
+    }
+    let (status, err, text) = (run.status, run.stderr, run.log);
     if let Some(keep) = std::env::var_os(NCU_KEEP_ENV) {
         // Calibration runs keep ncu's raw rows (see `metric_list`).
         let keep = Path::new(&keep);

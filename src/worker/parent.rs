@@ -5,20 +5,21 @@
 //! answered by its deadline ends the worker: SIGTERM to its supervisor (which ends the worker
 //! and every process it started, see `sandbox::supervisor`), a short grace, then SIGKILL to
 //! the whole group and, when the grader is root, to every process of the worker's uid.
-//! Everything the worker prints (device printf included) is drained from its stderr by a
-//! thread, and kept up to a cap so a flood cannot exhaust memory or stall the worker on a full
-//! pipe. Every live worker is registered, so that an interrupted grader ends them all
+//! The runner (`process`) starts it; everything the worker prints (device printf included)
+//! is drained from its stderr by the runner's thread, and kept up to a cap so a flood cannot
+//! exhaust memory or stall the worker on a full pipe. Every live worker is registered, so that an interrupted grader ends them all
 //! (`end_all`).
 
 use super::child::{Role, WorkerConfig};
+pub use super::process::Captured;
+use super::process::{Input, Output, Process, running};
 use super::protocol::{Request, Response, read_frame, write_frame};
 use crate::backend::BackendKind;
 use crate::sandbox;
 use std::collections::BTreeMap;
-use std::io::{BufReader, BufWriter, Read};
-use std::os::unix::process::CommandExt;
+use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,32 +49,6 @@ impl std::fmt::Display for WorkerFailure {
             WorkerFailure::Died(how) => write!(f, "the worker died: {how}"),
             WorkerFailure::Protocol(m) => write!(f, "the worker broke the protocol: {m}"),
         }
-    }
-}
-
-/// What the worker printed.
-#[derive(Debug, Default, Clone)]
-pub struct Captured {
-    pub bytes: Vec<u8>,
-    /// Total bytes printed, kept or not.
-    pub total: u64,
-}
-
-impl Captured {
-    pub fn truncated(&self) -> bool {
-        self.total > self.bytes.len() as u64
-    }
-    /// The kept text, with a note when some was dropped.
-    pub fn text(&self) -> String {
-        let mut s = String::from_utf8_lossy(&self.bytes).into_owned();
-        if self.truncated() {
-            s.push_str(&format!(
-                "\n[output truncated: {} of {} bytes shown]",
-                self.bytes.len(),
-                self.total
-            ));
-        }
-        s
     }
 }
 
@@ -141,18 +116,6 @@ pub fn end_all() {
             sandbox::cgroup::kill_dir(dir);
         }
         let _ = std::fs::remove_dir_all(temp);
-    }
-}
-
-/// Whether `pid` still runs (not ended, not a zombie).
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !matches!(
-            s.rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().next()),
-            Some("Z") | Some("X") | None
-        ),
-        Err(_) => false,
     }
 }
 
@@ -275,28 +238,25 @@ impl Worker {
             nvrtc_dir,
         };
         let exe = worker_exe()?;
-        let mut cmd = Command::new(exe);
-        cmd.arg("__worker")
-            .arg(serde_json::to_string(&config).map_err(|e| e.to_string())?)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        sandbox::prepare_command(&mut cmd, &policy);
+        let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;
         let (cgroup, mut cgroup_layer) = sandbox::cgroup::WorkerCgroup::create(&policy);
-        let entry = cgroup.as_ref().map(|c| c.entry());
-        // SAFETY: setsid and the cgroup entry (open, write, close) are async-signal-safe; the
-        // closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::setsid();
-                if let Some(e) = &entry {
-                    e.enter();
-                }
-                Ok(())
-            });
-        }
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
+        // The runner starts it sandboxed, in a session of its own and its cgroup; its life
+        // (deadlines, kill, registry) is this file's.
+        let spawned = Process::new(exe)
+            .arg("__worker")
+            .arg(config)
+            .stdin(Input::Piped)
+            .stdout(Output::Piped)
+            .stderr(Output::Capture)
+            .cap(OUTPUT_CAP)
+            .sandbox(&policy, cgroup.as_ref().map(|c| c.entry()))
+            .spawn_child();
+        let (mut child, output) = match spawned {
+            Ok((c, Some(output))) => (c, output),
+            Ok((mut c, None)) => {
+                let _ = c.kill();
+                return Err("worker has no stderr".into());
+            }
             Err(e) => {
                 if let Some(c) = &cgroup {
                     c.kill();
@@ -338,9 +298,6 @@ impl Worker {
         }
         let stdin = child.stdin.take().map(BufWriter::new);
         let stdout = child.stdout.take().ok_or("worker has no stdout")?;
-        let stderr = child.stderr.take().ok_or("worker has no stderr")?;
-        let output = Arc::new(Mutex::new(Captured::default()));
-        drain(stderr, Arc::clone(&output));
         let (tx, frames) = channel();
         let max = opts.max_response_bytes;
         std::thread::spawn(move || {
@@ -581,24 +538,6 @@ fn fix_for(
             root.display()
         ),
     }
-}
-
-fn drain(mut r: impl Read + Send + 'static, out: Arc<Mutex<Captured>>) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match r.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if let Ok(mut c) = out.lock() {
-                        c.total += n as u64;
-                        let room = OUTPUT_CAP.saturating_sub(c.bytes.len());
-                        c.bytes.extend_from_slice(&buf[..n.min(room)]);
-                    }
-                }
-            }
-        }
-    });
 }
 
 fn signal_name(sig: i32) -> &'static str {

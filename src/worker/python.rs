@@ -3,21 +3,17 @@
 //! The grader starts a worker of role [`Role::Python`](super::Role), which confines itself like
 //! every worker and answers `Ready`; its first request, [`Request::PythonStart`], names the
 //! submission's modules and the function. The worker writes them into its temp dir with the
-//! harness (`python_harness.py`) and, where asked, the NumPy stand-in for CuPy
-//! (`cupy_numpy.py`), then `exec`s the interpreter in its own place: the sandbox (namespaces,
+//! harness (`python_harness.py`, see `scripts`) and, where asked, the NumPy stand-in for CuPy
+//! (`cupy_stand_in.py`), then `exec`s the interpreter in its own place: the sandbox (namespaces,
 //! Landlock, seccomp, rlimits, cgroup) stays, and the channel is the same pair of pipes, now
 //! spoken by the harness. Each call is one frame each way, so the parent's clock around a
 //! call covers the table going in, the function, the device's work and the features coming
 //! back, and nothing in the student's process can stop it early.
 
+use super::scripts;
 use crate::compile::SourceFile;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-pub(crate) const HARNESS: &str = include_str!("python_harness.py");
-pub(crate) const STAND_IN: &str = include_str!("cupy_numpy.py");
-/// `cupyx` beside it: cupyx.scipy from SciPy, a few functions, the rest refused by name.
-const CUPYX_STAND_IN: &str = include_str!("cupyx_numpy.py");
 
 /// What the worker turns into.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,9 +102,8 @@ pub enum Answer {
 /// In the worker: write the files, the harness and the stand-in into `temp`, then become the
 /// interpreter with `proto` as its answer channel. Returns only when that failed.
 pub(crate) fn exec(start: &PythonStart, temp: &Path, proto: std::os::fd::RawFd) -> String {
-    use std::os::unix::process::CommandExt;
     let io = |e: std::io::Error| format!("cannot prepare the Python harness: {e}");
-    let prepare = || -> Result<PathBuf, String> {
+    let prepare = || -> Result<super::process::Process, String> {
         let src = temp.join("py-src");
         std::fs::create_dir_all(&src).map_err(io)?;
         crate::compile::write_sources(&start.files, &src).map_err(|e| match e {
@@ -117,13 +112,9 @@ pub(crate) fn exec(start: &PythonStart, temp: &Path, proto: std::os::fd::RawFd) 
         })?;
         let stand_in = temp.join("cupy-stand-in");
         if start.stand_in {
-            std::fs::create_dir_all(stand_in.join("cupy")).map_err(io)?;
-            std::fs::write(stand_in.join("cupy/__init__.py"), STAND_IN).map_err(io)?;
-            std::fs::create_dir_all(stand_in.join("cupyx")).map_err(io)?;
-            std::fs::write(stand_in.join("cupyx/__init__.py"), CUPYX_STAND_IN).map_err(io)?;
+            // `cupyx` beside it: cupyx.scipy from SciPy, a few functions, the rest refused.
+            scripts::write_stand_in(&stand_in, true).map_err(io)?;
         }
-        let harness = temp.join("cugrade_python_harness.py");
-        std::fs::write(&harness, HARNESS).map_err(io)?;
         let request = serde_json::json!({
             "src": src,
             "modules": start.modules,
@@ -134,10 +125,21 @@ pub(crate) fn exec(start: &PythonStart, temp: &Path, proto: std::os::fd::RawFd) 
         });
         let req = temp.join("python-request.json");
         std::fs::write(&req, request.to_string()).map_err(io)?;
-        Ok(req)
+        let python = scripts::script(
+            &start.python,
+            &["-I", "-B"],
+            temp,
+            "cugrade_python_harness.py",
+            scripts::PYTHON_HARNESS,
+            &[&req],
+        )
+        .map_err(io)?;
+        Ok(python
+            .envs(start.env.iter().map(|(k, v)| (k, v)))
+            .env("CUPY_CACHE_DIR", temp.join("cupy-cache")))
     };
-    let req = match prepare() {
-        Ok(r) => r,
+    let python = match prepare() {
+        Ok(p) => p,
         Err(e) => return e,
     };
     // SAFETY: dup2 onto fd 1 of a descriptor this process owns.
@@ -147,14 +149,6 @@ pub(crate) fn exec(start: &PythonStart, temp: &Path, proto: std::os::fd::RawFd) 
             std::io::Error::last_os_error()
         );
     }
-    let err = std::process::Command::new(&start.python)
-        .envs(start.env.iter().map(|(k, v)| (k, v)))
-        .args(["-I", "-B"])
-        .arg(temp.join("cugrade_python_harness.py"))
-        .arg(&req)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("CUPY_CACHE_DIR", temp.join("cupy-cache"))
-        .current_dir(temp)
-        .exec();
+    let err = python.exec();
     format!("cannot start {}: {err}", start.python.display())
 }

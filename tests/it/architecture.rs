@@ -1,7 +1,8 @@
 //! The layout's rules (docs/architecture.md), checked on the source: no import circles between
 //! files, a data model that imports no stage, nothing outside `rubric/` that parses a type or an
 //! expression, no pipeline module that speaks the worker protocol or imports from its parent,
-//! and no pipeline function much over 80 lines.
+//! no pipeline function much over 80 lines, and no file but the runner (`worker::process`)
+//! that starts a process itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -463,4 +464,114 @@ fn stages_ask_the_backend_what_it_can_do_not_which_it_is() {
             );
         }
     }
+}
+
+/// Where `code` starts a process itself: each `Command::new` that is std's (`clap::Command::new`
+/// builds a command line, not a process), under whatever name std's `Command` was imported as
+/// (`use std::process::{Command as Cmd}`: `Cmd::new`). Comments are not code.
+fn spawns(code: &str) -> Vec<String> {
+    let code: String = code
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let alias = regex::Regex::new(r"\bCommand\s+as\s+(\w+)").unwrap();
+    let mut names = vec!["Command".to_string()];
+    names.extend(alias.captures_iter(&code).map(|c| c[1].to_string()));
+    let mut found = Vec::new();
+    for name in names {
+        let call = regex::Regex::new(&format!(r"((?:\w+\s*::\s*)*)\b{name}\s*::\s*new\b")).unwrap();
+        for c in call.captures_iter(&code) {
+            let prefix: String = c[1].chars().filter(|ch| !ch.is_whitespace()).collect();
+            if !prefix.ends_with("clap::") {
+                found.push(c[0].split_whitespace().collect());
+            }
+        }
+    }
+    found
+}
+
+/// Every `.rs` file under `src/`, tests included.
+fn rust_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&src(), &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn only_the_runner_starts_processes() {
+    let runner = src().join("worker/process.rs");
+    let files = rust_files();
+    assert!(
+        files.contains(&runner),
+        "the runner moved: {}",
+        runner.display()
+    );
+    let mut sites = Vec::new();
+    for f in files.iter().filter(|f| **f != runner) {
+        for call in spawns(&std::fs::read_to_string(f).unwrap()) {
+            sites.push(format!(
+                "{}: {call}",
+                f.strip_prefix(src()).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        sites.is_empty(),
+        "processes started outside worker/process.rs (use worker::process::Process): {sites:#?}"
+    );
+}
+
+/// The process check sees each way std's `Command` can be named, lets clap's through, and
+/// would catch a site that came back into a file of the tree.
+#[test]
+fn the_process_check_sees_every_form() {
+    let one = |code: &str| spawns(code).len();
+    assert_eq!(one("let o = Command::new(exe).output();"), 1);
+    assert_eq!(
+        one("let o = std::process::Command::new(\"sh\").status();"),
+        1
+    );
+    assert_eq!(one("let o = process::Command :: new(x);"), 1);
+    assert_eq!(
+        one("use std::process::{Stdio, Command as Cmd};\nfn f() { Cmd::new(\"x\"); }"),
+        1
+    );
+    assert_eq!(
+        one("use std::process::Command as P;\nlet c = P::new(x);"),
+        1
+    );
+    assert_eq!(one("let c = clap::Command::new(\"cugrade\");"), 0);
+    assert_eq!(one("// Command::new(x) in a comment\nlet s = 1;"), 0);
+    assert_eq!(
+        one("let c = MyCommand::new(x); let d = Commander::new();"),
+        0
+    );
+    // A site put back where one was: the check fails on it.
+    let numba = std::fs::read_to_string(src().join("compile/numba.rs")).unwrap();
+    assert_eq!(one(&numba), 0);
+    let back = numba.replacen(
+        "let mut child = scripts::driver(",
+        "let _ = std::process::Command::new(&tool.python).spawn();\n    let mut child = scripts::driver(",
+        1,
+    );
+    assert_ne!(back, numba);
+    assert_eq!(one(&back), 1);
+    // The runner itself is the one file that may.
+    let runner = std::fs::read_to_string(src().join("worker/process.rs")).unwrap();
+    assert!(one(&runner) >= 1);
 }

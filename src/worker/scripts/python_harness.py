@@ -12,11 +12,8 @@
 # at fd 2 (captured), so that what the student prints never reaches the channel. A frame is
 # b"CGW2", u32 header length, a MessagePack header, u32 blob count, per blob u64 length and
 # bytes (src/worker/protocol.rs). The header is {"Python": {"json": TEXT}} both ways.
-import json
-import os
+# (prelude.py comes first: REQUEST, SRC, the helpers.)
 import struct
-import sys
-import traceback
 
 _OUT = os.fdopen(os.dup(1), "wb", buffering=0)
 os.dup2(2, 1)
@@ -25,8 +22,6 @@ _null = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_null, 0)
 os.close(_null)
 
-REQUEST = json.load(open(sys.argv[1], encoding="utf-8"))
-SRC = os.path.realpath(REQUEST["src"])
 MAX_BLOBS = 64
 
 
@@ -110,20 +105,6 @@ def send(answer, blobs=()):
             off += _OUT.write(m[off:])
 
 
-def rel(path):
-    try:
-        real = os.path.realpath(path)
-    except (TypeError, ValueError):
-        return None
-    if not real.startswith(SRC + os.sep):
-        return None
-    return real[len(SRC) + 1 :]
-
-
-def scrub(text):
-    return text.replace(SRC + os.sep, "").replace(SRC, ".")
-
-
 _HARNESS = os.path.realpath(__file__)
 
 
@@ -142,20 +123,14 @@ def ours(filename):
 def failure(exc, kind="exception"):
     """What went wrong, at the submission's innermost line."""
     tb = traceback.extract_tb(exc.__traceback__)
-    where = [f for f in tb if rel(f.filename)]
-    at = where[-1] if where else None
     if isinstance(exc, SyntaxError) and rel(exc.filename or ""):
         at_file, at_line = rel(exc.filename), exc.lineno
     else:
-        at_file, at_line = (rel(at.filename), at.lineno) if at else (None, None)
+        at_file, at_line = student_frame(exc.__traceback__)
     message = scrub("".join(traceback.format_exception_only(type(exc), exc)).strip())
     # This harness, the stand-ins and Python's import machinery are cugrade's: the student
     # reads the frames of their own files and of the libraries they called.
-    frames = [f for f in tb if not ours(f.filename)]
-    details = "".join(traceback.format_exception_only(type(exc), exc))
-    if frames:
-        details = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + details
-    details = scrub(details)
+    details = scrub(traceback_text(exc, [f for f in tb if not ours(f.filename)]))
     # A message of 50 MB would not fit a frame; the grader caps what it keeps anyway (this is
     # the student's interpreter: nothing here is trusted), so send no more than it keeps.
     if len(message) > 4000:

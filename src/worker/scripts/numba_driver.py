@@ -2,15 +2,9 @@
 # Landlock, seccomp, rlimits, a deadline): importing a student's module runs the student's
 # code. Its answer goes to a file, never to stdout, so that nothing the student prints can
 # pass for it; a student who tampers with it only hands in other PTX, which is then graded.
-import json
-import os
-import re
-import sys
-import traceback
-
-REQUEST = json.load(open(sys.argv[1], encoding="utf-8"))
-SRC = os.path.realpath(REQUEST["src"])
+# (prelude.py comes first: REQUEST, SRC, the helpers.)
 ANSWER = sys.argv[2]
+CUPY_STAND_IN = "record"  # a module importing cupy gets the stand-in that finds kernels
 results = []
 
 
@@ -20,34 +14,6 @@ def answer(extra=None):
         body.update(extra)
     with open(ANSWER, "w", encoding="utf-8") as f:
         json.dump(body, f)
-
-
-def rel(path):
-    """A path as the student knows it: relative to the submission."""
-    try:
-        real = os.path.realpath(path)
-    except (TypeError, ValueError):
-        return None
-    if real == SRC or not real.startswith(SRC + os.sep):
-        return None
-    return real[len(SRC) + 1 :]
-
-
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def scrub(text):
-    return ANSI.sub("", text).replace(SRC + os.sep, "").replace(SRC, ".")
-
-
-def student_frame(tb):
-    """(file, line) of the innermost traceback frame in a student file."""
-    where = (None, None)
-    for frame in traceback.extract_tb(tb):
-        name = rel(frame.filename)
-        if name:
-            where = (name, frame.lineno)
-    return where
 
 
 FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
@@ -122,7 +88,7 @@ def typing_location(tb):
 
 
 def failure(kernel, exc, tb, kind, func=None):
-    message = scrub(str(exc))
+    message = scrub(str(exc), ansi=True)
     name, line = numba_location(message)
     if name is None and kind != "import":
         name, line = typing_location(tb)
@@ -136,7 +102,7 @@ def failure(kernel, exc, tb, kind, func=None):
     head = headline(message)
     if kind == "import" and not isinstance(exc, SyntaxError):
         head = f"{type(exc).__name__}: {head}"
-    details = scrub("".join(traceback.format_exception(type(exc), exc, tb)[-30:]))
+    details = scrub("".join(traceback.format_exception(type(exc), exc, tb)[-30:]), ansi=True)
     if kind != "import":
         details = message
     return {
@@ -230,11 +196,7 @@ mark(REQUEST["ready"])
 
 modules = []  # (file, namespace, import failure or None)
 for path in REQUEST["files"]:
-    mod_name = path[:-3].replace("/", ".")
-    if mod_name.endswith(".__init__"):
-        mod_name = mod_name[: -len(".__init__")]
-    if mod_name in sys.modules:  # named like a module already loaded (numba, math, ...)
-        mod_name = "_cugrade_student_" + mod_name
+    mod_name = module_name(path)
     import importlib.util
 
     mark(REQUEST["importing"], path)

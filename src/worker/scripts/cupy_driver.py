@@ -4,16 +4,11 @@
 # runs inside the sandboxed compile worker (namespaces, Landlock, seccomp, rlimits, a
 # deadline): importing a module runs the student's code. Its answer goes to a file, never to
 # stdout; a student who tampers with it only hands in other kernel source, which is then
-# compiled in the same sandbox and graded.
+# compiled in the same sandbox and graded. (prelude.py comes first: REQUEST, SRC, the helpers.)
 import ast
-import json
-import os
-import sys
-import traceback
 
-REQUEST = json.load(open(sys.argv[1], encoding="utf-8"))
-SRC = os.path.realpath(REQUEST["src"])
 ANSWER = sys.argv[2]
+CUPY_STAND_IN = "record"  # the stand-in's use: find the kernels (cupy_stand_in.py)
 
 sys.path.insert(0, REQUEST["stub"])
 if REQUEST.get("numpy_site"):
@@ -21,20 +16,6 @@ if REQUEST.get("numpy_site"):
 import cupy as _stub  # noqa: E402  (the stand-in)
 
 _stub._SRC = SRC + os.sep
-
-
-def rel(path):
-    try:
-        real = os.path.realpath(path)
-    except (TypeError, ValueError):
-        return None
-    if not real.startswith(SRC + os.sep):
-        return None
-    return real[len(SRC) + 1 :]
-
-
-def scrub(text):
-    return text.replace(SRC + os.sep, "").replace(SRC, ".")
 
 
 def content_column(lines, node):
@@ -110,18 +91,13 @@ def student_traceback(exc, tb):
     frames = [
         f for f in traceback.extract_tb(tb) if not f.filename.startswith("<") and rel(f.filename)
     ][-30:]
-    text = "".join(traceback.format_exception_only(type(exc), exc))
-    if frames:
-        text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + text
-    return text
+    return traceback_text(exc, frames)
 
 
 def failure(path, exc, tb):
-    where = (path, None)
-    for frame in traceback.extract_tb(tb):
-        name = rel(frame.filename)
-        if name:
-            where = (name, frame.lineno)
+    where = student_frame(tb)
+    if where[0] is None:
+        where = (path, None)
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SyntaxError) and exc.filename:
         where = (rel(exc.filename) or path, exc.lineno)
@@ -143,11 +119,7 @@ errors = []
 import importlib.util  # noqa: E402
 
 for path in REQUEST["entries"]:
-    mod_name = path[:-3].replace("/", ".")
-    if mod_name.endswith(".__init__"):
-        mod_name = mod_name[: -len(".__init__")]
-    if mod_name in sys.modules:
-        mod_name = "_cugrade_student_" + mod_name
+    mod_name = module_name(path)
     spec = importlib.util.spec_from_file_location(mod_name, os.path.join(SRC, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
