@@ -45,12 +45,14 @@ impl Outputs {
         Outputs(names.into_iter().map(|(k, n)| (k, dir.join(n))).collect())
     }
 
-    /// Also `kind`, to `path` when one is given (`check --junit FILE`...).
-    pub fn with(mut self, kind: Kind, path: Option<&Path>) -> Self {
-        if let Some(p) = path {
-            self.0.insert(kind, p.to_path_buf());
-        }
-        self
+    /// The formats given a path (`check --junit FILE`...).
+    pub fn given(files: impl IntoIterator<Item = (Kind, Option<PathBuf>)>) -> Self {
+        Outputs(
+            files
+                .into_iter()
+                .filter_map(|(k, p)| Some((k, p?)))
+                .collect(),
+        )
     }
 
     /// Write `r` in every format, result.json last; when `timed`, `r` first records how long

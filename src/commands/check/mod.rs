@@ -155,15 +155,13 @@ fn outputs(o: &CheckOptions, sub: &Submission) -> Outputs {
                 .next()
         })
         .unwrap_or_default();
-    Outputs::default()
-        .with(Kind::Markdown, o.markdown.as_deref())
-        .with(Kind::Junit, o.junit.as_deref())
-        .with(Kind::Gradescope, o.gradescope.as_deref())
-        .with(
-            Kind::CodeQuality { dir, fallback },
-            o.codequality.as_deref(),
-        )
-        .with(Kind::Json, o.json.as_deref())
+    Outputs::given([
+        (Kind::Markdown, o.markdown.clone()),
+        (Kind::Junit, o.junit.clone()),
+        (Kind::Gradescope, o.gradescope.clone()),
+        (Kind::CodeQuality { dir, fallback }, o.codequality.clone()),
+        (Kind::Json, o.json.clone()),
+    ])
 }
 
 /// Grade one submission once and print the result; returns the exit code.
