@@ -13,6 +13,7 @@ use crate::commands::grade::shard::{self, ShardRecord};
 use crate::errors::{CliError, Fatal};
 use crate::exit;
 use crate::integrity::Fingerprints;
+use crate::report::outputs::Outputs;
 use crate::result::GradeResult;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -190,8 +191,8 @@ pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
         .map_err(|e| Fatal::new(format!("cannot create {}: {e}", students.display())))?;
     let mut results = Vec::new();
     let mut prints = Vec::new();
-    for (folder, f) in &by_folder {
-        let to = students.join(folder);
+    for (folder, mut f) in by_folder {
+        let to = students.join(&folder);
         copy_dir(&f.from, &to).map_err(|e| {
             Fatal::new(format!(
                 "cannot copy {} into {}: {e}",
@@ -200,18 +201,16 @@ pub fn run(out: &Path, shards: &[PathBuf]) -> Result<i32, CliError> {
             ))
         })?;
         if f.recapped {
-            crate::report::cohort::write_student_into(&f.result, &to).map_err(|e| {
-                Fatal::new(format!("cannot write the reports in {}: {e}", to.display()))
-            })?;
+            Outputs::folder(&to)
+                .write(&mut f.result, false)
+                .map_err(Fatal::new)?;
         }
         prints.push((f.result.key().to_string(), read_fingerprints(&f.from)));
-        results.push(f.result.clone());
+        results.push(f.result);
     }
     carry_baselines(out, shards);
     let pairs = crate::integrity::pairs(&prints);
-    crate::report::cohort::write_all_with(&results, &pairs, out).map_err(|e| {
-        CliError::Fatal(Fatal::new(format!("cannot write the cohort reports: {e}")))
-    })?;
+    Outputs::write_cohort(&results, &pairs, out)?;
     println!(
         "merged {} students from {} shard outputs into {}",
         results.len(),

@@ -1,12 +1,12 @@
-//! The files of `cugrade grade`: per student `<student>/result.json`, `report.md`,
-//! `junit.xml` and Gradescope's `results.json`; for the class `summary.md` (with its charts in
-//! `charts/`), `grades.csv`, `integrity.csv` and the combined `junit.xml`.
+//! The class files of `cugrade grade`: `summary.md` (with its charts in `charts/`),
+//! `grades.csv`, `integrity.csv` and the combined `junit.xml` (a student's own files are
+//! written by `outputs`).
 
 use super::charts::{self, cleared};
 use super::describe::{self, status_symbol};
 use super::gradebook::{self, integrity_csv};
+use super::junit;
 use super::markdown::inline;
-use super::{gradescope, json, junit, markdown};
 use crate::integrity::Pair;
 use crate::result::{CheckKind, GradeResult, Status};
 use std::collections::BTreeMap;
@@ -41,30 +41,6 @@ pub fn write_all_with(results: &[GradeResult], pairs: &[Pair], out_dir: &Path) -
     write(&out_dir.join("grades.csv"), grades)?;
     write(&out_dir.join("summary.md"), summary)?;
     Ok(())
-}
-
-/// [`write_all_with`] without integrity pairs.
-pub fn write_all(results: &[GradeResult], out_dir: &Path) -> io::Result<()> {
-    write_all_with(results, &[], out_dir)
-}
-
-/// Write one student's `result.json`, `report.md`, `junit.xml` and `results.json`
-/// (Gradescope) into `out_dir/students/<safe_dir_name(key)>/` and return that directory.
-pub fn write_student(r: &GradeResult, out_dir: &Path) -> io::Result<std::path::PathBuf> {
-    let dir = out_dir.join("students").join(safe_dir_name(r.key()));
-    std::fs::create_dir_all(&dir)?;
-    write_student_into(r, &dir)?;
-    Ok(dir)
-}
-
-/// Write one student's `report.md`, `junit.xml`, `results.json` and `result.json` into `dir`.
-pub fn write_student_into(r: &GradeResult, dir: &Path) -> io::Result<()> {
-    use super::atomic::write;
-    write(&dir.join("report.md"), markdown::render(r))?;
-    write(&dir.join("junit.xml"), junit::to_string(r))?;
-    write(&dir.join("results.json"), gradescope::to_string(r))?;
-    // Last, and atomically: `--resume` treats an existing result.json as "graded".
-    json::write(r, &dir.join("result.json"))
 }
 
 /// Per milestone column, the percentage of students who cleared it (see [`cleared`]).

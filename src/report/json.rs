@@ -14,12 +14,6 @@ pub fn to_string(r: &GradeResult) -> String {
     s
 }
 
-/// Write `result.json` atomically: a reader (or `--resume` after a crash) sees either the old
-/// file or the whole new one, never a torn write.
-pub fn write(r: &GradeResult, path: &Path) -> io::Result<()> {
-    super::atomic::write(path, to_string(r))
-}
-
 /// Read a `result.json` back (for `--resume` and cohort summaries).
 pub fn read(path: &Path) -> io::Result<GradeResult> {
     let text = std::fs::read_to_string(path)?;

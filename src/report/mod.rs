@@ -1,6 +1,7 @@
-//! Reports: result.json, JUnit XML, Markdown feedback and the terminal summary, all written
-//! from one `GradeResult`; `gradescope` writes Gradescope's results.json; `cohort`,
-//! `gradebook` and `charts` write the class-wide files of `cugrade grade`.
+//! Reports: result.json, JUnit XML, Markdown feedback and the terminal summary, all rendered
+//! from one `GradeResult`; `gradescope` renders Gradescope's results.json; `outputs` writes a
+//! student's files for `check`, `grade` and `merge` alike; `cohort`, `gradebook` and `charts`
+//! render the class-wide files of `cugrade grade`.
 //!
 //! Student-controlled text reaches every report, so each one escapes through `sanitize`.
 //! docs/reports.md describes every file for users.
@@ -20,5 +21,6 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod output;
+pub mod outputs;
 pub mod sanitize;
 pub mod terminal;

@@ -1,6 +1,5 @@
-//! What a command prints and the per-submission files it writes, in the format asked for.
+//! What a command prints, in the format asked for (the files it writes are `outputs`).
 
-use crate::errors::{CliError, Fatal};
 use crate::report;
 use crate::result::GradeResult;
 use clap::ValueEnum;
@@ -328,28 +327,6 @@ pub fn repo_relative(dir: &Path) -> String {
 pub fn json_line(r: &GradeResult) -> String {
     serde_json::to_string(r)
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialize result: {e}\"}}"))
-}
-
-/// Write the per-submission files that were asked for.
-pub fn write_outputs(
-    r: &GradeResult,
-    json: Option<&Path>,
-    junit: Option<&Path>,
-    markdown: Option<&Path>,
-) -> Result<(), CliError> {
-    let io = |p: &Path, e: std::io::Error| {
-        CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
-    };
-    if let Some(p) = json {
-        report::json::write(r, p).map_err(|e| io(p, e))?;
-    }
-    if let Some(p) = junit {
-        report::atomic::write(p, report::junit::to_string(r)).map_err(|e| io(p, e))?;
-    }
-    if let Some(p) = markdown {
-        report::atomic::write(p, report::markdown::render(r)).map_err(|e| io(p, e))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

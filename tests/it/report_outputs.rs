@@ -4,6 +4,7 @@
 //! `UPDATE_SNAPSHOTS=1 cargo test --test it report_outputs::` rewrites them).
 
 use crate::support;
+use cugrade::report::outputs::Outputs;
 use cugrade::report::{cohort, json, junit, markdown, sanitize, terminal};
 use cugrade::result::{
     Check, CheckKind, CompileSummary, GradeResult, KernelResources, MilestoneResult, RunInfo,
@@ -371,7 +372,7 @@ fn result_json_round_trips_and_has_spec_fields() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("result.json");
     for (_, r) in all_fixtures() {
-        json::write(&r, &path).unwrap();
+        cugrade::report::atomic::write(&path, json::to_string(&r)).unwrap();
         assert_eq!(json::read(&path).unwrap(), r);
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -885,7 +886,7 @@ fn cohort_writes_summary_csv_and_junit() {
         .milestones
         .push(milestone("extra", "Extra", 0.0, 0.0, vec![]));
     let results = vec![mixed(), partial, compile_failure(), hostile()];
-    cohort::write_all(&results, dir.path()).unwrap();
+    cohort::write_all_with(&results, &[], dir.path()).unwrap();
 
     let mut csv = csv::Reader::from_path(dir.path().join("grades.csv")).unwrap();
     let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
@@ -964,7 +965,14 @@ fn student_files_stay_inside_the_output_dir() {
     }
     let mut r = hostile();
     r.student = "../escape".into();
-    let written = cohort::write_student(&r, dir.path()).unwrap();
+    let written = dir
+        .path()
+        .join("students")
+        .join(cohort::safe_dir_name(r.key()));
+    std::fs::create_dir_all(&written).unwrap();
+    Outputs::folder(&written)
+        .write(&mut r.clone(), false)
+        .unwrap();
     assert_eq!(written, dir.path().join("students/_._escape"));
     for f in ["result.json", "report.md", "junit.xml"] {
         assert!(written.join(f).is_file(), "{f} missing");
@@ -1133,7 +1141,7 @@ fn random_hostile_text_never_breaks_a_report() {
     // One schema validation for the lot (xmllint per document would be slow).
     xmllint_validate(&junit::cohort_to_string(&results));
     let dir = tempfile::tempdir().unwrap();
-    cohort::write_all(&results, dir.path()).unwrap();
+    cohort::write_all_with(&results, &[], dir.path()).unwrap();
     let mut csv = csv::Reader::from_path(dir.path().join("grades.csv")).unwrap();
     assert_eq!(csv.records().count(), results.len());
     let summary = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();

@@ -9,7 +9,8 @@ use crate::errors::{CliError, ConfigError, Fatal};
 use crate::exit;
 use crate::labs::{self, RubricSource};
 use crate::pipeline::{self, Reference};
-use crate::report::output::{Format, Verbosity, print_result_at, write_outputs};
+use crate::report::output::{Format, Verbosity, print_result_at};
+use crate::report::outputs::{Kind, Outputs};
 use crate::rubric::{self, LoadedRubric};
 use crate::setup::{Requested, protected_dirs, resolve};
 use crate::submission::{self, Submission};
@@ -133,6 +134,36 @@ pub(crate) fn find_rubric(given: Option<&Path>, sub: &Submission) -> Result<Rubr
     }
 }
 
+/// The files `check`'s flags ask for. GitLab's Code Quality paths start at the repository's
+/// root; a finding without a line goes to the submission's manifest, else its first source file.
+fn outputs(o: &CheckOptions, sub: &Submission) -> Outputs {
+    let dir = crate::report::output::repo_relative(if o.submission.is_dir() {
+        o.submission.as_path()
+    } else {
+        o.submission.parent().unwrap_or(Path::new("."))
+    });
+    let fallback = sub
+        .manifest_path
+        .as_ref()
+        .and(Some("cugrade.yaml".to_string()))
+        .or_else(|| {
+            sub.sources
+                .iter()
+                .chain(&sub.ptx)
+                .chain(&sub.python)
+                .map(|f| f.name.clone())
+                .next()
+        })
+        .unwrap_or_default();
+    Outputs::given([
+        (Kind::Markdown, o.markdown.clone()),
+        (Kind::Junit, o.junit.clone()),
+        (Kind::Gradescope, o.gradescope.clone()),
+        (Kind::CodeQuality { dir, fallback }, o.codequality.clone()),
+        (Kind::Json, o.json.clone()),
+    ])
+}
+
 /// Grade one submission once and print the result; returns the exit code.
 pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
     // A malformed rubric given on the command line is reported before the submission is read.
@@ -208,48 +239,9 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
     let mut result = result;
     // Every output below shows the same text, cut where the student made it too long.
     crate::report::caps::cap_student_text(&mut result);
-    let started = std::time::Instant::now();
-    // GitLab's Code Quality paths: from the repository's root; a finding without a line goes
-    // to the submission's manifest, else its first source file.
-    let repo_dir = crate::report::output::repo_relative(if o.submission.is_dir() {
-        o.submission.as_path()
-    } else {
-        o.submission.parent().unwrap_or(Path::new("."))
-    });
-    let first_file = sub
-        .manifest_path
-        .as_ref()
-        .and(Some("cugrade.yaml".to_string()))
-        .or_else(|| {
-            sub.sources
-                .iter()
-                .chain(&sub.ptx)
-                .chain(&sub.python)
-                .map(|f| f.name.clone())
-                .next()
-        })
-        .unwrap_or_default();
-    let write_reports = |result: &crate::result::GradeResult, json: Option<&Path>| {
-        write_outputs(result, json, o.junit.as_deref(), o.markdown.as_deref())?;
-        if let Some(p) = &o.gradescope {
-            crate::report::atomic::write(p, crate::report::gradescope::to_string(result)).map_err(
-                |e| CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display()))),
-            )?;
-        }
-        if let Some(p) = &o.codequality {
-            let text = crate::report::codequality::to_string(result, &repo_dir, &first_file);
-            crate::report::atomic::write(p, text).map_err(|e| {
-                CliError::Fatal(Fatal::new(format!("cannot write {}: {e}", p.display())))
-            })?;
-        }
-        Ok::<(), CliError>(())
-    };
-    // Every report but result.json first, so that result.json records their time.
-    write_reports(&result, None)?;
-    if let Some(p) = result.run.phases.as_mut() {
-        p.reports_s = started.elapsed().as_secs_f64();
-    }
-    write_outputs(&result, o.json.as_deref(), None, None)?;
+    outputs(o, sub)
+        .write(&mut result, true)
+        .map_err(Fatal::new)?;
     let dir = if o.submission.is_dir() {
         Some(o.submission.as_path())
     } else {

@@ -22,6 +22,7 @@ use crate::exit;
 use crate::integrity::{self, Fingerprints};
 use crate::pipeline::{self, Reference};
 use crate::report::output::{Format, print_result};
+use crate::report::outputs::Outputs;
 use crate::result::GradeResult;
 use crate::rubric::{self, LoadedRubric};
 use crate::setup::{Requested, resolve};
@@ -354,7 +355,7 @@ pub fn run(
         // The machine's fault (a trusted probe confirmed it): what was graded is kept, and the
         // class reports say so, so that `--resume` takes it from there.
         let graded_so_far: Vec<GradeResult> = graded.iter().map(|g| g.0.clone()).collect();
-        let kept = match report::write_cohort(&graded_so_far, &[], out) {
+        let kept = match Outputs::write_cohort(&graded_so_far, &[], out) {
             Ok(()) => format!(
                 "the {} submissions graded before it stopped are in {} (grades.csv, \
                  summary.md); after the fix, run the same command with --resume to grade the \
@@ -377,7 +378,7 @@ pub fn run(
         .collect();
     let pairs = integrity::pairs(&prints);
     let results: Vec<GradeResult> = graded.into_iter().map(|(r, _, _)| r).collect();
-    report::write_cohort(&results, &pairs, out)?;
+    Outputs::write_cohort(&results, &pairs, out)?;
     if let Some(r) = record.as_mut() {
         r.complete = true;
         shard::write(out, r)?;
@@ -524,19 +525,6 @@ fn plan_gpus(
         .collect())
 }
 
-mod report {
-    use super::*;
-    pub fn write_cohort(
-        results: &[GradeResult],
-        pairs: &[crate::integrity::Pair],
-        out: &Path,
-    ) -> Result<(), CliError> {
-        crate::report::cohort::write_all_with(results, pairs, out).map_err(|e| {
-            CliError::Fatal(Fatal::new(format!("cannot write the cohort reports: {e}")))
-        })
-    }
-}
-
 /// What every student of a run shares.
 struct EntryContext<'a> {
     rubric: &'a LoadedRubric,
@@ -634,7 +622,7 @@ fn grade_entry<'e>(
     })
 }
 
-/// Write a student's files, result.json last (`--resume` takes an existing one for "graded").
+/// Write a student's files: their fingerprints, then every report ([`Outputs::folder`]).
 fn write_entry(
     entry: &Entry,
     ctx: &EntryContext<'_>,
@@ -654,27 +642,10 @@ fn write_entry(
     crate::report::caps::cap_student_text(&mut result);
     std::fs::create_dir_all(&folder)
         .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
-    let write = |name: &str, text: String| {
-        crate::report::atomic::write(&folder.join(name), text)
-            .map_err(|e| format!("cannot write {}: {e}", folder.join(name).display()))
-    };
-    let started = std::time::Instant::now();
-    write("report.md", crate::report::markdown::render(&result))?;
-    write("junit.xml", crate::report::junit::to_string(&result))?;
-    write(
-        "results.json",
-        crate::report::gradescope::to_string(&result),
-    )?;
-    write(
-        "fingerprints.json",
-        serde_json::to_string(&prints).map_err(|e| e.to_string())? + "\n",
-    )?;
-    if outcome != Outcome::Reused
-        && let Some(p) = result.run.phases.as_mut()
-    {
-        p.reports_s = started.elapsed().as_secs_f64();
-    }
-    // Last: `--resume` takes an existing result.json for "graded".
-    write("result.json", crate::report::json::to_string(&result))?;
+    let prints_at = folder.join("fingerprints.json");
+    let text = serde_json::to_string(&prints).map_err(|e| e.to_string())? + "\n";
+    crate::report::atomic::write(&prints_at, text)
+        .map_err(|e| format!("cannot write {}: {e}", prints_at.display()))?;
+    Outputs::folder(&folder).write(&mut result, outcome != Outcome::Reused)?;
     Ok((result, prints, outcome))
 }
