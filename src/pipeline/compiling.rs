@@ -1,11 +1,11 @@
 //! Compilation of a submission's sources in a sandboxed compile worker.
 
-use super::context::{Infrastructure, Options, worker_options};
+use super::context::{Infrastructure, Options, workers};
 use crate::compile::{self, SourceFile};
 use crate::hints;
 use crate::result::{Check, CheckKind, CompileSummary};
 use crate::worker::client::CompileAnswer;
-use crate::worker::{Client, Role, WorkerFailure};
+use crate::worker::{Client, WorkerFailure};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -39,9 +39,7 @@ pub(super) fn compile_all(
     let include_dirs = crate::compile::toolchain::cuda_include_dirs();
     for src in sources {
         if worker.is_none() {
-            let mut wo = worker_options(&opts.protected, Role::Compile, opts.backend, opts.device);
-            wo.extra_read = include_dirs.clone();
-            match Client::spawn(&wo) {
+            match workers(opts).compile(include_dirs.clone()) {
                 Ok(w) => worker = Some(w),
                 Err(e) => {
                     out.summary.ok = false;
@@ -383,13 +381,12 @@ pub(super) fn assemble_all(
     let mut worker: Option<Client> = None;
     for (name, ptx) in modules {
         if worker.is_none() {
-            let mut wo = worker_options(&opts.protected, Role::Compile, opts.backend, opts.device);
-            wo.extra_read = library
+            let read = library
                 .parent()
                 .map(Path::to_path_buf)
                 .into_iter()
                 .collect();
-            match Client::spawn(&wo) {
+            match workers(opts).compile(read) {
                 Ok(w) => worker = Some(w),
                 Err(_) => return (kernels, logs),
             }

@@ -6,7 +6,8 @@ use crate::result::Check;
 use crate::rubric::convention::Signature;
 use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
 use crate::submission::Submission;
-use crate::worker::{Client, Role, WorkerOptions};
+use crate::worker::Client;
+use crate::worker::pool::Workers;
 
 /// How to grade.
 #[derive(Debug, Clone)]
@@ -50,15 +51,10 @@ pub struct KeptKernel {
 /// The kernels `grade` keeps (see [`Options::keep_kernels`]).
 pub type Kept = std::sync::Arc<std::sync::Mutex<Vec<KeptKernel>>>;
 
-pub(super) fn worker_options(
-    protected: &[std::path::PathBuf],
-    role: Role,
-    backend: BackendKind,
-    device: usize,
-) -> WorkerOptions {
-    let mut o = WorkerOptions::new(role, backend, device);
-    o.protected = protected.to_vec();
-    o
+/// How this run's workers start (`worker::pool`): the protected folders, backend, device and
+/// GPU lock of `opts`.
+pub(super) fn workers(opts: &Options) -> Workers {
+    Workers::new(&opts.protected, opts.backend, opts.device).with_gpu_lock(opts.gpu.clone())
 }
 
 /// A failure of the grading machinery itself (not of the student's code): exit 3.

@@ -9,14 +9,14 @@
 //! kernel does. The harness times the call itself (the arrays' trip through the channel is not
 //! the CPU's work). Single-threaded (`cpu`) sets the BLAS and OpenMP thread counts to 1.
 
-use super::context::worker_options;
 use crate::backend::BackendKind;
 use crate::baseline::{HostBuffer, Threads};
 use crate::compile::SourceFile;
 use crate::inputs::Invocation;
 use crate::rubric::schema::{Direction, PythonCpu};
+use crate::worker::Client;
+use crate::worker::pool::Workers;
 use crate::worker::python::{Call, Column, PythonStart, Started};
-use crate::worker::{Client, Role};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -57,9 +57,7 @@ impl PythonCpuRunner {
         let label = format!("CPU `{}` in {}", imp.function, imp.python);
         let file = source(rubric, imp)?;
         let numpy = crate::compile::arrays::numpy()?;
-        let mut wo = worker_options(protected, Role::Python, BackendKind::Emu, 0);
-        wo.extra_read.extend(numpy.read_dirs.iter().cloned());
-        let mut client = Client::spawn(&wo)?;
+        let mut client = Workers::new(protected, BackendKind::Emu, 0).python(&numpy.read_dirs)?;
         let mut env = numpy.env.clone();
         if threads == Threads::Single {
             for k in [

@@ -4,13 +4,13 @@
 //! `.cu` files. Everything after that (loading, launches, checks, speed) is CUDA C++'s path;
 //! findings name the Python line through the sources' `#line` directives.
 
-use super::context::Options;
+use super::context::{Options, workers};
 use crate::compile::SourceFile;
 use crate::compile::cupy::{self, PyLang};
 use crate::result::{Check, CheckKind};
 use crate::rubric::plan::Plan;
 use crate::submission::Submission;
-use crate::worker::{Client, Role, WorkerFailure, WorkerOptions};
+use crate::worker::WorkerFailure;
 use std::time::Duration;
 
 const CUPY_HINT: &str = "CuPy kernels are graded with the assignment's kernel signature: a RawKernel's CUDA source takes the contract's parameters in order; an ElementwiseKernel's or ReductionKernel's parameters are matched to the contract's by name, else in order (docs/submissions.md#cupy-submissions).";
@@ -56,10 +56,8 @@ fn extract(sub: &Submission, opts: &Options) -> Result<cupy::Extracted, Box<Chec
         .collect();
     let error = |msg: String| Box::new(Check::error(CheckKind::Compile, "compile cupy", msg));
     let interpreter = cupy::interpreter().map_err(error)?;
-    let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
-    wo.protected = opts.protected.clone();
-    wo.extra_read = interpreter.read_dirs.clone();
-    let mut worker = Client::spawn(&wo)
+    let mut worker = workers(opts)
+        .compile(interpreter.read_dirs.clone())
         .map_err(|e| error(format!("could not start the compile worker: {e}")))?;
     match worker.extract_cupy(&sub.python, entries, interpreter, Duration::from_secs(30)) {
         Ok(Ok(x)) => Ok(x),

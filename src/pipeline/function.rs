@@ -7,7 +7,7 @@
 //! both, and compares the returned arrays itself (`compare`, the contract's tolerance). Speed
 //! (`function_timed`) is the parent's wall clock around each call.
 
-use super::context::{Infrastructure, Options, worker_options};
+use super::context::{Infrastructure, Options, workers};
 use super::reference::Reference;
 use crate::compare::{self, Resolved};
 use crate::compile::SourceFile;
@@ -19,7 +19,7 @@ use crate::rubric::plan::{CasePlan, MilestonePlan, Plan};
 use crate::rubric::schema::{Direction, ScalarType};
 use crate::submission::Submission;
 use crate::worker::python::{Answer, Call, Column, PyError, PythonStart, Started};
-use crate::worker::{Client, Role, WorkerFailure};
+use crate::worker::{Client, WorkerFailure};
 use std::time::Duration;
 
 /// A Python worker running one side of the lab.
@@ -55,9 +55,9 @@ pub(super) fn start(
     student: bool,
     timeout: Duration,
 ) -> Result<Side, NotStarted> {
-    let mut wo = worker_options(&opts.protected, Role::Python, opts.backend, opts.device);
-    wo.extra_read.extend(env.read_dirs.iter().cloned());
-    let mut client = Client::spawn(&wo).map_err(NotStarted::Machine)?;
+    let mut client = workers(opts)
+        .python(&env.read_dirs)
+        .map_err(NotStarted::Machine)?;
     let modules = modules_for(&files, function);
     let start = PythonStart {
         python: env.python.clone(),

@@ -2,14 +2,14 @@
 //! student's last milestone, else a fresh, confined one), the kernel's parameters against the
 //! contract, and its resources at the launch its speed is measured with.
 
-use super::context::{Ctx, Infrastructure, Kernel, Stage, Student, worker_options};
+use super::context::{Ctx, Infrastructure, Kernel, Stage, Student, workers};
 use super::locate::Located;
 use super::resources;
 use crate::backend::KernelInfo;
 use crate::hints;
 use crate::result::{Check, CheckKind};
 use crate::rubric::ParamType;
-use crate::worker::{Client, Role};
+use crate::worker::Client;
 use std::time::Duration;
 
 pub(super) fn stage<'b>(
@@ -117,16 +117,10 @@ fn worker_for(ctx: &Ctx, student: &mut Student) -> Result<Client, Infrastructure
     {
         return Ok(w);
     }
-    let mut o = worker_options(
-        &ctx.opts.protected,
-        Role::Run,
-        ctx.opts.backend,
-        ctx.opts.device,
-    );
     let all = ctx.rubric.timeouts.milestone_s * ctx.rubric.milestones.len() as f64;
-    o.cpu_seconds = o.cpu_seconds.max((all + 600.0) as u64);
-    o.gpu_lock = ctx.opts.gpu.clone();
-    Client::spawn(&o).map_err(|e| Infrastructure(format!("cannot start a worker: {e}")))
+    workers(ctx.opts)
+        .run(Some((all + 600.0) as u64))
+        .map_err(|e| Infrastructure(format!("cannot start a worker: {e}")))
 }
 
 /// Load the module; a check when it does not load.

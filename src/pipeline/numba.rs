@@ -11,8 +11,9 @@ use crate::rubric::convention::Signature;
 use crate::rubric::plan::Plan;
 use crate::rubric::schema::Language;
 use crate::submission::Submission;
+use crate::worker::WorkerFailure;
 use crate::worker::client::NumbaAnswer;
-use crate::worker::{Client, Role, WorkerFailure, WorkerOptions};
+use crate::worker::pool::Workers;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -63,14 +64,13 @@ pub fn compile_in_worker(
     files: &[crate::compile::SourceFile],
     kernels: &[NumbaKernel],
     arch: &str,
-    wo: &WorkerOptions,
+    workers: &Workers,
     import: Duration,
     timeout: Duration,
 ) -> Result<Vec<numba::Outcome>, NumbaFailure> {
-    let mut wo = wo.clone();
-    wo.role = Role::Compile;
-    wo.extra_read = tool.read_dirs.clone();
-    let mut worker = Client::spawn(&wo).map_err(NumbaFailure::Spawn)?;
+    let mut worker = workers
+        .compile(tool.read_dirs.clone())
+        .map_err(NumbaFailure::Spawn)?;
     let roots: Vec<std::path::PathBuf> = tool
         .read_dirs
         .iter()
@@ -112,8 +112,7 @@ pub fn compile(
              (the machine's fault, not the submission's): {e}"
         ))
     })?;
-    let mut wo = WorkerOptions::new(Role::Compile, opts.backend, opts.device);
-    wo.protected = opts.protected.clone();
+    let wo = Workers::new(&opts.protected, opts.backend, opts.device);
     // Starting Numba is the toolchain's time; the student's modules then get one import
     // budget (the worker stops Python when it runs out, whatever the number of kernels), and
     // each kernel the rubric's compile time. This deadline only matters if the worker itself
@@ -176,7 +175,7 @@ fn kernels_to_compile(plan: &Plan) -> Vec<NumbaKernel> {
 /// machine is at fault.
 fn failure_check(
     f: NumbaFailure,
-    wo: &WorkerOptions,
+    wo: &Workers,
     tool: &toolchain::NumbaToolchain,
     opts: &Options,
 ) -> Result<Check, Infrastructure> {
@@ -291,11 +290,7 @@ fn kernel_state(o: numba::Outcome, k: &NumbaKernel, opts: &Options) -> NumbaKern
 
 /// cugrade's own trivial kernel through a fresh compile worker like the student's: `Err` with
 /// what failed when even that does not compile.
-fn probe(
-    wo: &WorkerOptions,
-    tool: &toolchain::NumbaToolchain,
-    opts: &Options,
-) -> Result<(), String> {
+fn probe(wo: &Workers, tool: &toolchain::NumbaToolchain, opts: &Options) -> Result<(), String> {
     let file = crate::compile::SourceFile {
         name: "cugrade_probe.py".into(),
         text: "from numba import cuda\n\n@cuda.jit\ndef cugrade_probe(a):\n    a[0] = 1.0\n".into(),

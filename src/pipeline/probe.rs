@@ -10,7 +10,7 @@ use crate::compile::SourceFile;
 use crate::compile::numba::NumbaKernel;
 use crate::compile::toolchain;
 use crate::rubric::convention::Signature;
-use crate::worker::{Role, WorkerOptions};
+use crate::worker::pool::Workers;
 use std::time::Duration;
 
 const PROBE_PY: &str = "from numba import cuda\n\n@cuda.jit\ndef probe(a):\n    a[0] = 1.0\n";
@@ -40,7 +40,7 @@ pub fn numba() -> (bool, String) {
         }],
         params: vec![],
     };
-    let wo = WorkerOptions::new(Role::Compile, BackendKind::Emu, 0);
+    let wo = Workers::new(&[], BackendKind::Emu, 0);
     let reinstall = format!(
         "fix: remove {} and run `cugrade doctor --install` (or let cugrade install it again on the next `.py` submission)",
         site.display()

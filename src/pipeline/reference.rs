@@ -2,7 +2,7 @@
 //! baselines, and `validate`'s self-check of a rubric's reference kernels.
 
 use super::compiling::compile_all;
-use super::context::{Infrastructure, Options, worker_options};
+use super::context::{Infrastructure, Options};
 use super::run::{describe_run_error, run_on};
 use crate::backend::{BackendKind, LaunchDims};
 use crate::compare;
@@ -10,7 +10,8 @@ use crate::compile::SourceFile;
 use crate::inputs::{self, Invocation};
 use crate::result::CompileSummary;
 use crate::rubric::LoadedRubric;
-use crate::worker::{Client, Role};
+use crate::worker::Client;
+use crate::worker::pool::Workers;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -259,9 +260,9 @@ impl Reference {
 
     pub(super) fn worker(&mut self) -> Result<&mut Client, Infrastructure> {
         if self.worker.is_none() {
-            let mut o = worker_options(&self.protected, Role::Run, self.backend, self.device);
-            o.gpu_lock = self.gpu.clone();
-            let mut w = Client::spawn(&o)
+            let mut w = Workers::new(&self.protected, self.backend, self.device)
+                .with_gpu_lock(self.gpu.clone())
+                .run(None)
                 .map_err(|e| Infrastructure(format!("cannot start the reference worker: {e}")))?;
             match w.load(&self.ptx, Duration::from_secs(120)) {
                 Ok(Ok(())) => {}

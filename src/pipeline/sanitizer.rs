@@ -4,7 +4,7 @@
 //! on the PTX emulator, whose memcheck, racecheck, synccheck and initcheck see every access.
 //! The check says which tool was used. docs/sanitizers.md has the table of what runs where.
 
-use super::context::{Ctx, Kernel, worker_options};
+use super::context::{Ctx, Kernel};
 use super::reference::Reference;
 use super::run::{RunError, describe_run_error, run_on};
 use super::{cross, timed_phase};
@@ -14,7 +14,8 @@ use crate::inputs;
 use crate::result::{Check, CheckKind, Flag, Phase, Phases};
 use crate::rubric::convention::Signature;
 use crate::rubric::plan::{CasePlan, MilestonePlan};
-use crate::worker::{Client, Role};
+use crate::worker::Client;
+use crate::worker::pool::Workers;
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -283,7 +284,8 @@ pub(super) fn emulator(
     let skipped = |why: String| Box::new(Check::skipped(CheckKind::Sanitizer, NAME, why));
     let mut w = match kept.and_then(|mut w| w.is_alive().then_some(w)) {
         Some(w) => w,
-        None => Client::spawn(&worker_options(protected, Role::Run, BackendKind::Emu, 0))
+        None => Workers::new(protected, BackendKind::Emu, 0)
+            .run(None)
             .map_err(|e| skipped(format!("the PTX emulator could not start: {e}")))?,
     };
     if w.holds(ptx) {

@@ -69,16 +69,17 @@ fn extract_in_worker(
     bytes: Vec<u8>,
     protected: &[PathBuf],
 ) -> Result<Vec<Kept>, String> {
-    use crate::worker::{Client, Role, WorkerOptions};
-    let mut o = WorkerOptions::new(Role::Unpack, crate::backend::BackendKind::Emu, 0);
-    o.protected = protected.to_vec();
+    use crate::worker::Role;
+    let workers = crate::worker::pool::Workers::new(protected, crate::backend::BackendKind::Emu, 0);
+    let mut o = workers.options(Role::Unpack);
     o.data_limit_bytes = WORKER_DATA_BYTES;
     o.cpu_seconds = WORKER_SECONDS;
     o.max_request_bytes = MAX_ARCHIVE_BYTES as usize + 4096;
     // Every kept file, plus the JSON header naming them.
     o.max_response_bytes = MAX_TOTAL_BYTES as usize + (1 << 20);
-    let mut w =
-        Client::spawn(&o).map_err(|e| format!("the unpacking worker did not start: {e}"))?;
+    let mut w = workers
+        .start(&o)
+        .map_err(|e| format!("the unpacking worker did not start: {e}"))?;
     match w.unpack(kind, name, &bytes, Duration::from_secs(WORKER_SECONDS)) {
         Ok(kept) => kept,
         // A worker over its memory or time limit dies: the archive is what it choked on.

@@ -10,6 +10,7 @@ pub mod client;
 pub mod interrupt;
 pub mod nsight;
 pub mod parent;
+pub mod pool;
 pub mod process;
 pub mod profiled;
 pub mod protocol;

@@ -344,59 +344,86 @@ fn pipeline_modules_neither_speak_the_wire_nor_import_their_parent() {
     }
 }
 
-#[test]
-fn pipeline_functions_stay_short() {
-    let fn_start = regex::Regex::new(r"^\s*(pub(\([^)]*\))? )?fn (\w+)").unwrap();
+/// Functions of the modules `within` says yes to that are over `limit` lines, with where.
+fn long_functions(within: impl Fn(&str) -> bool, limit: usize) -> Vec<String> {
     let mut long = Vec::new();
     for (m, (file, code)) in modules() {
-        if !m.starts_with("pipeline") {
-            continue;
-        }
-        let lines: Vec<&str> = code.lines().collect();
-        for (i, l) in lines.iter().enumerate() {
-            let Some(c) = fn_start.captures(l) else {
-                continue;
-            };
-            // Braces outside string literals, from the signature to the matching close.
-            let (mut depth, mut started, mut end) = (0i32, false, None);
-            'scan: for (j, l) in lines.iter().enumerate().skip(i) {
-                let mut in_str = false;
-                let mut prev = ' ';
-                for ch in l.chars() {
-                    match ch {
-                        '"' if prev != '\\' => in_str = !in_str,
-                        '{' if !in_str => {
-                            depth += 1;
-                            started = true;
-                        }
-                        '}' if !in_str => depth -= 1,
-                        ';' if !in_str && !started => break 'scan,
-                        _ => {}
-                    }
-                    prev = ch;
-                }
-                if started && depth == 0 {
-                    end = Some(j);
-                    break;
-                }
-            }
-            if let Some(j) = end
-                && j - i + 1 > 90
-            {
-                long.push(format!(
-                    "{}:{} {} ({} lines)",
-                    file.display(),
-                    i + 1,
-                    &c[3],
-                    j - i + 1
-                ));
+        if within(&m) {
+            for (line, name, n) in long_in(&code, limit) {
+                long.push(format!("{}:{line} {name} ({n} lines)", file.display()));
             }
         }
     }
+    long
+}
+
+/// The functions of `code` over `limit` lines: (line, name, lines).
+fn long_in(code: &str, limit: usize) -> Vec<(usize, String, usize)> {
+    let fn_start =
+        regex::Regex::new(r"^\s*(pub(\([^)]*\))? )?(const )?(unsafe )?fn (\w+)").unwrap();
+    let mut long = Vec::new();
+    let lines: Vec<&str> = code.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(c) = fn_start.captures(l) else {
+            continue;
+        };
+        // Braces outside string literals, from the signature to the matching close.
+        let (mut depth, mut started, mut end) = (0i32, false, None);
+        'scan: for (j, l) in lines.iter().enumerate().skip(i) {
+            let mut in_str = false;
+            let mut prev = ' ';
+            for ch in l.chars() {
+                match ch {
+                    '"' if prev != '\\' => in_str = !in_str,
+                    '{' if !in_str => {
+                        depth += 1;
+                        started = true;
+                    }
+                    '}' if !in_str => depth -= 1,
+                    ';' if !in_str && !started => break 'scan,
+                    _ => {}
+                }
+                prev = ch;
+            }
+            if started && depth == 0 {
+                end = Some(j);
+                break;
+            }
+        }
+        if let Some(j) = end
+            && j - i + 1 > limit
+        {
+            long.push((i + 1, c[5].to_string(), j - i + 1));
+        }
+    }
+    long
+}
+
+#[test]
+fn pipeline_functions_stay_short() {
+    let long = long_functions(|m| m.starts_with("pipeline"), 90);
     assert!(
         long.is_empty(),
         "pipeline functions over 90 lines: {long:#?}"
     );
+}
+
+/// Every function in src/ fits on a few screens: a longer one is split along its own phases.
+#[test]
+fn no_function_in_src_is_over_150_lines() {
+    let long = long_functions(|_| true, 150);
+    assert!(long.is_empty(), "functions over 150 lines: {long:#?}");
+    // The reader measures what it should: 151 lines are found, 150 are not, a `}` in a
+    // string does not end the function, and a `pub(crate) unsafe fn` is a function.
+    let f = |head: &str, n: usize| {
+        let body = "    let x = \"}\";\n".repeat(n - 2);
+        format!("{head} {{\n{body}}}\n")
+    };
+    assert_eq!(
+        long_in(&f("pub(crate) unsafe fn g()", 151), 150),
+        [(1, "g".to_string(), 151)]
+    );
+    assert!(long_in(&f("fn g()", 150), 150).is_empty());
 }
 
 /// The circle check reads every path form: `super::x::f()` in an expression, `use super::{a,
@@ -574,4 +601,24 @@ fn the_process_check_sees_every_form() {
     // The runner itself is the one file that may.
     let runner = std::fs::read_to_string(src().join("worker/process.rs")).unwrap();
     assert!(one(&runner) >= 1);
+}
+
+/// The stages get their workers from `worker::pool::Workers`: `Client::spawn` is the worker
+/// module's own.
+#[test]
+fn only_the_worker_pool_starts_workers() {
+    for (m, (file, code)) in modules() {
+        if m == "worker" || m.starts_with("worker::") {
+            continue;
+        }
+        for (i, line) in code.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            assert!(
+                !code.contains("Client::spawn("),
+                "{}:{}: starts a worker itself; ask `worker::pool::Workers` for one",
+                file.display(),
+                i + 1
+            );
+        }
+    }
 }
