@@ -9,7 +9,6 @@
 //! kernel does. The harness times the call itself (the arrays' trip through the channel is not
 //! the CPU's work). Single-threaded (`cpu`) sets the BLAS and OpenMP thread counts to 1.
 
-use crate::backend::BackendKind;
 use crate::baseline::{HostBuffer, Threads};
 use crate::compile::SourceFile;
 use crate::inputs::Invocation;
@@ -57,7 +56,7 @@ impl PythonCpuRunner {
         let label = format!("CPU `{}` in {}", imp.function, imp.python);
         let file = source(rubric, imp)?;
         let numpy = crate::compile::arrays::numpy()?;
-        let mut client = Workers::new(protected, BackendKind::Emu, 0).python(&numpy.read_dirs)?;
+        let mut client = Workers::emulator(protected).python(&numpy.read_dirs)?;
         let mut env = numpy.env.clone();
         if threads == Threads::Single {
             for k in [

@@ -40,7 +40,7 @@ pub fn numba() -> (bool, String) {
         }],
         params: vec![],
     };
-    let wo = Workers::new(&[], BackendKind::Emu, 0);
+    let wo = Workers::emulator(&[]);
     let reinstall = format!(
         "fix: remove {} and run `cugrade doctor --install` (or let cugrade install it again on the next `.py` submission)",
         site.display()

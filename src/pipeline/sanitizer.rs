@@ -8,7 +8,6 @@ use super::context::{Ctx, Kernel};
 use super::reference::Reference;
 use super::run::{RunError, describe_run_error, run_on};
 use super::{cross, timed_phase};
-use crate::backend::BackendKind;
 use crate::hints;
 use crate::inputs;
 use crate::result::{Check, CheckKind, Flag, Phase, Phases};
@@ -284,7 +283,7 @@ pub(super) fn emulator(
     let skipped = |why: String| Box::new(Check::skipped(CheckKind::Sanitizer, NAME, why));
     let mut w = match kept.and_then(|mut w| w.is_alive().then_some(w)) {
         Some(w) => w,
-        None => Workers::new(protected, BackendKind::Emu, 0)
+        None => Workers::emulator(protected)
             .run(None)
             .map_err(|e| skipped(format!("the PTX emulator could not start: {e}")))?,
     };

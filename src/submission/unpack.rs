@@ -70,7 +70,7 @@ fn extract_in_worker(
     protected: &[PathBuf],
 ) -> Result<Vec<Kept>, String> {
     use crate::worker::Role;
-    let workers = crate::worker::pool::Workers::new(protected, crate::backend::BackendKind::Emu, 0);
+    let workers = crate::worker::pool::Workers::emulator(protected);
     let mut o = workers.options(Role::Unpack);
     o.data_limit_bytes = WORKER_DATA_BYTES;
     o.cpu_seconds = WORKER_SECONDS;

@@ -31,16 +31,16 @@ impl Workers {
         }
     }
 
+    /// Workers on the PTX emulator (no GPU) that never see `protected`: the sanitizer pass's
+    /// worker, a CPU baseline's Python, the archive unpacker, cugrade's checks of its toolchain.
+    pub fn emulator(protected: &[PathBuf]) -> Workers {
+        Workers::new(protected, BackendKind::Emu, 0)
+    }
+
     /// Run workers start under this GPU lock's shared side (never beside a timed section).
     pub fn with_gpu_lock(mut self, lock: Option<String>) -> Workers {
         self.gpu_lock = lock;
         self
-    }
-
-    /// The same folders kept out, on the PTX emulator: the sanitizer pass's worker, a CPU
-    /// baseline's Python, cugrade's own checks of its toolchain.
-    pub fn on_emulator(&self) -> Workers {
-        Workers::new(&self.protected, BackendKind::Emu, 0)
     }
 
     /// A worker's options for `role` on this backend, before what the role adds.
