@@ -629,14 +629,99 @@ fn measure(
     t.load_slot(Slot::Reference, &text(0))?;
     t.load_slot(Slot::Harness, &text(1))?;
     report.facts = t.facts()?;
-    // Sets of inputs used in turn, together larger than L2 (at least two).
+    let plan = LoopPlan::of(spec);
+    let mut d = Device::set_up(t, spec, &blobs[2..], report.facts.l2_bytes, &plan)?;
+    report.setup_s = set_up.elapsed().as_secs_f64();
+    // Setup done: the parent takes the GPU for the timed launches (the budget starts now).
+    gate()?;
+    time_launches(&mut d, &plan, report)
+}
+
+/// What every iteration of the timed loop reads, fixed by the spec before the setup.
+struct LoopPlan {
+    rule: StoppingRule,
+    /// The baseline is the verifying kernel: its paired run leaves the expected outputs.
+    same_kernel: bool,
+    /// The L2 cache is flushed before each timed window (`cache: cold`).
+    cold: bool,
+    /// Some output's tolerance scales with its sums of absolute terms (`mags`).
+    wants_mags: bool,
+    /// Outputs compared with the reference's.
+    compared: usize,
+    /// Size of the comparison's result words ([`RESULT_WORDS`] per compared buffer, at least
+    /// one buffer's worth).
+    result_bytes: usize,
+}
+
+impl LoopPlan {
+    /// The loop `spec` asks for.
+    fn of(spec: &MeasureSpec) -> LoopPlan {
+        let compared = spec.buffers.iter().filter(|b| b.compare.is_some()).count();
+        LoopPlan {
+            rule: StoppingRule {
+                max_noise: spec.max_noise,
+                min_samples: spec.min_samples.max(1),
+                max_samples: spec.max_samples.max(1),
+                budget: Duration::from_millis(spec.budget_ms),
+            },
+            same_kernel: matches!(&spec.baseline, BaselinePlan::Reference(r) if *r == spec.verify),
+            cold: spec.cache == CacheMode::Cold,
+            // Each output's sum of absolute terms, where a tolerance scales with it.
+            wants_mags: spec
+                .buffers
+                .iter()
+                .filter_map(|b| b.compare)
+                .any(|c| c.sum > 0.0 || c.coarse_sum > 0.0),
+            compared,
+            result_bytes: 8 * RESULT_WORDS * compared.max(1),
+        }
+    }
+}
+
+impl<'a> Device<'a> {
+    /// Allocate and fill what the timed loop uses, in this order: the input sets, the
+    /// initial contents, the result words, the sums' scratch, the baseline's operands.
+    fn set_up(
+        t: &'a mut dyn Timer,
+        spec: &'a MeasureSpec,
+        buffer_blobs: &[Vec<u8>],
+        l2_bytes: usize,
+        plan: &LoopPlan,
+    ) -> Result<Device<'a>, BackendError> {
+        let sets = input_sets(t, spec, l2_bytes)?;
+        let initial = initial_contents(t, spec, buffer_blobs)?;
+        let results = t.alloc(plan.result_bytes)?;
+        let sums = sum_scratch(t, spec, plan.wants_mags)?;
+        let operands = baseline_operands(t, spec)?;
+        Ok(Device {
+            t,
+            spec,
+            sets,
+            reference: initial.reference,
+            pristine: initial.pristine,
+            tables: initial.tables,
+            results,
+            mags: sums.mags,
+            squares: sums.squares,
+            cublas: operands.cublas,
+            copy: operands.copy,
+        })
+    }
+}
+
+/// Sets of inputs used in turn, together larger than L2 (at least two, at most eight).
+fn input_sets(
+    t: &mut dyn Timer,
+    spec: &MeasureSpec,
+    l2_bytes: usize,
+) -> Result<Vec<Vec<u64>>, BackendError> {
     let set_bytes: usize = spec
         .buffers
         .iter()
         .map(|b| b.spec.total())
         .sum::<usize>()
         .max(1);
-    let sets_wanted = (2 * report.facts.l2_bytes).div_ceil(set_bytes).clamp(2, 8);
+    let sets_wanted = (2 * l2_bytes).div_ceil(set_bytes).clamp(2, 8);
     let mut sets = Vec::with_capacity(sets_wanted);
     for _ in 0..sets_wanted {
         let mut one = Vec::with_capacity(spec.buffers.len());
@@ -645,10 +730,32 @@ fn measure(
         }
         sets.push(one);
     }
-    let mut pristine = Vec::new();
-    let mut reference = Vec::new();
-    let mut tables = Vec::new();
-    for (b, blob) in spec.buffers.iter().zip(&blobs[2..]) {
+    Ok(sets)
+}
+
+/// Per buffer, what the setup places on the device besides the input sets.
+struct Initial {
+    /// Initial contents (0 for a buffer drawn on the device from an empty blob).
+    pristine: Vec<u64>,
+    /// The reference's own copy of each output.
+    reference: Vec<Option<u64>>,
+    /// Each drawn buffer's `values` and `specials`.
+    tables: Vec<Option<(u64, u64)>>,
+}
+
+/// Each buffer's initial contents uploaded from its blob, the reference's copy of each output
+/// and each drawn buffer's tables allocated, buffer by buffer.
+fn initial_contents(
+    t: &mut dyn Timer,
+    spec: &MeasureSpec,
+    buffer_blobs: &[Vec<u8>],
+) -> Result<Initial, BackendError> {
+    let mut initial = Initial {
+        pristine: Vec::new(),
+        reference: Vec::new(),
+        tables: Vec::new(),
+    };
+    for (b, blob) in spec.buffers.iter().zip(buffer_blobs) {
         // A buffer drawn on the device needs no initial contents from the host (an empty blob).
         let drawn_empty = b.draw.is_some() && blob.is_empty();
         if blob.len() != b.spec.total() && !drawn_empty {
@@ -657,42 +764,52 @@ fn measure(
             ));
         }
         if drawn_empty {
-            pristine.push(0);
+            initial.pristine.push(0);
         } else {
             let p = t.alloc(b.spec.total())?;
             t.upload(p, blob)?;
-            pristine.push(p);
+            initial.pristine.push(p);
         }
-        reference.push(if b.compare.is_some() {
+        initial.reference.push(if b.compare.is_some() {
             Some(t.alloc(b.spec.total())?)
         } else {
             None
         });
-        tables.push(match &b.draw {
-            Some(g) => {
-                let pack = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-                let values = t.alloc(8 * g.values.len().max(1))?;
-                let specials = t.alloc(8 * g.specials.len().max(1))?;
-                if !g.values.is_empty() {
-                    t.upload(values, &pack(&g.values))?;
-                }
-                if !g.specials.is_empty() {
-                    t.upload(specials, &pack(&g.specials))?;
-                }
-                Some((values, specials))
-            }
+        initial.tables.push(match &b.draw {
+            Some(g) => Some(draw_tables(t, g)?),
             None => None,
         });
     }
-    let compared = spec.buffers.iter().filter(|b| b.compare.is_some()).count();
-    let result_bytes = 8 * RESULT_WORDS * compared.max(1);
-    let results = t.alloc(result_bytes)?;
-    // Each output's sum of absolute terms, where a tolerance scales with it.
-    let wants_mags = spec
-        .buffers
-        .iter()
-        .filter_map(|b| b.compare)
-        .any(|c| c.sum > 0.0 || c.coarse_sum > 0.0);
+    Ok(initial)
+}
+
+/// A drawn buffer's `values` and `specials` on the device, as f64s (one word when empty).
+fn draw_tables(t: &mut dyn Timer, g: &GenPlan) -> Result<(u64, u64), BackendError> {
+    let pack = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let values = t.alloc(8 * g.values.len().max(1))?;
+    let specials = t.alloc(8 * g.specials.len().max(1))?;
+    if !g.values.is_empty() {
+        t.upload(values, &pack(&g.values))?;
+    }
+    if !g.specials.is_empty() {
+        t.upload(specials, &pack(&g.specials))?;
+    }
+    Ok((values, specials))
+}
+
+/// Per buffer, scratch for the sums a tolerance scales with (`mags` and `squares` of
+/// [`Device`]).
+struct SumScratch {
+    mags: Vec<Option<u64>>,
+    squares: Vec<Option<u64>>,
+}
+
+/// Per buffer, the sums' scratch, filled with guard bytes; `None` where no tolerance needs it.
+fn sum_scratch(
+    t: &mut dyn Timer,
+    spec: &MeasureSpec,
+    wants_mags: bool,
+) -> Result<SumScratch, BackendError> {
     let mut mags = Vec::with_capacity(spec.buffers.len());
     let mut squares = Vec::with_capacity(spec.buffers.len());
     for b in &spec.buffers {
@@ -708,6 +825,17 @@ fn measure(
         mags.push(scratch(wants_mags && (b.compare.is_some() || float))?);
         squares.push(scratch(wants_mags && b.compare.is_some())?);
     }
+    Ok(SumScratch { mags, squares })
+}
+
+/// The baseline's own operands (`cublas` and `copy` of [`Device`]).
+struct Operands {
+    cublas: Option<[u64; 3]>,
+    copy: Option<(u64, u64)>,
+}
+
+/// The baseline's own operands: cuBLAS's A, B and C, or a copy's source and destination.
+fn baseline_operands(t: &mut dyn Timer, spec: &MeasureSpec) -> Result<Operands, BackendError> {
     let cublas = match spec.baseline {
         BaselinePlan::Cublas { m, n, k } => {
             let (a, b, c) = (
@@ -726,119 +854,32 @@ fn measure(
         BaselinePlan::Copy { bytes } => Some((t.alloc(bytes.max(4))?, t.alloc(bytes.max(4))?)),
         _ => None,
     };
-    let mut d = Device {
-        t,
-        spec,
-        sets,
-        reference,
-        pristine,
-        tables,
-        results,
-        mags,
-        squares,
-        cublas,
-        copy,
-    };
-    let rule = StoppingRule {
-        max_noise: spec.max_noise,
-        min_samples: spec.min_samples.max(1),
-        max_samples: spec.max_samples.max(1),
-        budget: Duration::from_millis(spec.budget_ms),
-    };
-    let same_kernel = matches!(&spec.baseline, BaselinePlan::Reference(r) if *r == spec.verify);
-    let cold = spec.cache == CacheMode::Cold;
+    Ok(Operands { cublas, copy })
+}
+
+/// The timed launches, the probe first, until a launch is wrong or the stopping rule (or the
+/// probe's cost) ends them; each verified launch's times and estimate go into `report`.
+fn time_launches(
+    d: &mut Device,
+    plan: &LoopPlan,
+    report: &mut TimingReport,
+) -> Result<(), BackendError> {
+    let spec = d.spec;
+    let rule = plan.rule;
     let mut last_cost = Duration::ZERO;
-    report.setup_s = set_up.elapsed().as_secs_f64();
-    // Setup done: the parent takes the GPU for the timed launches (the budget starts now).
-    gate()?;
     let started = Instant::now();
     let hard_stop = started + 2 * rule.budget;
     for i in 0u64.. {
         let iteration = Instant::now();
         let set = (i as usize) % d.sets.len();
-        d.t.clear_marks();
-        // 1-2: fresh inputs, poisoned outputs, reset globals, then the student's launch alone.
-        // The first launches after the probe run without the reset: a kernel whose results
-        // depend on state kept from an earlier launch (a launch counter, a saved answer) is
-        // caught there by the verification; afterwards the reset keeps any such state from
-        // helping.
-        d.prepare(set, i, false)?;
-        if i == 0 || i > CHAINED {
-            d.t.restore_globals()?;
-        }
-        let student_params = d.params(Slot::Student, set)?;
-        if cold {
-            d.t.flush_l2()?;
-        }
-        let s0 = d.t.mark()?;
-        enqueue_all(
-            d.t,
-            Slot::Student,
-            &spec.kernel,
-            spec.dims,
-            &spec.then,
-            &student_params,
-        )?;
-        let s1 = d.t.mark()?;
-        // 3: the paired baseline, on the same inputs (regenerated: the kernel may have
-        // written to them).
-        let mut paired = None;
-        match &spec.baseline {
-            BaselinePlan::Reference(r) => {
-                d.prepare(set, i, true)?;
-                let p = d.params(Slot::Reference, set)?;
-                if cold {
-                    d.t.flush_l2()?;
-                }
-                let b0 = d.t.mark()?;
-                enqueue_all(d.t, Slot::Reference, &r.kernel, r.dims, &r.then, &p)?;
-                paired = Some((b0, d.t.mark()?));
-            }
-            BaselinePlan::Cublas { m, n, k } => {
-                let abc = d.cublas.unwrap_or_default();
-                if cold {
-                    d.t.flush_l2()?;
-                }
-                let b0 = d.t.mark()?;
-                d.t.enqueue_sgemm(*m, *n, *k, abc)?;
-                paired = Some((b0, d.t.mark()?));
-            }
-            BaselinePlan::Copy { bytes } => {
-                let (src, dst) = d.copy.unwrap_or_default();
-                if cold {
-                    d.t.flush_l2()?;
-                }
-                let b0 = d.t.mark()?;
-                d.t.copy(dst, src, *bytes)?;
-                paired = Some((b0, d.t.mark()?));
-            }
-            BaselinePlan::None | BaselinePlan::Constant(_) => {}
-        }
-        // 4: expected outputs for this launch's inputs, and the comparison.
-        if !same_kernel {
-            d.prepare(set, i, true)?;
-            let p = d.params(Slot::Reference, set)?;
-            let v = &spec.verify;
-            enqueue_all(d.t, Slot::Reference, &v.kernel, v.dims, &v.then, &p)?;
-        }
-        if wants_mags {
-            d.magnitudes(set, i)?;
-        }
-        d.t.fill(d.results, 0, result_bytes)?;
-        for k in 0..compared {
-            // First-mismatch slots start at u64::MAX.
-            d.t.fill(d.results + (8 * RESULT_WORDS * k) as u64 + 8, 0xFF, 8)?;
-        }
-        d.compare(set)?;
         let limit = (iteration + Duration::from_millis(spec.launch_deadline_ms))
             .min(hard_stop.max(iteration + Duration::from_millis(1)));
-        let res = d.t.download(d.results, result_bytes, limit)?;
-        let student = d.t.elapsed_ms(s0, s1)?;
-        let base = match paired {
-            Some((a, b)) => Some(d.t.elapsed_ms(a, b)?),
-            None => None,
-        };
-        if let Some(p) = check_results(&mut d, &res, set, i as u32, (1..=CHAINED).contains(&i))? {
+        let Launched {
+            results,
+            student,
+            base,
+        } = d.iterate(plan, set, i, limit)?;
+        if let Some(p) = check_results(d, &results, set, i as u32, (1..=CHAINED).contains(&i))? {
             report.problem = Some(p);
             return Ok(());
         }
@@ -873,6 +914,142 @@ fn measure(
         }
     }
     Ok(())
+}
+
+/// What one iteration's launches left behind.
+struct Launched {
+    /// The comparison's result words ([`RESULT_WORDS`] per compared buffer).
+    results: Vec<u8>,
+    /// The student's time, ms.
+    student: f64,
+    /// The paired baseline's time, ms (GPU baselines only).
+    base: Option<f64>,
+}
+
+impl Device<'_> {
+    /// Iteration `i` on set `set` (steps 1-4 of the module's doc), then the comparison's
+    /// result words (waited for until `limit`) and the timed windows' lengths.
+    fn iterate(
+        &mut self,
+        plan: &LoopPlan,
+        set: usize,
+        i: u64,
+        limit: Instant,
+    ) -> Result<Launched, BackendError> {
+        self.t.clear_marks();
+        let (s0, s1) = self.time_student(plan, set, i)?;
+        let paired = self.time_baseline(plan, set, i)?;
+        self.queue_checks(plan, set, i)?;
+        let results = self.t.download(self.results, plan.result_bytes, limit)?;
+        let student = self.t.elapsed_ms(s0, s1)?;
+        let base = match paired {
+            Some((a, b)) => Some(self.t.elapsed_ms(a, b)?),
+            None => None,
+        };
+        Ok(Launched {
+            results,
+            student,
+            base,
+        })
+    }
+
+    /// Steps 1-2: fresh inputs, poisoned outputs, reset globals, then the student's launch
+    /// alone; the marks around it.
+    fn time_student(
+        &mut self,
+        plan: &LoopPlan,
+        set: usize,
+        i: u64,
+    ) -> Result<(usize, usize), BackendError> {
+        let spec = self.spec;
+        // The first launches after the probe run without the reset: a kernel whose results
+        // depend on state kept from an earlier launch (a launch counter, a saved answer) is
+        // caught there by the verification; afterwards the reset keeps any such state from
+        // helping.
+        self.prepare(set, i, false)?;
+        if i == 0 || i > CHAINED {
+            self.t.restore_globals()?;
+        }
+        let student_params = self.params(Slot::Student, set)?;
+        if plan.cold {
+            self.t.flush_l2()?;
+        }
+        let s0 = self.t.mark()?;
+        enqueue_all(
+            self.t,
+            Slot::Student,
+            &spec.kernel,
+            spec.dims,
+            &spec.then,
+            &student_params,
+        )?;
+        Ok((s0, self.t.mark()?))
+    }
+
+    /// Step 3: the paired baseline, on the same inputs (regenerated: the kernel may have
+    /// written to them); the marks around it, `None` without a GPU baseline.
+    fn time_baseline(
+        &mut self,
+        plan: &LoopPlan,
+        set: usize,
+        i: u64,
+    ) -> Result<Option<(usize, usize)>, BackendError> {
+        let spec = self.spec;
+        match &spec.baseline {
+            BaselinePlan::Reference(r) => {
+                self.prepare(set, i, true)?;
+                let p = self.params(Slot::Reference, set)?;
+                if plan.cold {
+                    self.t.flush_l2()?;
+                }
+                let b0 = self.t.mark()?;
+                enqueue_all(self.t, Slot::Reference, &r.kernel, r.dims, &r.then, &p)?;
+                Ok(Some((b0, self.t.mark()?)))
+            }
+            BaselinePlan::Cublas { m, n, k } => {
+                let abc = self.cublas.unwrap_or_default();
+                if plan.cold {
+                    self.t.flush_l2()?;
+                }
+                let b0 = self.t.mark()?;
+                self.t.enqueue_sgemm(*m, *n, *k, abc)?;
+                Ok(Some((b0, self.t.mark()?)))
+            }
+            BaselinePlan::Copy { bytes } => {
+                let (src, dst) = self.copy.unwrap_or_default();
+                if plan.cold {
+                    self.t.flush_l2()?;
+                }
+                let b0 = self.t.mark()?;
+                self.t.copy(dst, src, *bytes)?;
+                Ok(Some((b0, self.t.mark()?)))
+            }
+            BaselinePlan::None | BaselinePlan::Constant(_) => Ok(None),
+        }
+    }
+
+    /// Step 4: the expected outputs for this launch's inputs (unless the baseline's run left
+    /// them), the sums a tolerance scales with, and the comparison, its result words reset.
+    fn queue_checks(&mut self, plan: &LoopPlan, set: usize, i: u64) -> Result<(), BackendError> {
+        let spec = self.spec;
+        if !plan.same_kernel {
+            self.prepare(set, i, true)?;
+            let p = self.params(Slot::Reference, set)?;
+            let v = &spec.verify;
+            enqueue_all(self.t, Slot::Reference, &v.kernel, v.dims, &v.then, &p)?;
+        }
+        if plan.wants_mags {
+            self.magnitudes(set, i)?;
+        }
+        self.t.fill(self.results, 0, plan.result_bytes)?;
+        for k in 0..plan.compared {
+            // First-mismatch slots start at u64::MAX.
+            self.t
+                .fill(self.results + (8 * RESULT_WORDS * k) as u64 + 8, 0xFF, 8)?;
+        }
+        self.compare(set)?;
+        Ok(())
+    }
 }
 
 /// Read the comparison results of one launch; the first problem, if any.

@@ -42,6 +42,16 @@ pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> S
         }
     };
     let mut out = String::new();
+    header(&mut out, r, &paint);
+    milestone_rows(&mut out, r, &paint);
+    notes(&mut out, r, &paint);
+    problems(&mut out, r, (verbose, color, width), &paint);
+    total(&mut out, r, &paint);
+    out
+}
+
+/// The first line: assignment, student, backend, device and seed.
+fn header(out: &mut String, r: &GradeResult, paint: &dyn Fn(&str, Style) -> String) {
     let device = if r.run.device.is_empty() {
         String::new()
     } else {
@@ -55,7 +65,10 @@ pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> S
         one_line(&r.backend),
         r.seed
     );
+}
 
+/// One row per milestone: its status, id and score, the ids padded to one column.
+fn milestone_rows(out: &mut String, r: &GradeResult, paint: &dyn Fn(&str, Style) -> String) {
     let id_width = r
         .milestones
         .iter()
@@ -83,7 +96,11 @@ pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> S
             }
         });
     }
+}
 
+/// The lines under the rows: the untimed note, speed estimates with their hints, sandbox
+/// warnings, then the run's and the result's notes.
+fn notes(out: &mut String, r: &GradeResult, paint: &dyn Fn(&str, Style) -> String) {
     if !r.run.timed {
         let _ = writeln!(
             out,
@@ -132,7 +149,15 @@ pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> S
             one_line(n)
         );
     }
+}
 
+/// Every problem finding as a diagnostic, after one blank line (none without findings).
+fn problems(
+    out: &mut String,
+    r: &GradeResult,
+    shown: (bool, bool, usize),
+    paint: &dyn Fn(&str, Style) -> String,
+) {
     // A finding several milestones share word for word (one compile error stops them all) is
     // printed once, under the first, with the others named.
     let placed = findings::placed(r);
@@ -153,16 +178,19 @@ pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> S
             first = false;
         }
         finding(
-            &mut out,
+            out,
             p.milestone,
             &p.finding,
             also,
             &mut hints_said,
-            (verbose, color, width),
-            &paint,
+            shown,
+            paint,
         );
     }
+}
 
+/// The last line, after a blank one: the total score and the overall status.
+fn total(out: &mut String, r: &GradeResult, paint: &dyn Fn(&str, Style) -> String) {
     let shown = describe::shown_overall(r);
     let (total, word) = if describe::overall_unmeasured(r) {
         (
@@ -182,7 +210,6 @@ pub fn render_at(r: &GradeResult, color: bool, verbose: bool, width: usize) -> S
         paint(&total, Style::new().bold()),
         paint(word, status_style(shown))
     );
-    out
 }
 
 /// One finding: a compiler-style diagnostic (title, the student's line, where it happened, the

@@ -917,6 +917,8 @@ pub fn contract_variables(c: &Contract) -> BTreeSet<String> {
         .collect()
 }
 
+/// A milestone's load-time checks, the first problem found: its contract, its kernels, its
+/// correctness cases, then its performance and metric checks.
 fn check_milestone(r: &LoadedRubric, at: &str, m: &Milestone) -> Result<(), ConfigError> {
     let Some(contract) = r.rubric.contracts.get(&m.contract) else {
         let known: Vec<&str> = r.rubric.contracts.keys().map(String::as_str).collect();
@@ -929,115 +931,164 @@ fn check_milestone(r: &LoadedRubric, at: &str, m: &Milestone) -> Result<(), Conf
             ),
         ));
     };
-    if m.then.len() != contract.then.len() {
-        let (path, what) = if m.then.is_empty() {
-            (format!("{at}.kernel"), "names one kernel".to_string())
-        } else {
-            (
-                format!("{at}.then"),
-                format!("names {} later kernels in `then`", m.then.len()),
-            )
-        };
-        return Err(r.error_at(
-            &path,
-            format!(
-                "milestone `{}` {what}, and contract `{}` has {} later launches in its `then`: a multi-kernel milestone names one kernel per launch, the first in `kernel` and the others in `then`",
-                m.id,
-                m.contract,
-                contract.then.len()
-            ),
-        ));
+    let check = MilestoneCheck {
+        r,
+        at,
+        m,
+        contract,
+        needed: contract_variables(contract),
+    };
+    check.kernels()?;
+    check.correctness()?;
+    for (i, p) in m.performance.iter().enumerate() {
+        check.performance(i, p)?;
     }
-    if let Some(rt) = &m.reference_then
-        && rt.len() != m.then.len()
-    {
-        return Err(r.error_at(
-            &format!("{at}.reference_then"),
-            format!(
-                "`reference_then` names {} kernels and `then` {}: one reference kernel per launch",
-                rt.len(),
-                m.then.len()
-            ),
-        ));
+    check.metrics()
+}
+
+/// A milestone being checked, with its contract and the case variables that contract reads.
+struct MilestoneCheck<'a> {
+    r: &'a LoadedRubric,
+    at: &'a str,
+    m: &'a Milestone,
+    contract: &'a Contract,
+    /// [`contract_variables`] of `contract`: every case the milestone uses defines them.
+    needed: BTreeSet<String>,
+}
+
+impl MilestoneCheck<'_> {
+    /// A variable the contract reads that `case` does not define.
+    fn missing_var(&self, case: &Case) -> Option<String> {
+        self.needed
+            .iter()
+            .find(|v| !case.vars.contains_key(*v))
+            .cloned()
     }
-    let mut names = BTreeSet::new();
-    for (k, name) in m.kernels().enumerate() {
-        if !names.insert(name) {
-            let path = if k == 0 {
-                format!("{at}.kernel")
+
+    /// The kernels: one per launch of the contract, distinct, and no `then` or metrics where
+    /// they do not apply.
+    fn kernels(&self) -> Result<(), ConfigError> {
+        let (r, at, m, contract) = (self.r, self.at, self.m, self.contract);
+        if m.then.len() != contract.then.len() {
+            let (path, what) = if m.then.is_empty() {
+                (format!("{at}.kernel"), "names one kernel".to_string())
             } else {
-                format!("{at}.then[{}]", k - 1)
+                (
+                    format!("{at}.then"),
+                    format!("names {} later kernels in `then`", m.then.len()),
+                )
             };
             return Err(r.error_at(
                 &path,
-                format!("kernel `{name}` is launched twice in milestone `{}`: a multi-kernel milestone's kernels are distinct entry points", m.id),
-            ));
-        }
-    }
-    if !m.then.is_empty() && !m.metrics.is_empty() {
-        return Err(r.error_at(
-            &format!("{at}.metrics"),
-            "metric checks read one kernel's counters: a multi-kernel milestone (`then`) takes none; put the kernel to measure in a milestone of its own",
-        ));
-    }
-    if contract.is_function() && !m.then.is_empty() {
-        return Err(r.error_at(
-            &format!("{at}.then"),
-            "a function lab's milestone is one function: `then` is for kernels",
-        ));
-    }
-    if contract.is_function() && !m.metrics.is_empty() {
-        return Err(r.error_at(
-            &format!("{at}.metrics"),
-            "a function lab has no emulator metrics: they are a kernel's",
-        ));
-    }
-    let needed = contract_variables(contract);
-    let missing_vars = |case: &Case| needed.iter().find(|v| !case.vars.contains_key(*v)).cloned();
-    for (i, name) in m.correctness.cases.iter().enumerate() {
-        let Some(case) = r.correctness_case(name) else {
-            return Err(r.error_at(
-                &format!("{at}.correctness.cases[{i}]"),
-                unknown_case(name, &r.rubric.cases.correctness),
-            ));
-        };
-        if let Some(v) = missing_vars(case) {
-            return Err(r.error_at(
-                &format!("{at}.correctness.cases[{i}]"),
                 format!(
-                    "case `{name}` does not define `{v}`, which contract `{}` uses",
-                    m.contract
+                    "milestone `{}` {what}, and contract `{}` has {} later launches in its `then`: a multi-kernel milestone names one kernel per launch, the first in `kernel` and the others in `then`",
+                    m.id,
+                    m.contract,
+                    contract.then.len()
                 ),
             ));
         }
-    }
-    if m.correctness.cases.is_empty() {
-        for (i, case) in r.rubric.cases.correctness.iter().enumerate() {
-            if let Some(v) = missing_vars(case) {
-                return Err(r.error_at(&format!("cases.correctness[{i}].vars"), format!("case `{}` does not define `{v}`, which contract `{}` (milestone `{}`) uses", case.name, m.contract, m.id)));
+        if let Some(rt) = &m.reference_then
+            && rt.len() != m.then.len()
+        {
+            return Err(r.error_at(
+                &format!("{at}.reference_then"),
+                format!(
+                    "`reference_then` names {} kernels and `then` {}: one reference kernel per launch",
+                    rt.len(),
+                    m.then.len()
+                ),
+            ));
+        }
+        let mut names = BTreeSet::new();
+        for (k, name) in m.kernels().enumerate() {
+            if !names.insert(name) {
+                let path = if k == 0 {
+                    format!("{at}.kernel")
+                } else {
+                    format!("{at}.then[{}]", k - 1)
+                };
+                return Err(r.error_at(
+                    &path,
+                    format!("kernel `{name}` is launched twice in milestone `{}`: a multi-kernel milestone's kernels are distinct entry points", m.id),
+                ));
             }
         }
+        if !m.then.is_empty() && !m.metrics.is_empty() {
+            return Err(r.error_at(
+                &format!("{at}.metrics"),
+                "metric checks read one kernel's counters: a multi-kernel milestone (`then`) takes none; put the kernel to measure in a milestone of its own",
+            ));
+        }
+        if contract.is_function() && !m.then.is_empty() {
+            return Err(r.error_at(
+                &format!("{at}.then"),
+                "a function lab's milestone is one function: `then` is for kernels",
+            ));
+        }
+        if contract.is_function() && !m.metrics.is_empty() {
+            return Err(r.error_at(
+                &format!("{at}.metrics"),
+                "a function lab has no emulator metrics: they are a kernel's",
+            ));
+        }
+        Ok(())
     }
-    if m.correctness.points < 0.0 {
-        return Err(r.error_at(
-            &format!("{at}.correctness.points"),
-            "points cannot be negative",
-        ));
+
+    /// The correctness cases (every case when the milestone names none) define the contract's
+    /// variables; points and tolerance are valid.
+    fn correctness(&self) -> Result<(), ConfigError> {
+        let (r, at, m) = (self.r, self.at, self.m);
+        for (i, name) in m.correctness.cases.iter().enumerate() {
+            let Some(case) = r.correctness_case(name) else {
+                return Err(r.error_at(
+                    &format!("{at}.correctness.cases[{i}]"),
+                    unknown_case(name, &r.rubric.cases.correctness),
+                ));
+            };
+            if let Some(v) = self.missing_var(case) {
+                return Err(r.error_at(
+                    &format!("{at}.correctness.cases[{i}]"),
+                    format!(
+                        "case `{name}` does not define `{v}`, which contract `{}` uses",
+                        m.contract
+                    ),
+                ));
+            }
+        }
+        if m.correctness.cases.is_empty() {
+            for (i, case) in r.rubric.cases.correctness.iter().enumerate() {
+                if let Some(v) = self.missing_var(case) {
+                    return Err(r.error_at(&format!("cases.correctness[{i}].vars"), format!("case `{}` does not define `{v}`, which contract `{}` (milestone `{}`) uses", case.name, m.contract, m.id)));
+                }
+            }
+        }
+        if m.correctness.points < 0.0 {
+            return Err(r.error_at(
+                &format!("{at}.correctness.points"),
+                "points cannot be negative",
+            ));
+        }
+        let mut tol_vars = all_case_vars(r);
+        tol_vars.extend(tolerance_vars(self.contract));
+        if let Some(t) = &m.correctness.tolerance {
+            check_tolerance(r, &format!("{at}.correctness.tolerance"), t, &tol_vars)?;
+        }
+        Ok(())
     }
-    let mut tol_vars = all_case_vars(r);
-    tol_vars.extend(tolerance_vars(contract));
-    if let Some(t) = &m.correctness.tolerance {
-        check_tolerance(r, &format!("{at}.correctness.tolerance"), t, &tol_vars)?;
-    }
-    for (i, p) in m.performance.iter().enumerate() {
-        let pat = format!("{at}.performance[{i}]");
+
+    /// Performance check `i`: a known case defining the contract's variables, a bar, and a
+    /// baseline the contract and the case can provide.
+    fn performance(&self, i: usize, p: &PerfSpec) -> Result<(), ConfigError> {
+        let (r, m, contract) = (self.r, self.m, self.contract);
+        let pat = format!("{}.performance[{i}]", self.at);
         let Some(case) = r.performance_case(&p.case) else {
             return Err(r.error_at(
                 &format!("{pat}.case"),
                 unknown_case(&p.case, &r.rubric.cases.performance),
             ));
         };
-        if let Some(v) = missing_vars(case) {
+        if let Some(v) = self.missing_var(case) {
             return Err(r.error_at(
                 &format!("{pat}.case"),
                 format!(
@@ -1091,30 +1142,36 @@ fn check_milestone(r: &LoadedRubric, at: &str, m: &Milestone) -> Result<(), Conf
             }
             _ => {}
         }
+        Ok(())
     }
-    for (i, x) in m.metrics.iter().enumerate() {
-        let pat = format!("{at}.metrics[{i}]");
-        if !crate::backend::Metrics::NAMES.contains(&x.metric.as_str()) {
-            return Err(r.error_at(
-                &format!("{pat}.metric"),
-                format!(
-                    "unknown metric `{}` (known: {})",
-                    x.metric,
-                    crate::backend::Metrics::NAMES.join(", ")
-                ),
-            ));
+
+    /// The metric checks: known metrics on known correctness cases, each with a bound.
+    fn metrics(&self) -> Result<(), ConfigError> {
+        let r = self.r;
+        for (i, x) in self.m.metrics.iter().enumerate() {
+            let pat = format!("{}.metrics[{i}]", self.at);
+            if !crate::backend::Metrics::NAMES.contains(&x.metric.as_str()) {
+                return Err(r.error_at(
+                    &format!("{pat}.metric"),
+                    format!(
+                        "unknown metric `{}` (known: {})",
+                        x.metric,
+                        crate::backend::Metrics::NAMES.join(", ")
+                    ),
+                ));
+            }
+            if r.correctness_case(&x.case).is_none() {
+                return Err(r.error_at(
+                    &format!("{pat}.case"),
+                    unknown_case(&x.case, &r.rubric.cases.correctness),
+                ));
+            }
+            if x.min.is_none() && x.max.is_none() {
+                return Err(r.error_at(&pat, "a metric check needs `min` or `max`"));
+            }
         }
-        if r.correctness_case(&x.case).is_none() {
-            return Err(r.error_at(
-                &format!("{pat}.case"),
-                unknown_case(&x.case, &r.rubric.cases.correctness),
-            ));
-        }
-        if x.min.is_none() && x.max.is_none() {
-            return Err(r.error_at(&pat, "a metric check needs `min` or `max`"));
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 fn unknown_case(name: &str, cases: &[Case]) -> String {
