@@ -21,7 +21,7 @@ pub enum Draw {
 /// One parameter of a launch, in the contract's order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParamArg {
-    Buffer(BufferArg),
+    Buffer(Box<BufferArg>),
     Scalar(ScalarArg),
 }
 

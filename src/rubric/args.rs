@@ -20,7 +20,9 @@ pub fn resolve(contract: &Contract, vars: &Vars) -> Result<Vec<ParamArg>, String
                 .param_type()
                 .ok_or_else(|| format!("bad type `{}`", p.ty))?
             {
-                ParamType::Buffer(elem) => buffer(p, elem, vars).map(ParamArg::Buffer),
+                ParamType::Buffer(elem) => {
+                    buffer(p, elem, vars).map(|b| ParamArg::Buffer(Box::new(b)))
+                }
                 ParamType::Scalar(ty) => {
                     let e = p
                         .value
