@@ -4,6 +4,7 @@
 //! into a temp dir with size limits first, so a zip bomb is a message, not a full disk.
 
 pub mod archive;
+pub mod languages;
 mod unpack;
 
 use crate::compile::SourceFile;
@@ -70,6 +71,10 @@ pub struct Submission {
     pub sha256: String,
     /// Files that were skipped, with why.
     pub notes: Vec<String>,
+    /// The languages the submission is in, decided once (`languages::of`).
+    pub languages: Vec<crate::rubric::schema::Language>,
+    /// Each `.py` file's language, in `python`'s order.
+    pub python_langs: Vec<languages::PyLang>,
 }
 
 /// Why a submission could not be read.
@@ -110,6 +115,8 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
         manifest_path: None,
         sha256: String::new(),
         notes: vec![],
+        languages: vec![],
+        python_langs: vec![],
     };
     let mut files: Vec<(String, PathBuf)> = Vec::new();
     if meta.is_dir() {
@@ -185,6 +192,7 @@ pub fn load(path: &Path) -> Result<Submission, SubmissionError> {
             path.display()
         )));
     }
+    sub.resolve_languages();
     Ok(sub)
 }
 
@@ -211,6 +219,7 @@ pub fn adopt_folder_manifest(sub: &mut Submission, path: &Path) -> Result<(), Su
     }
     sub.manifest = parse_manifest(&manifest, &String::from_utf8_lossy(&bytes))?;
     sub.manifest_path = Some(manifest);
+    sub.resolve_languages();
     Ok(())
 }
 
@@ -453,41 +462,34 @@ pub fn launch_for(
     l
 }
 
-/// The languages a submission is written in (for the rubric's `languages`).
 impl Submission {
+    /// The languages the submission is in (decided when it was read: `languages::of`).
     pub fn languages(&self) -> Vec<crate::rubric::schema::Language> {
-        use crate::rubric::schema::Language;
-        let mut v = vec![];
-        if !self.sources.is_empty() {
-            v.push(Language::Cuda);
-        }
-        if !self.ptx.is_empty() {
-            v.push(Language::Ptx);
-        }
-        use crate::compile::cupy::PyLang;
-        let langs: Vec<PyLang> = self
-            .python
-            .iter()
-            .map(|f| self.python_language(f))
-            .collect();
-        let any = |l: PyLang| langs.iter().any(|x| *x == l || *x == PyLang::Both);
-        // Python files alone that import neither are Numba, as before CuPy was graded. Beside
-        // CUDA C++ or PTX, a file that imports neither (a plotting or benchmark script) is not
-        // a kernel at all: no Numba is needed for it (issue 32).
-        let python_only = self.sources.is_empty() && self.ptx.is_empty();
-        if any(PyLang::Numba) || (python_only && !langs.is_empty() && !any(PyLang::Cupy)) {
-            v.push(Language::Numba);
-        }
-        if any(PyLang::Cupy) {
-            v.push(Language::Cupy);
-        }
-        v
+        self.languages.clone()
     }
 
-    /// How one `.py` file of this submission takes part (its imports, or the manifest's
-    /// `lang:`).
-    pub fn python_language(&self, f: &SourceFile) -> crate::compile::cupy::PyLang {
-        crate::compile::cupy::python_language(&f.text, self.manifest.lang)
+    /// How `f`, one of the submission's `.py` files, takes part in grading.
+    pub fn python_language(&self, f: &SourceFile) -> languages::PyLang {
+        self.python
+            .iter()
+            .position(|p| p.name == f.name)
+            .and_then(|i| self.python_langs.get(i).copied())
+            .unwrap_or_else(|| languages::python_language(&f.text, self.manifest.lang))
+    }
+
+    /// Decide the languages from the files and the manifest: once when the submission is read,
+    /// again when a folder's manifest is adopted.
+    fn resolve_languages(&mut self) {
+        self.python_langs = self
+            .python
+            .iter()
+            .map(|f| languages::python_language(&f.text, self.manifest.lang))
+            .collect();
+        self.languages = languages::of(
+            !self.sources.is_empty(),
+            !self.ptx.is_empty(),
+            &self.python_langs,
+        );
     }
 }
 

@@ -24,43 +24,7 @@ use crate::worker::scripts;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// How a `.py` file takes part in grading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PyLang {
-    Numba,
-    Cupy,
-    /// Imports both: read by both drivers (each finds only its own kernel objects).
-    Both,
-    /// Imports neither: a helper module.
-    Neither,
-}
-
-/// A `.py` file's language from its imports (see the module's documentation); `forced` is
-/// the manifest's `lang:`.
-pub fn python_language(text: &str, forced: Option<crate::rubric::schema::Language>) -> PyLang {
-    use crate::rubric::schema::Language;
-    match forced {
-        Some(Language::Cupy) => return PyLang::Cupy,
-        Some(Language::Numba) => return PyLang::Numba,
-        _ => {}
-    }
-    let re =
-        regex::Regex::new(r"(?m)^[ \t]*(?:import|from)[ \t]+(cupy|numba)\b").expect("static regex");
-    let mut cupy = false;
-    let mut numba = false;
-    for c in re.captures_iter(text) {
-        match &c[1] {
-            "cupy" => cupy = true,
-            _ => numba = true,
-        }
-    }
-    match (numba, cupy) {
-        (true, true) => PyLang::Both,
-        (true, false) => PyLang::Numba,
-        (false, true) => PyLang::Cupy,
-        (false, false) => PyLang::Neither,
-    }
-}
+pub use crate::submission::languages::{PyLang, python_language};
 
 /// Where a source string sits in the submission: `exact` when line 1 of the string is `line`;
 /// `col`, the column (1-based, in characters) where the string's value starts on that line.
