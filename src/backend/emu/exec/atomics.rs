@@ -1,5 +1,6 @@
-//! Atomic operations (PTX ISA 9.7.13: atom, red; redux.sync's reductions too): the new value
-//! from the old one and the operands. `memory.rs` does the access around it.
+//! Atomic operations (atom, red: the PTX ISA's "Parallel Synchronization and Communication
+//! Instructions"; redux.sync's reductions too): the new value from the old one and the
+//! operands. `memory.rs` does the access around it.
 
 use super::lanes::{b32, f32v, sext, trunc};
 use crate::backend::emu::decode::{AtomOp, Ty};

@@ -1,5 +1,5 @@
-//! Comparison and selection (PTX ISA 9.7.6: set, setp, selp, slct), with PTX's ordered and
-//! unordered float comparisons.
+//! Comparison and selection (the PTX ISA's "Comparison and Selection Instructions": set, setp,
+//! selp, slct), with PTX's ordered and unordered float comparisons.
 
 use super::Warp;
 use super::lanes::{as_f64, b32, f32v, rd, sext, tri, trunc};

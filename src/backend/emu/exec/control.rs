@@ -1,6 +1,7 @@
-//! Control flow and barriers: bra, call, ret and exit (PTX ISA 9.7.12), bar/barrier and
-//! bar.red (9.7.13), trap (9.7.19) and `__assertfail`. These move the lanes' program counters
-//! and hold lanes at barriers, so the scheduler (`run_warp`) hands them the warp's whole group.
+//! Control flow and barriers: bra, call, ret and exit (the PTX ISA's "Control Flow
+//! Instructions"), bar/barrier and bar.red ("Parallel Synchronization and Communication"), trap
+//! ("Miscellaneous") and `__assertfail`. These move the lanes' program counters and hold lanes
+//! at barriers, so the scheduler (`run_warp`) hands them the warp's whole group.
 
 use super::lanes::{le, rd};
 use super::{BlockRunner, Stop};

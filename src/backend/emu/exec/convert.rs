@@ -1,6 +1,7 @@
-//! Data movement and conversion (PTX ISA 9.7.8): mov (registers, vector packing and
-//! unpacking, the clock and timer special registers), prmt, cvt (cvt.pack's f16x2/bf16x2 too)
-//! and cvta. Loads and stores are in `memory.rs`, shfl in `warp.rs`.
+//! Data movement and conversion (the PTX ISA's "Data Movement and Conversion Instructions"):
+//! mov (registers, vector packing and unpacking, the clock and timer special registers), prmt,
+//! cvt (cvt.pack's f16x2/bf16x2 too) and cvta. Loads and stores are in `memory.rs`, shfl in
+//! `warp.rs`.
 
 use super::lanes::{as_f64, b32, bin, f32v, rd, sext, tri, trunc, un};
 use super::{BlockRunner, Warp};

@@ -1,5 +1,6 @@
-//! Floating-point arithmetic (PTX ISA 9.7.3) on f32 and f64, and the half-precision formats
-//! (9.7.4: f16, bf16 and their pairs), which compute in f64 and round once.
+//! Floating-point arithmetic on f32 and f64, and half-precision arithmetic (f16, bf16 and their
+//! pairs, computed in f64 and rounded once): the PTX ISA's "Floating-Point Instructions" and
+//! "Half Precision Floating-Point Instructions".
 
 use super::Warp;
 use super::lanes::{as_f64, b32, bin, f32v, tri, un};

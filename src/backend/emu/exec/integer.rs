@@ -1,7 +1,7 @@
-//! Integer arithmetic (PTX ISA 9.7.1: add, sub, mul, mad, mul24, mad24, sad, div, rem, abs,
-//! neg, min, max, popc, clz, bfind, brev, bfe, bfi, dp4a, dp2a) and extended-precision
-//! arithmetic (9.7.2: add.cc, addc, sub.cc, subc, mad.cc, madc): computed wide, kept to the
-//! type's width.
+//! Integer arithmetic (the PTX ISA's "Integer Arithmetic Instructions": add, sub, mul, mad,
+//! mul24, mad24, sad, div, rem, abs, neg, min, max, popc, clz, bfind, brev, bfe, bfi, dp4a,
+//! dp2a) and extended-precision arithmetic ("Extended-Precision Integer Arithmetic": add.cc,
+//! addc, sub.cc, subc, mad.cc, madc): computed wide, kept to the type's width.
 
 use super::Warp;
 use super::lanes::{bin, rd, sext, tri, trunc, un};

@@ -1,5 +1,5 @@
-//! Logic and shift (PTX ISA 9.7.7: and, or, xor, not, cnot, lop3, shf, shl, shr), on
-//! predicates and on integers of the type's width.
+//! Logic and shift (the PTX ISA's "Logic and Shift Instructions": and, or, xor, not, cnot, lop3,
+//! shf, shl, shr), on predicates and on integers of the type's width.
 
 use super::Warp;
 use super::lanes::{bin, rd, sext, tri, trunc, un};

@@ -1,7 +1,8 @@
-//! Loads and stores (PTX ISA 9.7.8: ld, ld.param, st) in every state space, generic addresses
-//! included, with atomics' accesses: bounds and alignment checks (memcheck), the memory metrics
-//! (sectors, bank conflicts) and the cost counters, then the access itself. Atomics' operations
-//! are in `atomics.rs`, shared memory's race and init checks in `racecheck.rs`.
+//! Loads and stores (ld, ld.param, st: the PTX ISA's "Data Movement and Conversion
+//! Instructions") in every state space, generic addresses included, with atomics' accesses:
+//! bounds and alignment checks (memcheck), the memory metrics (sectors, bank conflicts) and the
+//! cost counters, then the access itself. Atomics' operations are in `atomics.rs`, shared
+//! memory's race and init checks in `racecheck.rs`.
 
 use super::atomics::atom_apply;
 use super::lanes::{le, put, rd, sext, trunc};

@@ -6,20 +6,19 @@
 //! collected as it goes.
 //!
 //! This file holds the block's state, the scheduling loop and the dispatch; each instruction
-//! family of the PTX ISA (chapter 9.7) runs in its own file:
+//! family, as the PTX ISA's chapter "Instruction Set" groups them, runs in its own file:
 //!
-//! - `integer.rs`: integer arithmetic and extended-precision arithmetic (9.7.1, 9.7.2);
-//! - `floating.rs`: floating-point and half-precision arithmetic (9.7.3, 9.7.4);
-//! - `compare.rs`: comparison and selection (9.7.6);
-//! - `logic.rs`: logic and shift (9.7.7);
-//! - `convert.rs`: data movement and conversion: mov, prmt, cvt, cvta, special registers
-//!   (9.7.8, less what follows);
-//! - `memory.rs`: loads and stores, address spaces, memcheck and memory metrics (9.7.8);
+//! - `integer.rs`: integer and extended-precision integer arithmetic;
+//! - `floating.rs`: floating-point and half-precision floating-point arithmetic;
+//! - `compare.rs`: comparison and selection;
+//! - `logic.rs`: logic and shift;
+//! - `convert.rs`: data movement and conversion (mov, prmt, cvt, cvta, special registers);
+//! - `memory.rs`: loads and stores (data movement too), with memcheck and the memory metrics;
 //! - `racecheck.rs`: shared memory's shadow state (racecheck, initcheck);
-//! - `atomics.rs`: atom and red's operations, also redux's (9.7.13);
-//! - `warp.rs`: shfl, vote, redux, activemask (9.7.8, 9.7.13);
+//! - `atomics.rs`: atom and red's operations, also redux's;
+//! - `warp.rs`: shfl, vote, redux, activemask;
 //! - `control.rs`: control flow and barriers: bra, call, ret, exit, bar, trap and
-//!   `__assertfail` (9.7.12, 9.7.13, 9.7.19);
+//!   `__assertfail`;
 //! - `printf.rs`: device printf (`vprintf`) and its C formats;
 //! - `lanes.rs`: the per-lane plumbing they share.
 

@@ -1,6 +1,7 @@
-//! Warp-level collectives (PTX ISA 9.7.8 shfl.sync; 9.7.13 vote.sync, redux.sync,
-//! activemask): lanes exchange values across the warp, and the shfl checks flag member masks
-//! that name lanes which did not arrive together.
+//! Warp-level collectives: shfl.sync (the PTX ISA's "Data Movement and Conversion
+//! Instructions"), vote.sync, redux.sync and activemask ("Parallel Synchronization and
+//! Communication"). Lanes exchange values across the warp, and the shfl checks flag member
+//! masks that name lanes which did not arrive together.
 
 use super::atomics::atom_apply;
 use super::lanes::{rd, trunc};

@@ -1,4 +1,5 @@
-//! Arithmetic, logic and shift instructions (PTX ISA 9.7.1-9.7.5, 9.7.7): the `d, a[, b[, c]]`
+//! Arithmetic, logic and shift instructions (the PTX ISA's integer, extended-precision,
+//! floating-point and half-precision arithmetic, and "Logic and Shift"): the `d, a[, b[, c]]`
 //! shapes, their modifiers (`.hi`, `.wide`, `.cc`, `.shiftamt`, ...) and their operand types.
 
 use super::super::err;

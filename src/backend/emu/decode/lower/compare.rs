@@ -1,5 +1,6 @@
-//! Comparison and selection (PTX ISA 9.7.6: setp, set, selp, slct): the comparison, the
-//! optional boolean combine with a predicate, and the destination pair.
+//! Comparison and selection (the PTX ISA's "Comparison and Selection Instructions": setp, set,
+//! selp, slct): the comparison, the optional boolean combine with a predicate, and the
+//! destination pair.
 
 use super::super::err;
 use super::Cx;

@@ -1,6 +1,7 @@
-//! Control flow and synchronization (PTX ISA 9.7.12 bra, call, ret, exit; 9.7.13 bar,
-//! barrier, bar.red, membar, fence; 9.7.19 trap and the no-ops): branch targets, call sites
-//! (`vprintf` and `__assertfail` become their own operations) and barrier operands.
+//! Control flow and synchronization (the PTX ISA's "Control Flow Instructions": bra, call, ret,
+//! exit; "Parallel Synchronization and Communication": bar, barrier, bar.red, membar, fence;
+//! "Miscellaneous": trap and the no-ops): branch targets, call sites (`vprintf` and
+//! `__assertfail` become their own operations) and barrier operands.
 
 use super::super::{CALLS, SymKind, err};
 use super::Cx;

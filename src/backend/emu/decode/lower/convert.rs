@@ -1,5 +1,6 @@
-//! Data movement and conversion (PTX ISA 9.7.8): mov (vector packing and unpacking, the clock
-//! and timer special registers), prmt, cvt (cvt.pack's f16x2/bf16x2 too) and cvta.
+//! Data movement and conversion (the PTX ISA's "Data Movement and Conversion Instructions"):
+//! mov (vector packing and unpacking, the clock and timer special registers), prmt, cvt
+//! (cvt.pack's f16x2/bf16x2 too) and cvta.
 
 use super::super::err;
 use super::Cx;

@@ -1,5 +1,5 @@
-//! Loads, stores and atomics (PTX ISA 9.7.8 ld, ldu, st; 9.7.13 atom, red): the state space,
-//! the address (a register, a symbol, a parameter's slot) and offset, and the data registers.
+//! Loads, stores and atomics (ld, ldu, st; atom, red): the state space, the address (a
+//! register, a symbol, a parameter's slot) and offset, and the data registers.
 
 use super::super::{SymKind, err, sym_addr};
 use super::Cx;

@@ -1,5 +1,6 @@
-//! Warp-level instructions (PTX ISA 9.7.8 shfl.sync; 9.7.13 vote.sync, redux.sync,
-//! activemask): the mode, the member mask and the optional predicate destination.
+//! Warp-level instructions (shfl.sync; vote.sync, redux.sync, activemask from the PTX ISA's
+//! "Parallel Synchronization and Communication"): the mode, the member mask and the optional
+//! predicate destination.
 
 use super::super::err;
 use super::Cx;
