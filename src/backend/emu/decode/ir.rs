@@ -63,6 +63,7 @@ impl Ty {
             _ => return None,
         })
     }
+    #[inline]
     pub fn bytes(self) -> u32 {
         match self {
             Ty::U8 | Ty::S8 | Ty::B8 | Ty::Pred => 1,
@@ -72,12 +73,15 @@ impl Ty {
             Ty::B128 => 16,
         }
     }
+    #[inline]
     pub fn bits(self) -> u32 {
         self.bytes() * 8
     }
+    #[inline]
     pub fn signed(self) -> bool {
         matches!(self, Ty::S8 | Ty::S16 | Ty::S32 | Ty::S64)
     }
+    #[inline]
     pub fn float(self) -> bool {
         matches!(
             self,

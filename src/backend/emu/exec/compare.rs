@@ -7,7 +7,7 @@ use crate::backend::emu::decode::*;
 use crate::backend::emu::float;
 
 /// Comparison and selection instructions.
-#[inline]
+#[inline(always)]
 pub(super) fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
     let ty = inst.ty;
     let bits = ty.bits();

@@ -10,7 +10,7 @@ use crate::backend::emu::float::{self, Rnd};
 use crate::backend::emu::parse::Space;
 
 /// mov, pack, unpack, prmt, cvt and cvta.
-#[inline]
+#[inline(always)]
 pub(super) fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
     let ty = inst.ty;
     let bits = ty.bits();

@@ -9,7 +9,7 @@ use crate::backend::emu::float::{self, Rnd};
 
 /// Half-precision arithmetic (add, sub, mul, fma, min, max, neg, abs on f16, bf16, f16x2,
 /// bf16x2); false for any other instruction.
-#[inline]
+#[inline(always)]
 pub(super) fn half(w: &mut Warp, inst: &Inst, mask: u32) -> bool {
     let ty = inst.ty;
     let rnd = inst.rnd;
@@ -61,7 +61,7 @@ pub(super) fn half(w: &mut Warp, inst: &Inst, mask: u32) -> bool {
 }
 
 /// f32 and f64 arithmetic, the f32 approximations (sin, cos, ex2, lg2, tanh) and testp.
-#[inline]
+#[inline(always)]
 pub(super) fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
     let ty = inst.ty;
     let rnd = inst.rnd;

@@ -8,7 +8,7 @@ use super::lanes::{bin, rd, sext, tri, trunc, un};
 use crate::backend::emu::decode::*;
 
 /// add, sub, mul, mul24, mad, mad24 (and their .sat, .hi, .wide forms).
-#[inline]
+#[inline(always)]
 pub(super) fn add_mul(w: &mut Warp, inst: &Inst, mask: u32) {
     let ty = inst.ty;
     let bits = ty.bits();
@@ -91,7 +91,7 @@ pub(super) fn add_mul(w: &mut Warp, inst: &Inst, mask: u32) {
 }
 
 /// dp4a, dp2a and sad: sums of products and of absolute differences.
-#[inline]
+#[inline(always)]
 pub(super) fn dot(w: &mut Warp, inst: &Inst, mask: u32) {
     let ty = inst.ty;
     let bits = ty.bits();
@@ -152,7 +152,7 @@ pub(super) fn dot(w: &mut Warp, inst: &Inst, mask: u32) {
 }
 
 /// div, rem, abs, neg, min, max.
-#[inline]
+#[inline(always)]
 pub(super) fn div_min_max(w: &mut Warp, inst: &Inst, mask: u32) {
     let ty = inst.ty;
     let bits = ty.bits();
@@ -208,7 +208,7 @@ pub(super) fn div_min_max(w: &mut Warp, inst: &Inst, mask: u32) {
 }
 
 /// popc, clz, brev, bfe, bfi, bfind.
-#[inline]
+#[inline(always)]
 pub(super) fn bits(w: &mut Warp, inst: &Inst, mask: u32) {
     let ty = inst.ty;
     let bits = ty.bits();
@@ -281,7 +281,7 @@ pub(super) fn bits(w: &mut Warp, inst: &Inst, mask: u32) {
 
 /// Extended precision: add.cc, addc, sub.cc, subc, mad.cc, madc, through the carry flag
 /// (the last special register).
-#[inline]
+#[inline(always)]
 pub(super) fn carry(w: &mut Warp, inst: &Inst, mask: u32) {
     let bits = inst.ty.bits();
     if let Op::Carry {

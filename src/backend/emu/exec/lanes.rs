@@ -51,6 +51,7 @@ pub(super) fn b32(f: f32) -> u64 {
 }
 
 /// Read a value of type `ty` as f64 (floats) for conversions.
+#[inline]
 pub(super) fn as_f64(v: u64, ty: Ty) -> f64 {
     match ty {
         Ty::F32 => f32v(v) as f64,

@@ -6,7 +6,7 @@ use super::lanes::{bin, rd, sext, tri, trunc, un};
 use crate::backend::emu::decode::*;
 
 /// Logic and shift instructions.
-#[inline]
+#[inline(always)]
 pub(super) fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
     let ty = inst.ty;
     let bits = ty.bits();

@@ -230,6 +230,7 @@ impl BlockRunner<'_, '_> {
 
     /// Scalar shared loads/stores (the inner loops of tiled kernels) in one pass: addresses,
     /// bounds, bank conflicts, race/init shadow and the access. False: take the checked path.
+    #[inline]
     fn shared_fast(
         &mut self,
         wi: usize,
@@ -341,6 +342,7 @@ impl BlockRunner<'_, '_> {
 
     /// Scalar shared/global loads and stores whose lanes are all in bounds and aligned: the
     /// common case, without per-lane dispatch. Returns false to take the checked path.
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     fn fast_access(
         &mut self,
@@ -640,6 +642,7 @@ fn space_name(s: Space) -> &'static str {
     }
 }
 
+#[inline]
 pub fn resolve_generic(a: u64) -> (Space, u64) {
     if a.wrapping_sub(SHARED_WIN) < WIN_SIZE {
         (Space::Shared, a - SHARED_WIN)
@@ -653,6 +656,7 @@ pub fn resolve_generic(a: u64) -> (Space, u64) {
 }
 
 /// Distinct 32-byte sectors the lanes' accesses touch.
+#[inline]
 fn count_sectors(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
     let mut sectors = [0u64; 128];
     let mut n = 0;
@@ -683,6 +687,7 @@ fn count_sectors(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
 
 /// Extra shared-memory wavefronts: per phase (32 lanes for 4-byte accesses, 16 for 8-byte,
 /// 8 for 16-byte), the most distinct words any one bank must serve, minus one.
+#[inline]
 pub fn bank_conflicts(addrs: &[u64; 32], mask: u32, size: u32) -> u64 {
     if size <= 4 {
         // Usual case: no bank serves two different words.

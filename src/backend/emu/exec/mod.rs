@@ -598,7 +598,8 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
 
 /// Arithmetic, logic, comparison and conversion instructions, each by its family's file. The
 /// half formats' arithmetic comes first (computed in f64 and rounded once); then f32 and f64
-/// arithmetic before the integer rules for the same operations.
+/// arithmetic before the integer rules for the same operations. The families' functions are
+/// `#[inline(always)]` and called from here only: on the hot path this stays one function.
 fn alu(w: &mut Warp, inst: &Inst, mask: u32) {
     if floating::half(w, inst, mask) {
         return;
