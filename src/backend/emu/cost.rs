@@ -150,36 +150,7 @@ fn price(inst: &Inst, lat: &Latencies) -> Price {
         Op::Sad => put(ALU, 2.0),
         // IDP: an integer-pipe instruction on sm_90.
         Op::Dp4a { .. } | Op::Dp2a { .. } => put(ALU, 2.0),
-        Op::Div | Op::Rem => {
-            if f64t {
-                put(FP64, 10.0);
-                put(SFU, 1.0);
-                latency = 10 * lat.fp64 + lat.sfu;
-            } else if ty.float() {
-                if inst.approx {
-                    put(SFU, 1.0);
-                    put(FMA, 1.0);
-                    latency = lat.sfu + lat.fma;
-                } else {
-                    put(FMA, 8.0);
-                    put(ALU, 2.0);
-                    put(SFU, 1.0);
-                    latency = lat.sfu + 6 * lat.fma;
-                }
-            } else if wide {
-                // A 64-bit division is a subroutine of some 70 instructions.
-                put(ALU, 40.0);
-                put(FMA, 30.0);
-                put(CTRL, 4.0);
-                latency = 70 * lat.alu;
-            } else {
-                put(ALU, 8.0);
-                put(FMA, 6.0);
-                put(SFU, 1.0);
-                put(CONV, 2.0);
-                latency = lat.sfu + 12 * lat.alu;
-            }
-        }
+        Op::Div | Op::Rem => latency = division(inst, lat, &mut p.issue),
         Op::Abs | Op::Neg => put(ALU, if ty.float() { 0.5 } else { 1.0 }),
         Op::Min | Op::Max | Op::Copysign | Op::Prmt | Op::Lop3 | Op::Testp(_) => {
             if f64t {
@@ -199,21 +170,7 @@ fn price(inst: &Inst, lat: &Latencies) -> Price {
             latency = lat.sfu;
         }
         Op::Bfe | Op::Bfi => put(ALU, 2.0),
-        Op::Rcp | Op::Sqrt | Op::Rsqrt => {
-            if f64t {
-                put(FP64, 8.0);
-                put(SFU, 1.0);
-                latency = lat.sfu + 8 * lat.fp64;
-            } else if inst.approx || inst.op == Op::Rsqrt {
-                put(SFU, 1.0);
-                latency = lat.sfu;
-            } else {
-                put(SFU, 1.0);
-                put(FMA, 5.0);
-                put(ALU, 2.0);
-                latency = lat.sfu + 4 * lat.fma;
-            }
-        }
+        Op::Rcp | Op::Sqrt | Op::Rsqrt => latency = reciprocal_or_root(inst, lat, &mut p.issue),
         Op::Sin | Op::Cos | Op::Lg2 => {
             put(SFU, 1.0);
             put(FMA, 1.0);
@@ -224,40 +181,9 @@ fn price(inst: &Inst, lat: &Latencies) -> Price {
             latency = lat.sfu;
         }
         Op::Setp(..) | Op::Set(..) | Op::Selp | Op::Slct => {
-            let t = if matches!(inst.op, Op::Setp(..) | Op::Set(..)) {
-                inst.ty2.max_by_bits(ty)
-            } else {
-                ty
-            };
-            if t == Ty::F64 {
-                put(FP64, 1.0);
-                latency = lat.fp64;
-            } else {
-                put(
-                    ALU,
-                    if t.bits() == 64 && !t.float() {
-                        2.0
-                    } else {
-                        1.0
-                    },
-                );
-            }
+            latency = comparison(inst, lat, &mut p.issue)
         }
-        Op::Cvt => {
-            let (d, s) = (ty, inst.ty2);
-            if d == Ty::F64 || s == Ty::F64 {
-                put(FP64, 1.0);
-                latency = lat.fp64;
-            } else if d.float() != s.float() || (d.float() && d != s) || inst.rnd_int {
-                put(CONV, 1.0);
-                latency = lat.sfu;
-            } else if d.bits() > s.bits() && d.signed() {
-                // Sign extension to 64 bits.
-                put(ALU, 1.0);
-            } else {
-                put(ALU, 0.25);
-            }
-        }
+        Op::Cvt => latency = conversion(inst, lat, &mut p.issue),
         Op::Ld | Op::St | Op::Atom(_) => {
             if inst.space != Space::Param {
                 put(MEM, 1.0);
@@ -284,6 +210,113 @@ fn price(inst: &Inst, lat: &Latencies) -> Price {
     }
     p.latency = latency;
     p
+}
+
+/// A division or remainder: a subroutine but for f32 `.approx`.
+fn division(inst: &Inst, lat: &Latencies, issue: &mut [f32; CLASSES]) -> u32 {
+    let ty = inst.ty;
+    let f64t = ty == Ty::F64;
+    let wide = ty.bits() == 64 && !ty.float();
+    let mut put = |c: usize, n: f32| issue[c] += n;
+    let latency;
+    if f64t {
+        put(FP64, 10.0);
+        put(SFU, 1.0);
+        latency = 10 * lat.fp64 + lat.sfu;
+    } else if ty.float() {
+        if inst.approx {
+            put(SFU, 1.0);
+            put(FMA, 1.0);
+            latency = lat.sfu + lat.fma;
+        } else {
+            put(FMA, 8.0);
+            put(ALU, 2.0);
+            put(SFU, 1.0);
+            latency = lat.sfu + 6 * lat.fma;
+        }
+    } else if wide {
+        // A 64-bit division is a subroutine of some 70 instructions.
+        put(ALU, 40.0);
+        put(FMA, 30.0);
+        put(CTRL, 4.0);
+        latency = 70 * lat.alu;
+    } else {
+        put(ALU, 8.0);
+        put(FMA, 6.0);
+        put(SFU, 1.0);
+        put(CONV, 2.0);
+        latency = lat.sfu + 12 * lat.alu;
+    }
+    latency
+}
+
+/// rcp, sqrt, rsqrt: the SFU, refined by Newton steps unless approximate.
+fn reciprocal_or_root(inst: &Inst, lat: &Latencies, issue: &mut [f32; CLASSES]) -> u32 {
+    let ty = inst.ty;
+    let f64t = ty == Ty::F64;
+    let mut put = |c: usize, n: f32| issue[c] += n;
+    let latency;
+    if f64t {
+        put(FP64, 8.0);
+        put(SFU, 1.0);
+        latency = lat.sfu + 8 * lat.fp64;
+    } else if inst.approx || inst.op == Op::Rsqrt {
+        put(SFU, 1.0);
+        latency = lat.sfu;
+    } else {
+        put(SFU, 1.0);
+        put(FMA, 5.0);
+        put(ALU, 2.0);
+        latency = lat.sfu + 4 * lat.fma;
+    }
+    latency
+}
+
+/// setp, set (by the wider of the compared and the destination types), selp, slct.
+fn comparison(inst: &Inst, lat: &Latencies, issue: &mut [f32; CLASSES]) -> u32 {
+    let ty = inst.ty;
+    let mut put = |c: usize, n: f32| issue[c] += n;
+    let mut latency = lat.alu;
+    let t = if matches!(inst.op, Op::Setp(..) | Op::Set(..)) {
+        inst.ty2.max_by_bits(ty)
+    } else {
+        ty
+    };
+    if t == Ty::F64 {
+        put(FP64, 1.0);
+        latency = lat.fp64;
+    } else {
+        put(
+            ALU,
+            if t.bits() == 64 && !t.float() {
+                2.0
+            } else {
+                1.0
+            },
+        );
+    }
+    latency
+}
+
+/// cvt: the conversion pipe between int and float or float formats, else the ALU.
+fn conversion(inst: &Inst, lat: &Latencies, issue: &mut [f32; CLASSES]) -> u32 {
+    let ty = inst.ty;
+    let mut put = |c: usize, n: f32| issue[c] += n;
+    let mut latency = lat.alu;
+    let (d, s) = (ty, inst.ty2);
+    if d == Ty::F64 || s == Ty::F64 {
+        put(FP64, 1.0);
+        latency = lat.fp64;
+    } else if d.float() != s.float() || (d.float() && d != s) || inst.rnd_int {
+        put(CONV, 1.0);
+        latency = lat.sfu;
+    } else if d.bits() > s.bits() && d.signed() {
+        // Sign extension to 64 bits.
+        put(ALU, 1.0);
+    } else {
+        put(ALU, 0.25);
+    }
+    latency
 }
 
 trait Wider {
