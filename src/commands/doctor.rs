@@ -169,176 +169,203 @@ pub fn run(o: &DoctorOptions) -> Result<i32, CliError> {
     if o.install {
         install(&needs);
     }
-    let mut lines: Vec<(Mark, String)> = Vec::new();
-    let mut missing: Vec<&str> = Vec::new();
-    let mut add = |lines: &mut Vec<(Mark, String)>, ok: bool, needed: bool, what, line| {
+    let mut report = Report::default();
+    report.gpus(&needs);
+    report.toolchains(&needs);
+    report.gpu_tools();
+    report.sandbox();
+    Ok(report.print(&needs))
+}
+
+/// The report's lines, and what is needed here but missing (for the last line).
+#[derive(Default)]
+struct Report {
+    lines: Vec<(Mark, String)>,
+    missing: Vec<&'static str>,
+}
+
+impl Report {
+    /// One line about `what`: present, missing and needed, or missing and not needed here.
+    fn add(&mut self, ok: bool, needed: bool, what: &'static str, line: String) {
         let mark = match (ok, needed) {
             (true, _) => Mark::Ok,
             (false, true) => {
-                missing.push(what);
+                self.missing.push(what);
                 Mark::Miss
             }
             (false, false) => Mark::Optional,
         };
-        lines.push((mark, line));
-    };
-    // Driver and GPUs.
-    match cuda::device_count() {
-        Ok(0) => add(&mut lines, false, needs.gpu, "a GPU", "GPU: the NVIDIA driver is installed but reports no device; grading uses the PTX emulator (no speed checks)".into()),
-        Ok(n) => {
-            for i in 0..n {
-                match cuda::device_arch(i) {
-                    Ok((name, arch)) => add(&mut lines, true, needs.gpu, "a GPU", format!("GPU {i}: {name} ({arch})")),
-                    Err(e) => add(&mut lines, false, needs.gpu, "a GPU", format!("GPU {i}: {e}")),
+        self.lines.push((mark, line));
+    }
+
+    /// The driver and every GPU it reports.
+    fn gpus(&mut self, needs: &Needs) {
+        // Driver and GPUs.
+        match cuda::device_count() {
+            Ok(0) => self.add(false, needs.gpu, "a GPU", "GPU: the NVIDIA driver is installed but reports no device; grading uses the PTX emulator (no speed checks)".into()),
+            Ok(n) => {
+                for i in 0..n {
+                    match cuda::device_arch(i) {
+                        Ok((name, arch)) => self.add(true, needs.gpu, "a GPU", format!("GPU {i}: {name} ({arch})")),
+                        Err(e) => self.add(false, needs.gpu, "a GPU", format!("GPU {i}: {e}")),
+                    }
                 }
             }
-        }
-        Err(e) => add(&mut lines, false, needs.gpu, "a GPU", format!("GPU: {e}; fix: install the NVIDIA driver on a machine with a GPU. Without one, cugrade grades correctness with its PTX emulator and skips speed checks")),
-    }
-    // NVRTC: the system's, or cugrade's cache (loaded without LD_LIBRARY_PATH).
-    let (ok, line) = describe_nvrtc();
-    add(&mut lines, ok, needs.nvrtc, "NVRTC", line);
-    // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions, each tried
-    // in a compile worker as grading runs it (after cugrade opened its own cache to the
-    // workers' uids, as grading does when it is root).
-    for note in crate::compile::toolchain::share_with_workers() {
-        let ok = !note.starts_with("could not");
-        let needed = needs.nvrtc || needs.headers || needs.numba;
-        add(
-            &mut lines,
-            ok,
-            needed,
-            "cugrade's cache",
-            format!("toolchain cache: {note}"),
-        );
-    }
-    let (ok, line) = crate::pipeline::probe::headers();
-    add(&mut lines, ok, needs.headers, "CUDA's headers", line);
-    let (ok, line) = crate::pipeline::probe::numba();
-    add(&mut lines, ok, needs.numba, "Numba", line);
-    let (ok, line) = describe_cupy();
-    add(
-        &mut lines,
-        ok,
-        needs.cupy,
-        "a Python for CuPy kernels",
-        line,
-    );
-    // NumPy and CuPy for Python function labs (what is found; nothing installed here).
-    for (i, line) in crate::compile::arrays::describe().into_iter().enumerate() {
-        let found = !line.contains("not found")
-            && !line.contains("not installed")
-            && !line.contains("no Python");
-        // NumPy is needed for a function lab; CuPy only on a GPU.
-        let needed = (needs.arrays && (i == 0 || needs.gpu)) || (needs.cpu_python && i == 0);
-        add(
-            &mut lines,
-            found,
-            needed,
-            "an array library for Python function labs",
-            line,
-        );
-    }
-    // ptxas's registers for PTX and Numba kernels without a GPU (never missing: without it the
-    // resources check says the registers are unknown; `--install` installs it where needed).
-    let (ok, line) = crate::compile::jitlink::describe();
-    add(&mut lines, ok, false, "nvJitLink", line);
-    // cuBLAS (only for matmul thresholds against cuBLAS, on a GPU).
-    // SAFETY: only tries to dlopen libcublas.
-    if unsafe { cudarc::cublas::sys::is_culib_present() } {
-        add(
-            &mut lines,
-            true,
-            needs.cublas,
-            "cuBLAS",
-            "cuBLAS present (matmul thresholds against cuBLAS can be measured)".into(),
-        );
-    } else {
-        add(&mut lines, false, needs.cublas, "cuBLAS", "cuBLAS: libcublas not found; thresholds `against: cublas` will error. fix: install the CUDA toolkit's cuBLAS".into());
-    }
-    // The GPU's own counters and sanitizers (metric checks and the sanitizer pass on
-    // `--backend cuda`; `check --profile`). Never required: without them those checks are
-    // provisional or the emulator's alone.
-    match crate::worker::nsight::find_tool("ncu") {
-        Some(p) => add(&mut lines, true, false, "Nsight Compute", format!(
-            "Nsight Compute: {} (metric checks on --backend cuda read the GPU's counters)",
-            p.display()
-        )),
-        None => add(&mut lines, false, false, "Nsight Compute", "Nsight Compute (ncu) not found: on --backend cuda, metric checks are skipped and their points withheld (provisional). fix: install the CUDA toolkit's Nsight Compute and put `ncu` on PATH".into()),
-    }
-    match crate::worker::nsight::find_tool("compute-sanitizer") {
-        Some(p) => add(&mut lines, true, false, "compute-sanitizer", format!(
-            "compute-sanitizer: {} (the sanitizer pass on --backend cuda runs it on the GPU, besides the PTX emulator's)",
-            p.display()
-        )),
-        None => add(&mut lines, false, false, "compute-sanitizer", "compute-sanitizer not found: on --backend cuda only the PTX emulator's sanitizers run. fix: install the CUDA toolkit's compute-sanitizer and put it on PATH".into()),
-    }
-    // Sandbox: a degraded layer confines less, and grading still works.
-    for l in crate::sandbox::probe().layers {
-        match l.state {
-            crate::sandbox::LayerState::Active if l.detail.is_empty() => {
-                lines.push((Mark::Ok, format!("sandbox {}: available", l.name)))
-            }
-            crate::sandbox::LayerState::Active => {
-                lines.push((Mark::Ok, format!("sandbox {}: {}", l.name, l.detail)))
-            }
-            crate::sandbox::LayerState::Degraded(why) => {
-                lines.push((Mark::Optional, format!("sandbox {}: {why}", l.name)))
-            }
+            Err(e) => self.add(false, needs.gpu, "a GPU", format!("GPU: {e}; fix: install the NVIDIA driver on a machine with a GPU. Without one, cugrade grades correctness with its PTX emulator and skips speed checks")),
         }
     }
-    // The worker cgroup, made as for a worker (and removed again). Never required: the
-    // rlimits, the PID namespace and the scratch's size hold without it.
-    let (cgroup, layer) =
-        crate::sandbox::cgroup::WorkerCgroup::create(&crate::sandbox::Policy::worker("/", true));
-    if let Some(c) = cgroup {
-        c.kill();
-    }
-    match layer.state {
-        crate::sandbox::LayerState::Active => {
-            // The doctor, unlike a report, may name the host's path.
-            let below = match crate::sandbox::cgroup::plan() {
-                Ok(p) => format!(" (below {})", p.base.display()),
-                Err(_) => String::new(),
-            };
-            let line = format!("sandbox cgroup: {}{below}", layer.detail);
-            add(&mut lines, true, false, "sandbox cgroup", line);
-        }
-        crate::sandbox::LayerState::Degraded(why) => {
-            add(
-                &mut lines,
-                false,
-                false,
-                "sandbox cgroup",
-                format!("sandbox cgroup: {why}"),
+
+    /// What compiles and reads kernels (NVRTC, CUDA's headers, Numba, a Python for CuPy,
+    /// NumPy and CuPy, nvJitLink) and cuBLAS.
+    fn toolchains(&mut self, needs: &Needs) {
+        // NVRTC: the system's, or cugrade's cache (loaded without LD_LIBRARY_PATH).
+        let (ok, line) = describe_nvrtc();
+        self.add(ok, needs.nvrtc, "NVRTC", line);
+        // CUDA's own headers for NVRTC, and the Numba toolchain for `.py` submissions, each tried
+        // in a compile worker as grading runs it (after cugrade opened its own cache to the
+        // workers' uids, as grading does when it is root).
+        for note in crate::compile::toolchain::share_with_workers() {
+            let ok = !note.starts_with("could not");
+            let needed = needs.nvrtc || needs.headers || needs.numba;
+            self.add(
+                ok,
+                needed,
+                "cugrade's cache",
+                format!("toolchain cache: {note}"),
             );
         }
+        let (ok, line) = crate::pipeline::probe::headers();
+        self.add(ok, needs.headers, "CUDA's headers", line);
+        let (ok, line) = crate::pipeline::probe::numba();
+        self.add(ok, needs.numba, "Numba", line);
+        let (ok, line) = describe_cupy();
+        self.add(ok, needs.cupy, "a Python for CuPy kernels", line);
+        // NumPy and CuPy for Python function labs (what is found; nothing installed here).
+        for (i, line) in crate::compile::arrays::describe().into_iter().enumerate() {
+            let found = !line.contains("not found")
+                && !line.contains("not installed")
+                && !line.contains("no Python");
+            // NumPy is needed for a function lab; CuPy only on a GPU.
+            let needed = (needs.arrays && (i == 0 || needs.gpu)) || (needs.cpu_python && i == 0);
+            self.add(
+                found,
+                needed,
+                "an array library for Python function labs",
+                line,
+            );
+        }
+        // ptxas's registers for PTX and Numba kernels without a GPU (never missing: without it the
+        // resources check says the registers are unknown; `--install` installs it where needed).
+        let (ok, line) = crate::compile::jitlink::describe();
+        self.add(ok, false, "nvJitLink", line);
+        // cuBLAS (only for matmul thresholds against cuBLAS, on a GPU).
+        // SAFETY: only tries to dlopen libcublas.
+        if unsafe { cudarc::cublas::sys::is_culib_present() } {
+            self.add(
+                true,
+                needs.cublas,
+                "cuBLAS",
+                "cuBLAS present (matmul thresholds against cuBLAS can be measured)".into(),
+            );
+        } else {
+            self.add(false, needs.cublas, "cuBLAS", "cuBLAS: libcublas not found; thresholds `against: cublas` will error. fix: install the CUDA toolkit's cuBLAS".into());
+        }
     }
-    // Fitted to the terminal as `check`'s summary is (`COLUMNS`, else the terminal's width,
-    // else 80 columns), each line's continuation under its text.
-    let width = crate::report::output::columns();
-    for (mark, line) in &lines {
-        let tag = match mark {
-            Mark::Ok => "ok   ",
-            Mark::Miss => "MISS ",
-            Mark::Optional => "--   ",
-        };
-        print!("{}", crate::report::output::hang(tag, line, width));
+
+    /// Nsight Compute and compute-sanitizer, never required.
+    fn gpu_tools(&mut self) {
+        // The GPU's own counters and sanitizers (metric checks and the sanitizer pass on
+        // `--backend cuda`; `check --profile`). Never required: without them those checks are
+        // provisional or the emulator's alone.
+        match crate::worker::nsight::find_tool("ncu") {
+            Some(p) => self.add(true, false, "Nsight Compute", format!(
+                "Nsight Compute: {} (metric checks on --backend cuda read the GPU's counters)",
+                p.display()
+            )),
+            None => self.add(false, false, "Nsight Compute", "Nsight Compute (ncu) not found: on --backend cuda, metric checks are skipped and their points withheld (provisional). fix: install the CUDA toolkit's Nsight Compute and put `ncu` on PATH".into()),
+        }
+        match crate::worker::nsight::find_tool("compute-sanitizer") {
+            Some(p) => self.add(true, false, "compute-sanitizer", format!(
+                "compute-sanitizer: {} (the sanitizer pass on --backend cuda runs it on the GPU, besides the PTX emulator's)",
+                p.display()
+            )),
+            None => self.add(false, false, "compute-sanitizer", "compute-sanitizer not found: on --backend cuda only the PTX emulator's sanitizers run. fix: install the CUDA toolkit's compute-sanitizer and put it on PATH".into()),
+        }
     }
-    if missing.is_empty() {
-        let last = format!("ready: everything needed for {} is here", needs.what);
-        print!("{}", crate::report::output::fit_to(&last, width));
-        Ok(exit::OK)
-    } else {
-        missing.dedup();
-        let last = format!(
-            "not ready for {}: missing {} (the MISS lines say how to fix it; `cugrade doctor \
-             --install` installs NVRTC, CUDA's headers, Numba and nvJitLink)",
-            needs.what,
-            missing.join(", ")
+
+    /// The sandbox's layers and the worker cgroup, never required.
+    fn sandbox(&mut self) {
+        // Sandbox: a degraded layer confines less, and grading still works.
+        for l in crate::sandbox::probe().layers {
+            match l.state {
+                crate::sandbox::LayerState::Active if l.detail.is_empty() => self
+                    .lines
+                    .push((Mark::Ok, format!("sandbox {}: available", l.name))),
+                crate::sandbox::LayerState::Active => self
+                    .lines
+                    .push((Mark::Ok, format!("sandbox {}: {}", l.name, l.detail))),
+                crate::sandbox::LayerState::Degraded(why) => self
+                    .lines
+                    .push((Mark::Optional, format!("sandbox {}: {why}", l.name))),
+            }
+        }
+        // The worker cgroup, made as for a worker (and removed again). Never required: the
+        // rlimits, the PID namespace and the scratch's size hold without it.
+        let (cgroup, layer) = crate::sandbox::cgroup::WorkerCgroup::create(
+            &crate::sandbox::Policy::worker("/", true),
         );
-        print!("{}", crate::report::output::fit_to(&last, width));
-        Ok(exit::CANNOT_GRADE)
+        if let Some(c) = cgroup {
+            c.kill();
+        }
+        match layer.state {
+            crate::sandbox::LayerState::Active => {
+                // The doctor, unlike a report, may name the host's path.
+                let below = match crate::sandbox::cgroup::plan() {
+                    Ok(p) => format!(" (below {})", p.base.display()),
+                    Err(_) => String::new(),
+                };
+                let line = format!("sandbox cgroup: {}{below}", layer.detail);
+                self.add(true, false, "sandbox cgroup", line);
+            }
+            crate::sandbox::LayerState::Degraded(why) => {
+                self.add(
+                    false,
+                    false,
+                    "sandbox cgroup",
+                    format!("sandbox cgroup: {why}"),
+                );
+            }
+        }
+    }
+
+    /// Print every line and the verdict; the exit code.
+    fn print(mut self, needs: &Needs) -> i32 {
+        // Fitted to the terminal as `check`'s summary is (`COLUMNS`, else the terminal's width,
+        // else 80 columns), each line's continuation under its text.
+        let width = crate::report::output::columns();
+        for (mark, line) in &self.lines {
+            let tag = match mark {
+                Mark::Ok => "ok   ",
+                Mark::Miss => "MISS ",
+                Mark::Optional => "--   ",
+            };
+            print!("{}", crate::report::output::hang(tag, line, width));
+        }
+        if self.missing.is_empty() {
+            let last = format!("ready: everything needed for {} is here", needs.what);
+            print!("{}", crate::report::output::fit_to(&last, width));
+            exit::OK
+        } else {
+            self.missing.dedup();
+            let last = format!(
+                "not ready for {}: missing {} (the MISS lines say how to fix it; `cugrade doctor \
+                 --install` installs NVRTC, CUDA's headers, Numba and nvJitLink)",
+                needs.what,
+                self.missing.join(", ")
+            );
+            print!("{}", crate::report::output::fit_to(&last, width));
+            exit::CANNOT_GRADE
+        }
     }
 }
 

@@ -21,7 +21,8 @@ use crate::rubric::convention::Signature;
 use crate::worker::process::Captured;
 use crate::worker::scripts;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 /// One kernel to compile, with the signatures to try in order (see [`signatures`]).
@@ -131,8 +132,43 @@ pub fn compile(
     temp: &Path,
     import_budget: Duration,
 ) -> Result<Vec<Outcome>, String> {
+    let paths = write_request(tool, files, kernels, arch, temp)?;
+    let status = match run_driver(tool, temp, &paths, files, kernels, import_budget)? {
+        Waited::Ended(status) => status,
+        Waited::NotImported(outcomes) => return Ok(outcomes),
+    };
+    read_answer(temp, &paths, status, files, kernels)
+}
+
+/// The files a compile shares with the Numba driver, all in the worker's temp folder.
+struct DriverFiles {
+    /// Written by the driver once the toolchain is up.
+    ready: PathBuf,
+    /// The student's file being imported.
+    importing: PathBuf,
+    /// Written by the driver once the student's modules are imported.
+    imported: PathBuf,
+    request: PathBuf,
+    answer: PathBuf,
+    /// What Python printed.
+    log: PathBuf,
+}
+
+/// The error of a compile that could not be set up.
+fn prepare_error(e: std::io::Error) -> String {
+    format!("cannot prepare the Numba compile: {e}")
+}
+
+/// Write the student's sources (and the `cupy` stand-in) and the driver's request.
+fn write_request(
+    tool: &NumbaToolchain,
+    files: &[SourceFile],
+    kernels: &[NumbaKernel],
+    arch: &str,
+    temp: &Path,
+) -> Result<DriverFiles, String> {
     let src = temp.join("numba-src");
-    let io = |e: std::io::Error| format!("cannot prepare the Numba compile: {e}");
+    let io = prepare_error;
     std::fs::create_dir_all(&src).map_err(io)?;
     super::write_sources(files, &src).map_err(|e| match e {
         super::WriteError::Name(m) => m,
@@ -162,8 +198,36 @@ pub fn compile(
     });
     let req_path = temp.join("numba-request.json");
     std::fs::write(&req_path, request.to_string()).map_err(io)?;
-    let answer_path = temp.join("numba-answer.json");
-    let log_path = temp.join("numba-output.txt");
+    Ok(DriverFiles {
+        ready,
+        importing,
+        imported,
+        request: req_path,
+        answer: temp.join("numba-answer.json"),
+        log: temp.join("numba-output.txt"),
+    })
+}
+
+/// How the wait for the driver ended.
+enum Waited {
+    /// Python exited.
+    Ended(ExitStatus),
+    /// The student's modules did not finish importing within their budget: every kernel's
+    /// outcome.
+    NotImported(Vec<Outcome>),
+}
+
+/// Run the driver under the toolchain's Python until it exits, stopping it when the toolchain
+/// does not start within [`STARTUP`] or the student's modules do not import within
+/// `import_budget`.
+fn run_driver(
+    tool: &NumbaToolchain,
+    temp: &Path,
+    f: &DriverFiles,
+    files: &[SourceFile],
+    kernels: &[NumbaKernel],
+    import_budget: Duration,
+) -> Result<Waited, String> {
     // Isolated (-I: no environment, no user site, no script dir on the path) and without the
     // site module's start-up (-S: none of the host's site-packages, `.pth` files or
     // sitecustomize, which a host may keep outside the worker's view, e.g. in /etc): the
@@ -174,10 +238,10 @@ pub fn compile(
         temp,
         "cugrade_numba_driver.py",
         scripts::NUMBA_DRIVER,
-        &[&req_path, &answer_path],
-        &log_path,
+        &[&f.request, &f.answer],
+        &f.log,
     )
-    .map_err(io)?
+    .map_err(prepare_error)?
     .env("LD_LIBRARY_PATH", &tool.lib_dir)
     // The wheels' CUDA tree: without it, numba-cuda's path finder starts a second Python to
     // look for the CUDA runtime (0.2 s of every Numba compile).
@@ -190,13 +254,13 @@ pub fn compile(
     .map_err(|e| format!("cannot run {}: {e}", tool.python.display()))?;
     let started = std::time::Instant::now();
     let mut ready_at: Option<std::time::Instant> = None;
-    let status = loop {
+    loop {
         match child.try_wait() {
-            Ok(Some(s)) => break s,
+            Ok(Some(s)) => return Ok(Waited::Ended(s)),
             Ok(None) => {}
             Err(e) => return Err(format!("cannot wait for Python: {e}")),
         }
-        if ready_at.is_none() && ready.exists() {
+        if ready_at.is_none() && f.ready.exists() {
             ready_at = Some(std::time::Instant::now());
         }
         match ready_at {
@@ -205,29 +269,45 @@ pub fn compile(
                 return Err(format!(
                     "Numba did not start within {} s (the toolchain, not the submission):\n{}",
                     STARTUP.as_secs(),
-                    read_capped(&log_path, 16 * 1024)
+                    read_capped(&f.log, 16 * 1024)
                 ));
             }
-            Some(at) if !imported.exists() && at.elapsed() > import_budget => {
+            Some(at) if !f.imported.exists() && at.elapsed() > import_budget => {
                 child.stop();
-                let file = std::fs::read_to_string(&importing)
-                    .ok()
-                    .map(|f| f.trim().to_string())
-                    .filter(|f| files.iter().any(|s| &s.name == f));
-                return Ok(not_imported(
+                let file = importing_file(&f.importing, files);
+                return Ok(Waited::NotImported(not_imported(
                     kernels,
                     file,
                     format!(
                         "the module did not finish importing within {:.0} s",
                         import_budget.as_secs_f64()
                     ),
-                    read_capped(&log_path, 16 * 1024),
-                ));
+                    read_capped(&f.log, 16 * 1024),
+                )));
             }
             _ => {}
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
+}
+
+/// The student's file the driver was importing, when it names one of theirs.
+fn importing_file(importing: &Path, files: &[SourceFile]) -> Option<String> {
+    std::fs::read_to_string(importing)
+        .ok()
+        .map(|f| f.trim().to_string())
+        .filter(|f| files.iter().any(|s| &s.name == f))
+}
+
+/// Every kernel's outcome once Python exited with `status`: from the driver's answer, unless
+/// the submission filled the scratch or ended Python while it was imported.
+fn read_answer(
+    temp: &Path,
+    f: &DriverFiles,
+    status: ExitStatus,
+    files: &[SourceFile],
+    kernels: &[NumbaKernel],
+) -> Result<Vec<Outcome>, String> {
     if let Some(why) = scratch_exhausted(temp) {
         return Ok(kernels
             .iter()
@@ -238,14 +318,11 @@ pub fn compile(
             })
             .collect());
     }
-    let printed = read_capped(&log_path, 16 * 1024);
-    if ready.exists() && !imported.exists() && !answer_path.exists() {
+    let printed = read_capped(&f.log, 16 * 1024);
+    if f.ready.exists() && !f.imported.exists() && !f.answer.exists() {
         // Python ended while the student's code was importing: `exit()`, `os._exit()`, a
         // crash in an extension it loaded.
-        let file = std::fs::read_to_string(&importing)
-            .ok()
-            .map(|f| f.trim().to_string())
-            .filter(|f| files.iter().any(|s| &s.name == f));
+        let file = importing_file(&f.importing, files);
         return Ok(not_imported(
             kernels,
             file,
@@ -255,7 +332,7 @@ pub fn compile(
             printed,
         ));
     }
-    let text = match std::fs::read(&answer_path) {
+    let text = match std::fs::read(&f.answer) {
         Ok(b) if b.len() <= 64 << 20 => String::from_utf8_lossy(&b).into_owned(),
         Ok(_) => return Err("the Numba driver's answer is too large".into()),
         Err(_) => {

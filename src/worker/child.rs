@@ -202,6 +202,7 @@ pub(super) fn make_backend(
 
 type Served = (Response, Vec<Vec<u8>>, bool);
 
+/// Answer one request of [`main`]'s loop: one function per request kind.
 fn serve(
     req: Request,
     blobs: Vec<Vec<u8>>,
@@ -209,78 +210,20 @@ fn serve(
     gate: &mut dyn FnMut() -> Result<(), BackendError>,
 ) -> Served {
     let backend = backend.as_deref_mut();
-    let no_backend = || {
-        (
-            Response::Failed {
-                message: "this worker has no backend".into(),
-            },
-            vec![],
-            false,
-        )
-    };
     match req {
         Request::Compile {
             main,
             headers,
             arch,
             include_dirs,
-        } => {
-            let c = crate::compile::compile(
-                &main,
-                &headers,
-                &crate::compile::options(&arch, &include_dirs),
-            );
-            if !c.ok && toolchain_suspect(&c.log) {
-                let mut roots = include_dirs.clone();
-                roots.extend(library_path());
-                let paths = sandbox::access::blocked(&roots);
-                if !paths.is_empty() {
-                    return (Response::Unreadable { paths }, vec![], false);
-                }
-            }
-            let ptx = if c.ok {
-                vec![c.ptx.into_bytes()]
-            } else {
-                vec![]
-            };
-            (
-                Response::Compiled {
-                    ok: c.ok,
-                    log: c.log,
-                },
-                ptx,
-                false,
-            )
-        }
+        } => serve_compile(&main, &headers, &arch, &include_dirs),
         Request::CompileNumba {
             files,
             kernels,
             arch,
             toolchain,
             import_s,
-        } => {
-            let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
-            let budget = Duration::from_secs_f64(import_s.clamp(0.1, 3600.0));
-            let r =
-                crate::compile::numba::compile(&toolchain, &files, &kernels, &arch, &temp, budget);
-            if r.is_err() {
-                // The toolchain failed: were we refused its files?
-                let mut roots = toolchain.read_dirs.clone();
-                roots.push(toolchain.site.clone());
-                let paths = sandbox::access::blocked(&roots);
-                if !paths.is_empty() {
-                    return (Response::Unreadable { paths }, vec![], false);
-                }
-            }
-            let ptx: Vec<Vec<u8>> = match &r {
-                Ok(outcomes) => outcomes
-                    .iter()
-                    .filter_map(|o| o.ptx.clone().map(String::into_bytes))
-                    .collect(),
-                Err(_) => vec![],
-            };
-            (Response::NumbaCompiled(r), ptx, false)
-        }
+        } => serve_compile_numba(&files, &kernels, &arch, &toolchain, import_s),
         Request::ExtractCupy {
             files,
             entries,
@@ -290,147 +233,226 @@ fn serve(
             let r = crate::compile::cupy::extract(&interpreter, &files, &entries, &temp);
             (Response::CupyExtracted(r), vec![], false)
         }
-        Request::Assemble { arch, library } => {
-            let ptx = blobs
-                .first()
-                .map(|p| String::from_utf8_lossy(p).into_owned())
-                .unwrap_or_default();
-            let (ok, log) = match crate::compile::jitlink::assemble(&library, &ptx, &arch) {
-                Ok(log) => (true, log),
-                Err(e) => (false, e),
-            };
-            (Response::Compiled { ok, log }, vec![], false)
-        }
-        Request::Load => {
-            let Some(b) = backend else {
-                return no_backend();
-            };
-            let ptx = blobs
-                .first()
-                .map(|p| String::from_utf8_lossy(p).into_owned())
-                .unwrap_or_default();
-            (
-                Response::Loaded {
-                    error: b.load_module(&ptx).err(),
-                },
-                vec![],
-                false,
-            )
-        }
-        Request::LoadSlots => {
-            let Some(b) = backend else {
-                return no_backend();
-            };
-            let text = |i: usize| {
-                String::from_utf8_lossy(blobs.get(i).map_or(&[][..], |b| b)).into_owned()
-            };
-            let error = match b.timer() {
-                None => Some(BackendError::Other(
-                    "this backend cannot time kernels".into(),
-                )),
-                Some(t) => t
-                    .load_slot(crate::backend::Slot::Reference, &text(0))
-                    .and_then(|()| t.load_slot(crate::backend::Slot::Harness, &text(1)))
-                    .err(),
-            };
-            (Response::Loaded { error }, vec![], false)
-        }
-        Request::KernelInfo { kernel } => {
-            let Some(b) = backend else {
-                return no_backend();
-            };
-            (Response::KernelInfo(b.kernel_info(&kernel)), vec![], false)
-        }
-        Request::Run(spec) => {
-            let Some(b) = backend else {
-                return no_backend();
-            };
-            match run(b, &spec, blobs) {
-                Ok((report, bufs)) => (
-                    Response::Ran {
-                        error: None,
-                        report,
-                    },
-                    bufs,
-                    false,
-                ),
-                Err(boxed) => {
-                    let (e, report) = *boxed;
-                    let fatal = matches!(e, BackendError::Fault(_) | BackendError::Timeout(_));
-                    (
-                        Response::Ran {
-                            error: Some(e),
-                            report,
-                        },
-                        vec![],
-                        fatal,
-                    )
-                }
-            }
-        }
-        Request::Measure(spec) => {
-            let Some(b) = backend else {
-                return no_backend();
-            };
-            let _ = b.free_all();
-            let Some(t) = b.timer() else {
-                return (
-                    Response::Failed {
-                        message: "this backend cannot time kernels".into(),
-                    },
-                    vec![],
-                    false,
-                );
-            };
-            let report = crate::measure::session::run(t, &spec, &blobs, gate);
-            // A fault or a timeout leaves the CUDA context unusable: end the worker.
-            let fatal = matches!(
-                &report.problem,
-                Some(crate::measure::session::Problem::Failed {
-                    error: BackendError::Fault(_) | BackendError::Timeout(_),
-                    ..
-                })
-            );
-            // After a fault or a timeout the kernel may still be running: freeing memory would
-            // wait for it. The worker ends instead, and the parent kills it.
-            if !fatal {
-                let _ = b.free_all();
-            }
-            (Response::Timed(Box::new(report)), vec![], fatal)
-        }
+        Request::Assemble { arch, library } => serve_assemble(&arch, &library, &blobs),
+        Request::Load => match backend {
+            Some(b) => serve_load(b, &blobs),
+            None => no_backend(),
+        },
+        Request::LoadSlots => match backend {
+            Some(b) => serve_load_slots(b, &blobs),
+            None => no_backend(),
+        },
+        Request::KernelInfo { kernel } => match backend {
+            Some(b) => (Response::KernelInfo(b.kernel_info(&kernel)), vec![], false),
+            None => no_backend(),
+        },
+        Request::Run(spec) => match backend {
+            Some(b) => serve_run(b, &spec, blobs),
+            None => no_backend(),
+        },
+        Request::Measure(spec) => match backend {
+            Some(b) => serve_measure(b, &spec, &blobs, gate),
+            None => no_backend(),
+        },
         Request::Estimate(spec) => (
             Response::Estimated(crate::estimate::sample::run(&spec, &blobs).map(Box::new)),
             vec![],
             false,
         ),
-        Request::Go => (
-            Response::Failed {
-                message: "go without a measurement in progress".into(),
-            },
-            vec![],
-            false,
-        ),
-        Request::PythonStart(_) | Request::Python { .. } => (
-            Response::Failed {
-                message: "this worker is not a Python harness".into(),
-            },
-            vec![],
-            false,
-        ),
-        Request::Unpack { kind, name: _ } => {
-            let bytes = blobs.first().map(Vec::as_slice).unwrap_or_default();
-            // A panic in an archive crate is this archive's problem, said as such.
-            let found =
-                std::panic::catch_unwind(|| crate::submission::archive::extract(kind, bytes))
-                    .unwrap_or_else(|_| Err("the archive crashed its reader".into()));
-            match found {
-                Ok(files) => {
-                    let (paths, data): (Vec<String>, Vec<Vec<u8>>) = files.into_iter().unzip();
-                    (Response::Unpacked(Ok(paths)), data, false)
-                }
-                Err(e) => (Response::Unpacked(Err(e)), vec![], false),
-            }
+        Request::Go => failed("go without a measurement in progress"),
+        Request::PythonStart(_) | Request::Python { .. } => {
+            failed("this worker is not a Python harness")
         }
+        Request::Unpack { kind, name: _ } => serve_unpack(kind, &blobs),
+    }
+}
+
+/// A `Failed` answer that leaves the worker running.
+fn failed(message: &str) -> Served {
+    (
+        Response::Failed {
+            message: message.into(),
+        },
+        vec![],
+        false,
+    )
+}
+
+/// The answer to a backend's request in a worker without one.
+fn no_backend() -> Served {
+    failed("this worker has no backend")
+}
+
+/// `Compile`: NVRTC, with the toolchain's files the sandbox refused when they may be at fault.
+fn serve_compile(
+    main: &crate::compile::SourceFile,
+    headers: &[crate::compile::SourceFile],
+    arch: &str,
+    include_dirs: &[std::path::PathBuf],
+) -> Served {
+    let c = crate::compile::compile(main, headers, &crate::compile::options(arch, include_dirs));
+    if !c.ok && toolchain_suspect(&c.log) {
+        let mut roots = include_dirs.to_vec();
+        roots.extend(library_path());
+        let paths = sandbox::access::blocked(&roots);
+        if !paths.is_empty() {
+            return (Response::Unreadable { paths }, vec![], false);
+        }
+    }
+    let ptx = if c.ok {
+        vec![c.ptx.into_bytes()]
+    } else {
+        vec![]
+    };
+    (
+        Response::Compiled {
+            ok: c.ok,
+            log: c.log,
+        },
+        ptx,
+        false,
+    )
+}
+
+/// `CompileNumba`: the toolchain's Python, with its files the sandbox refused when it failed.
+fn serve_compile_numba(
+    files: &[crate::compile::SourceFile],
+    kernels: &[crate::compile::numba::NumbaKernel],
+    arch: &str,
+    toolchain: &crate::compile::toolchain::NumbaToolchain,
+    import_s: f64,
+) -> Served {
+    let temp = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+    let budget = Duration::from_secs_f64(import_s.clamp(0.1, 3600.0));
+    let r = crate::compile::numba::compile(toolchain, files, kernels, arch, &temp, budget);
+    if r.is_err() {
+        // The toolchain failed: were we refused its files?
+        let mut roots = toolchain.read_dirs.clone();
+        roots.push(toolchain.site.clone());
+        let paths = sandbox::access::blocked(&roots);
+        if !paths.is_empty() {
+            return (Response::Unreadable { paths }, vec![], false);
+        }
+    }
+    let ptx: Vec<Vec<u8>> = match &r {
+        Ok(outcomes) => outcomes
+            .iter()
+            .filter_map(|o| o.ptx.clone().map(String::into_bytes))
+            .collect(),
+        Err(_) => vec![],
+    };
+    (Response::NumbaCompiled(r), ptx, false)
+}
+
+/// `Assemble`: ptxas's verbose output for the PTX in blob 0, through nvJitLink.
+fn serve_assemble(arch: &str, library: &std::path::Path, blobs: &[Vec<u8>]) -> Served {
+    let ptx = blobs
+        .first()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .unwrap_or_default();
+    let (ok, log) = match crate::compile::jitlink::assemble(library, &ptx, arch) {
+        Ok(log) => (true, log),
+        Err(e) => (false, e),
+    };
+    (Response::Compiled { ok, log }, vec![], false)
+}
+
+/// `Load`: the PTX in blob 0 on the backend.
+fn serve_load(b: &mut dyn Backend, blobs: &[Vec<u8>]) -> Served {
+    let ptx = blobs
+        .first()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .unwrap_or_default();
+    (
+        Response::Loaded {
+            error: b.load_module(&ptx).err(),
+        },
+        vec![],
+        false,
+    )
+}
+
+/// `LoadSlots`: the reference (blob 0) and harness (blob 1) PTX into the timer's slots.
+fn serve_load_slots(b: &mut dyn Backend, blobs: &[Vec<u8>]) -> Served {
+    let text = |i: usize| String::from_utf8_lossy(blobs.get(i).map_or(&[][..], |b| b)).into_owned();
+    let error = match b.timer() {
+        None => Some(BackendError::Other(
+            "this backend cannot time kernels".into(),
+        )),
+        Some(t) => t
+            .load_slot(crate::backend::Slot::Reference, &text(0))
+            .and_then(|()| t.load_slot(crate::backend::Slot::Harness, &text(1)))
+            .err(),
+    };
+    (Response::Loaded { error }, vec![], false)
+}
+
+/// `Run`: launch and read back ([`run`]); a fault or a timeout ends the worker.
+fn serve_run(b: &mut dyn Backend, spec: &RunSpec, blobs: Vec<Vec<u8>>) -> Served {
+    match run(b, spec, blobs) {
+        Ok((report, bufs)) => (
+            Response::Ran {
+                error: None,
+                report,
+            },
+            bufs,
+            false,
+        ),
+        Err(boxed) => {
+            let (e, report) = *boxed;
+            let fatal = matches!(e, BackendError::Fault(_) | BackendError::Timeout(_));
+            (
+                Response::Ran {
+                    error: Some(e),
+                    report,
+                },
+                vec![],
+                fatal,
+            )
+        }
+    }
+}
+
+/// `Measure`: one timed section (`measure::session`), `gate` waiting for the parent's `Go`.
+fn serve_measure(
+    b: &mut dyn Backend,
+    spec: &crate::measure::session::MeasureSpec,
+    blobs: &[Vec<u8>],
+    gate: &mut dyn FnMut() -> Result<(), BackendError>,
+) -> Served {
+    let _ = b.free_all();
+    let Some(t) = b.timer() else {
+        return failed("this backend cannot time kernels");
+    };
+    let report = crate::measure::session::run(t, spec, blobs, gate);
+    // A fault or a timeout leaves the CUDA context unusable: end the worker.
+    let fatal = matches!(
+        &report.problem,
+        Some(crate::measure::session::Problem::Failed {
+            error: BackendError::Fault(_) | BackendError::Timeout(_),
+            ..
+        })
+    );
+    // After a fault or a timeout the kernel may still be running: freeing memory would
+    // wait for it. The worker ends instead, and the parent kills it.
+    if !fatal {
+        let _ = b.free_all();
+    }
+    (Response::Timed(Box::new(report)), vec![], fatal)
+}
+
+/// `Unpack`: the source files of the archive in blob 0, one blob per file kept.
+fn serve_unpack(kind: crate::submission::archive::ArchiveKind, blobs: &[Vec<u8>]) -> Served {
+    let bytes = blobs.first().map(Vec::as_slice).unwrap_or_default();
+    // A panic in an archive crate is this archive's problem, said as such.
+    let found = std::panic::catch_unwind(|| crate::submission::archive::extract(kind, bytes))
+        .unwrap_or_else(|_| Err("the archive crashed its reader".into()));
+    match found {
+        Ok(files) => {
+            let (paths, data): (Vec<String>, Vec<Vec<u8>>) = files.into_iter().unzip();
+            (Response::Unpacked(Ok(paths)), data, false)
+        }
+        Err(e) => (Response::Unpacked(Err(e)), vec![], false),
     }
 }
 

@@ -157,6 +157,16 @@ fn note_old_layout(out: &Path) {
     }
 }
 
+/// What `cugrade grade` was asked.
+struct Asked<'a> {
+    rubric_path: &'a Path,
+    cohort: &'a Path,
+    out: &'a Path,
+    req: &'a Requested,
+    opts: &'a CohortOptions,
+}
+
+/// Grade every submission of `cohort` into `out` against the rubric; the exit code.
 pub fn run(
     rubric_path: &Path,
     cohort: &Path,
@@ -166,6 +176,56 @@ pub fn run(
 ) -> Result<i32, CliError> {
     entries::refuse_out_inside(cohort, out).map_err(CliError::Usage)?;
     let rubric = rubric::load(rubric_path)?;
+    let listed = list_entries(cohort, opts.shard)?;
+    let _lock = lock::lock(out, "grade")?;
+    let asked = Asked {
+        rubric_path,
+        cohort,
+        out,
+        req,
+        opts,
+    };
+    let mut prep = set_up(&asked, &rubric, &listed)?;
+    let jobs = Jobs {
+        queue: Mutex::new(listed.entries.iter()),
+        pool: deferred::Pool::new(
+            (0..opts.jobs).map(|job| prep.slots.get(job).map(|(slot, _)| slot.lock.clone())),
+        ),
+        results: Mutex::new(Vec::new()),
+        fatal: Mutex::new(None),
+        base: &prep.base,
+        progress: &prep.progress,
+        ctx: EntryContext {
+            rubric: &rubric,
+            rubric_hash: &prep.rubric_hash,
+            unpack: prep.unpack_dir.path(),
+            students: &prep.students,
+            resume: opts.resume,
+            common: &prep.common,
+        },
+    };
+    grade_all(&jobs, &prep.slots, &prep.reference, opts.jobs);
+    prep.progress.finish();
+    let fatal = jobs.fatal.into_inner().unwrap_or_else(|p| p.into_inner());
+    let graded = jobs.results.into_inner().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = fatal {
+        return Err(stopped(&e, &graded, out));
+    }
+    finish(&asked, graded, prep.record.as_mut())
+}
+
+/// This run's entries of the cohort, with what a shard's record says of the whole cohort.
+struct Listed {
+    /// This shard's (every entry without `--shard`).
+    entries: Vec<Entry>,
+    /// [`shard::cohort_sha256`] of every entry's id.
+    cohort_sha256: String,
+    /// How many entries the whole cohort has.
+    cohort_entries: usize,
+}
+
+/// The cohort's entries (an empty cohort is a usage error), then those of this shard.
+fn list_entries(cohort: &Path, shard: Option<(usize, usize)>) -> Result<Listed, CliError> {
     // Ids come from the whole cohort before sharding: a student has the same id in every
     // shard and in an unsharded run.
     let mut entries = entries::list(cohort).map_err(CliError::Usage)?;
@@ -180,7 +240,7 @@ pub fn run(
         shard::cohort_sha256(entries.iter().map(|e| e.id.as_str())),
         entries.len(),
     );
-    if let Some((k, n)) = opts.shard {
+    if let Some((k, n)) = shard {
         entries = entries
             .into_iter()
             .enumerate()
@@ -188,27 +248,99 @@ pub fn run(
             .map(|(_, e)| e)
             .collect();
     }
-    let _lock = lock::lock(out, "grade")?;
+    Ok(Listed {
+        entries,
+        cohort_sha256: cohort_ids.0,
+        cohort_entries: cohort_ids.1,
+    })
+}
+
+/// What a run sets up under its lock on `<out>` before its jobs start (fields in the order
+/// they are dropped: the reverse of the order they are made).
+struct Prepared {
+    /// The shard's record (`--shard`).
+    record: Option<shard::ShardRecord>,
+    reference: Reference,
+    /// The GPU of each job, with its compile target (empty on the emulator).
+    slots: Vec<(gpus::Slot, String)>,
+    /// The options every job starts from.
+    base: pipeline::Options,
+    unpack_dir: tempfile::TempDir,
+    progress: progress::Progress,
+    rubric_hash: String,
+    common: HashSet<u64>,
+    /// `<out>/students`.
+    students: PathBuf,
+}
+
+/// Set the run up: the students' folder, what every student was given, the jobs' GPUs and
+/// options, the reference compiled once, and the shard's record (or none).
+fn set_up(asked: &Asked<'_>, rubric: &LoadedRubric, listed: &Listed) -> Result<Prepared, CliError> {
+    let (out, opts) = (asked.out, asked.opts);
     note_old_layout(out);
     let students = out.join(STUDENTS);
     std::fs::create_dir_all(&students)
         .map_err(|e| Fatal::new(format!("cannot create {}: {e}", students.display())))?;
-    let common = common_hashes(&rubric, &opts.starter)?;
-    let rubric_hash = rubric_sha256(&rubric);
-    let progress = progress::Progress::new(entries.len(), progress::wants_bar());
+    let common = common_hashes(rubric, &opts.starter)?;
+    let rubric_hash = rubric_sha256(rubric);
+    let progress = progress::Progress::new(listed.entries.len(), progress::wants_bar());
     // In the run's temp folder, which an interrupt or the next run removes.
     let unpack_dir = crate::sandbox::scratch::tempdir("unpack-")
         .map_err(|e| Fatal::new(format!("temp dir: {e}")))?;
+    let (mut base, slots) = plan_jobs(asked.req, rubric, opts.jobs)?;
+    base.protected = crate::setup::protected_dirs(&[asked.rubric_path, asked.cohort, out]);
+    // CPU baselines measured for this cohort live beside its outputs: every student, shard and
+    // `--resume` of the cohort is compared with the same value (unless the rubric pins one).
+    base.baseline_cache = Some(out.join("cpu-baselines.json"));
+    let reference = Reference::compile(rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
+    // What `merge` checks: which shard of which run this folder holds, and whether it finished.
+    let record = opts.shard.map(|(k, n)| shard::ShardRecord {
+        shard: k,
+        of: n,
+        seed: base.seed,
+        assignment: rubric.rubric.assignment.clone(),
+        rubric_sha256: rubric_hash.clone(),
+        backend: base.backend.as_str().to_string(),
+        cohort_sha256: listed.cohort_sha256.clone(),
+        cohort_entries: listed.cohort_entries,
+        students: listed.entries.iter().map(|e| e.id.clone()).collect(),
+        complete: false,
+        cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
+    });
+    match &record {
+        Some(r) => shard::write(out, r)?,
+        None => shard::remove_stale(out),
+    }
+    Ok(Prepared {
+        record,
+        reference,
+        slots,
+        base,
+        unpack_dir,
+        progress,
+        rubric_hash,
+        common,
+        students,
+    })
+}
+
+/// The options every job starts from and the GPU of each job ([`plan_gpus`]), with the
+/// timed sections' batches set for each GPU's jobs.
+fn plan_jobs(
+    req: &Requested,
+    rubric: &LoadedRubric,
+    jobs: usize,
+) -> Result<(pipeline::Options, Vec<(gpus::Slot, String)>), CliError> {
     let devices = if req.gpus.is_empty() {
         vec![0]
     } else {
         req.gpus.clone()
     };
     check_ordinals(req)?;
-    let function_lab = crate::commands::init::is_function_lab(&rubric);
-    let mut base = resolve(req, devices[0], !function_lab)?;
+    let function_lab = crate::commands::init::is_function_lab(rubric);
+    let base = resolve(req, devices[0], !function_lab)?;
     // The GPU of each job: every student a job takes is graded and timed on it.
-    let slots = plan_gpus(req, &base, &rubric, &devices, opts.jobs)?;
+    let slots = plan_gpus(req, &base, rubric, &devices, jobs)?;
     // Timed sections gather in batches of half a GPU's jobs (`measure::lock`).
     let mut per_gpu = std::collections::BTreeMap::<&str, usize>::new();
     for (slot, _) in &slots {
@@ -217,48 +349,62 @@ pub fn run(
     for (key, jobs) in per_gpu {
         crate::measure::lock::set_jobs(key, jobs);
     }
-    base.protected = crate::setup::protected_dirs(&[rubric_path, cohort, out]);
-    // CPU baselines measured for this cohort live beside its outputs: every student, shard and
-    // `--resume` of the cohort is compared with the same value (unless the rubric pins one).
-    base.baseline_cache = Some(out.join("cpu-baselines.json"));
-    let reference = Reference::compile(&rubric, &base).map_err(|e| Fatal::new(e.0.to_string()))?;
-    // What `merge` checks: which shard of which run this folder holds, and whether it finished.
-    let mut record = opts.shard.map(|(k, n)| shard::ShardRecord {
-        shard: k,
-        of: n,
-        seed: base.seed,
-        assignment: rubric.rubric.assignment.clone(),
-        rubric_sha256: rubric_hash.clone(),
-        backend: base.backend.as_str().to_string(),
-        cohort_sha256: cohort_ids.0.clone(),
-        cohort_entries: cohort_ids.1,
-        students: entries.iter().map(|e| e.id.clone()).collect(),
-        complete: false,
-        cugrade_version: env!("CARGO_PKG_VERSION").to_string(),
-    });
-    match &record {
-        Some(r) => shard::write(out, r)?,
-        None => shard::remove_stale(out),
+    Ok((base, slots))
+}
+
+/// A student written: their result, their fingerprints, and how the result came about.
+type Written = (GradeResult, Fingerprints, Outcome);
+
+/// What the jobs of a run share.
+struct Jobs<'a> {
+    /// The students no job has taken yet.
+    queue: Mutex<std::slice::Iter<'a, Entry>>,
+    pool: deferred::Pool<(Held<'a>, pipeline::Graded)>,
+    results: Mutex<Vec<Written>>,
+    /// The first fatal error (the machine's fault): no job takes another student.
+    fatal: Mutex<Option<String>>,
+    base: &'a pipeline::Options,
+    progress: &'a progress::Progress,
+    ctx: EntryContext<'a>,
+}
+
+impl<'a> Jobs<'a> {
+    /// The next student to grade; none once the queue is empty or the run has failed.
+    fn next(&self) -> Option<&'a Entry> {
+        let stop = self.fatal.lock().map(|f| f.is_some()).unwrap_or(true);
+        if stop {
+            None
+        } else {
+            self.queue.lock().ok().and_then(|mut q| q.next())
+        }
     }
 
-    let queue = Mutex::new(entries.iter());
-    let pool: deferred::Pool<(Held, pipeline::Graded)> = deferred::Pool::new(
-        (0..opts.jobs).map(|job| slots.get(job).map(|(slot, _)| slot.lock.clone())),
-    );
-    type Graded = (GradeResult, Fingerprints, Outcome);
-    let results: Mutex<Vec<Graded>> = Mutex::new(Vec::new());
-    let fatal: Mutex<Option<String>> = Mutex::new(None);
-    let ctx = EntryContext {
-        rubric: &rubric,
-        rubric_hash: &rubric_hash,
-        unpack: unpack_dir.path(),
-        students: &students,
-        resume: opts.resume,
-        common: &common,
-    };
+    /// Keep `e` as the run's fatal error unless it has one already.
+    fn fail(&self, e: String) {
+        let mut f = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        f.get_or_insert(e);
+    }
+
+    /// Write students graded in full, each counted in the progress and the results.
+    fn write(&self, held: Vec<Held<'a>>, graded: Vec<pipeline::Graded>) -> Result<(), String> {
+        for (h, g) in held.into_iter().zip(graded) {
+            let r = write_entry(h.entry, &self.ctx, g.result, h.prints, h.outcome)?;
+            self.progress.graded(&r.0, r.2 == Outcome::Reused);
+            self.results
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(r);
+        }
+        Ok(())
+    }
+}
+
+/// Run `n` jobs side by side until every student is written (or the run fails), each on its
+/// GPU of `slots`.
+fn grade_all(jobs: &Jobs<'_>, slots: &[(gpus::Slot, String)], reference: &Reference, n: usize) {
     std::thread::scope(|s| {
-        for job in 0..opts.jobs {
-            let mut o = base.clone();
+        for job in 0..n {
+            let mut o = jobs.base.clone();
             if let Some((slot, arch)) = slots.get(job) {
                 o.device = slot.gpu.index;
                 o.device_name = slot.gpu.name.clone();
@@ -267,108 +413,107 @@ pub fn run(
                 o.gpu_record = Some(slot.gpu.clone());
             }
             // One compile of the reference for the cohort; expected outputs computed once.
-            let mut reference = reference.share(o.device, o.gpu.clone());
-            let (queue, results, fatal, rubric, base, progress, ctx, pool) = (
-                &queue, &results, &fatal, &rubric, &base, &progress, &ctx, &pool,
-            );
-            s.spawn(move || {
-                // Counts this job out of its GPU's grading however it ends (a panic too), so
-                // the others' passes never wait for it.
-                let grading = pool.grading(o.gpu.clone());
-                if o.arch != base.arch {
-                    // A GPU of another architecture needs the reference compiled for it.
-                    match Reference::compile(rubric, &o) {
-                        Ok(r) => reference = r,
-                        Err(e) => {
-                            *fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.0);
-                            return;
-                        }
-                    }
-                }
-                // A student graded but for compute-sanitizer's pass waits in the pool; the
-                // passes run once every job on this GPU has timed its last student
-                // (`deferred`). Then they are written.
-                let key = o.gpu.clone();
-                let write =
-                    |held: Vec<Held>, graded: Vec<pipeline::Graded>| -> Result<(), String> {
-                        for (h, g) in held.into_iter().zip(graded) {
-                            let r = write_entry(h.entry, ctx, g.result, h.prints, h.outcome)?;
-                            progress.graded(&r.0, r.2 == Outcome::Reused);
-                            results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
-                        }
-                        Ok(())
-                    };
-                let fail = |e: String| {
-                    let mut f = fatal.lock().unwrap_or_else(|p| p.into_inner());
-                    f.get_or_insert(e);
-                };
-                loop {
-                    let stop = fatal.lock().map(|f| f.is_some()).unwrap_or(true);
-                    let next = if stop {
-                        None
-                    } else {
-                        queue.lock().ok().and_then(|mut q| q.next())
-                    };
-                    let Some(entry) = next else { break };
-                    match grade_entry(entry, ctx, &o, &mut reference) {
-                        Ok(mut h) if h.graded.as_ref().is_some_and(|g| g.deferred.is_some()) => {
-                            if let Some(g) = h.graded.take() {
-                                pool.hold(&key, (h, g));
-                            }
-                        }
-                        Ok(mut h) => {
-                            let graded: Vec<_> = h.graded.take().into_iter().collect();
-                            if let Err(e) = write(vec![h], graded) {
-                                fail(e);
-                                break;
-                            }
-                        }
-                        Err(e) => {
-                            fail(e);
-                            break;
-                        }
-                    }
-                }
-                // Every student held is still finished and written, after a fatal error too.
-                if let Some(n) = grading.finish() {
-                    progress.note(&format!(
-                        "compute-sanitizer's pass over {n} student{} (after every timed section)",
-                        if n == 1 { "" } else { "s" }
-                    ));
-                }
-                while let Some(batch) = pool.next_batch(&key) {
-                    let (held, mut graded): (Vec<Held>, Vec<pipeline::Graded>) =
-                        batch.into_iter().unzip();
-                    pipeline::deferred::finish(&mut graded, o.device, o.gpu.clone());
-                    pool.batch_done(&key);
-                    if let Err(e) = write(held, graded) {
-                        fail(e);
-                    }
-                }
-            });
+            let reference = reference.share(o.device, o.gpu.clone());
+            s.spawn(move || run_job(jobs, o, reference));
         }
     });
-    progress.finish();
-    let fatal = fatal.into_inner().unwrap_or_else(|p| p.into_inner());
-    let mut graded = results.into_inner().unwrap_or_else(|p| p.into_inner());
-    if let Some(e) = fatal {
-        // The machine's fault (a trusted probe confirmed it): what was graded is kept, and the
-        // class reports say so, so that `--resume` takes it from there.
-        let graded_so_far: Vec<GradeResult> = graded.iter().map(|g| g.0.clone()).collect();
-        let kept = match Outputs::write_cohort(&graded_so_far, &[], out) {
-            Ok(()) => format!(
-                "the {} submissions graded before it stopped are in {} (grades.csv, \
-                 summary.md); after the fix, run the same command with --resume to grade the \
-                 rest",
-                graded_so_far.len(),
-                out.display()
-            ),
-            Err(w) => format!("the class reports could not be written either: {w}"),
-        };
-        return Err(CliError::Fatal(Fatal::new(format!(
-            "grading stopped: {e}\n{kept}"
-        ))));
+}
+
+/// One job: grade students from the queue on `o`'s GPU, then finish and write those held for
+/// compute-sanitizer's pass.
+fn run_job(jobs: &Jobs<'_>, o: pipeline::Options, mut reference: Reference) {
+    // Counts this job out of its GPU's grading however it ends (a panic too), so
+    // the others' passes never wait for it.
+    let grading = jobs.pool.grading(o.gpu.clone());
+    if o.arch != jobs.base.arch {
+        // A GPU of another architecture needs the reference compiled for it.
+        match Reference::compile(jobs.ctx.rubric, &o) {
+            Ok(r) => reference = r,
+            Err(e) => {
+                *jobs.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.0);
+                return;
+            }
+        }
     }
+    // A student graded but for compute-sanitizer's pass waits in the pool; the
+    // passes run once every job on this GPU has timed its last student
+    // (`deferred`). Then they are written.
+    let key = o.gpu.clone();
+    grade_students(jobs, &o, &mut reference, &key);
+    // Every student held is still finished and written, after a fatal error too.
+    if let Some(n) = grading.finish() {
+        jobs.progress.note(&format!(
+            "compute-sanitizer's pass over {n} student{} (after every timed section)",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    while let Some(batch) = jobs.pool.next_batch(&key) {
+        let (held, mut graded): (Vec<Held>, Vec<pipeline::Graded>) = batch.into_iter().unzip();
+        pipeline::deferred::finish(&mut graded, o.device, o.gpu.clone());
+        jobs.pool.batch_done(&key);
+        if let Err(e) = jobs.write(held, graded) {
+            jobs.fail(e);
+        }
+    }
+}
+
+/// Grade students until the queue is empty or the run fails: each is written at once, or
+/// held in the pool under `key` for compute-sanitizer's pass.
+fn grade_students(
+    jobs: &Jobs<'_>,
+    o: &pipeline::Options,
+    reference: &mut Reference,
+    key: &Option<String>,
+) {
+    while let Some(entry) = jobs.next() {
+        match grade_entry(entry, &jobs.ctx, o, reference) {
+            Ok(mut h) if h.graded.as_ref().is_some_and(|g| g.deferred.is_some()) => {
+                if let Some(g) = h.graded.take() {
+                    jobs.pool.hold(key, (h, g));
+                }
+            }
+            Ok(mut h) => {
+                let graded: Vec<_> = h.graded.take().into_iter().collect();
+                if let Err(e) = jobs.write(vec![h], graded) {
+                    jobs.fail(e);
+                    break;
+                }
+            }
+            Err(e) => {
+                jobs.fail(e);
+                break;
+            }
+        }
+    }
+}
+
+/// The error of a run stopped by `e`, after writing the class reports of the students graded
+/// before it.
+fn stopped(e: &str, graded: &[Written], out: &Path) -> CliError {
+    // The machine's fault (a trusted probe confirmed it): what was graded is kept, and the
+    // class reports say so, so that `--resume` takes it from there.
+    let graded_so_far: Vec<GradeResult> = graded.iter().map(|g| g.0.clone()).collect();
+    let kept = match Outputs::write_cohort(&graded_so_far, &[], out) {
+        Ok(()) => format!(
+            "the {} submissions graded before it stopped are in {} (grades.csv, \
+             summary.md); after the fix, run the same command with --resume to grade the \
+             rest",
+            graded_so_far.len(),
+            out.display()
+        ),
+        Err(w) => format!("the class reports could not be written either: {w}"),
+    };
+    CliError::Fatal(Fatal::new(format!("grading stopped: {e}\n{kept}")))
+}
+
+/// The end of a run that graded every student: the class reports, the shard's record marked
+/// complete, the results printed, the closing line; exit 0 when every student passed.
+fn finish(
+    asked: &Asked<'_>,
+    mut graded: Vec<Written>,
+    record: Option<&mut shard::ShardRecord>,
+) -> Result<i32, CliError> {
+    let (out, opts) = (asked.out, asked.opts);
     graded.sort_by(|a, b| (&a.0.student, a.0.key()).cmp(&(&b.0.student, b.0.key())));
     let count = |o: Outcome| graded.iter().filter(|g| g.2 == o).count();
     let (reused, regraded) = (count(Outcome::Reused), count(Outcome::Regraded));
@@ -379,32 +524,11 @@ pub fn run(
     let pairs = integrity::pairs(&prints);
     let results: Vec<GradeResult> = graded.into_iter().map(|(r, _, _)| r).collect();
     Outputs::write_cohort(&results, &pairs, out)?;
-    if let Some(r) = record.as_mut() {
+    if let Some(r) = record {
         r.complete = true;
         shard::write(out, r)?;
     }
-    match opts.format {
-        Format::Human => {}
-        // JSON Lines on stdout, one result.json per line; everything for people goes to stderr.
-        Format::Json => {
-            for r in &results {
-                println!("{}", crate::report::output::json_line(r));
-            }
-        }
-        Format::Github => {
-            for r in &results {
-                // A folder entry's files are under cohort/<entry>; a single-file entry's
-                // location is its own file name, in the cohort folder.
-                let folder = cohort.join(&r.entry);
-                let dir = if folder.is_dir() {
-                    folder
-                } else {
-                    cohort.to_path_buf()
-                };
-                print_result(r, opts.format, Some(&dir));
-            }
-        }
-    }
+    print_results(&results, opts.format, asked.cohort);
     let resumed = if opts.resume {
         format!(
             " ({reused} reused from the previous run, {} graded{})",
@@ -436,6 +560,33 @@ pub fn run(
     } else {
         exit::FAILED
     })
+}
+
+/// Every student's result on stdout, in `format` (nothing for people's format: their
+/// reports are in the output folder).
+fn print_results(results: &[GradeResult], format: Format, cohort: &Path) {
+    match format {
+        Format::Human => {}
+        // JSON Lines on stdout, one result.json per line; everything for people goes to stderr.
+        Format::Json => {
+            for r in results {
+                println!("{}", crate::report::output::json_line(r));
+            }
+        }
+        Format::Github => {
+            for r in results {
+                // A folder entry's files are under cohort/<entry>; a single-file entry's
+                // location is its own file name, in the cohort folder.
+                let folder = cohort.join(&r.entry);
+                let dir = if folder.is_dir() {
+                    folder
+                } else {
+                    cohort.to_path_buf()
+                };
+                print_result(r, format, Some(&dir));
+            }
+        }
+    }
 }
 
 /// `--gpus` names GPUs this machine has: an ordinal past the last GPU is a usage error (exit
