@@ -14,20 +14,8 @@ fn src() -> PathBuf {
 /// Every `.rs` file under `src/` by module path (`pipeline::load`), with its text minus
 /// comments and `#[cfg(test)]` modules.
 fn modules() -> BTreeMap<String, (PathBuf, String)> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(&src(), &mut files);
     let mut out = BTreeMap::new();
-    for f in files {
+    for f in rust_files() {
         let rel = f.strip_prefix(src()).unwrap().with_extension("");
         let mut name = rel.to_string_lossy().replace('/', "::");
         if let Some(parent) = name.strip_suffix("::mod") {
