@@ -9,6 +9,7 @@
 
 pub mod cuda;
 pub mod emu;
+pub mod ranks;
 
 pub use crate::model::launch::{GpuRecord, LaunchDims, Then};
 use serde::{Deserialize, Serialize};
