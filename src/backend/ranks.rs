@@ -31,6 +31,11 @@ pub trait RankSet {
     fn alloc(&mut self, rank: usize, bytes: usize) -> Result<u64, BackendError>;
     fn write(&mut self, rank: usize, addr: u64, data: &[u8]) -> Result<(), BackendError>;
     fn read(&mut self, rank: usize, addr: u64, len: usize) -> Result<Vec<u8>, BackendError>;
+    /// Whether the worker should surround buffers with guard regions (GPUs); the emulator
+    /// checks every access against the exact allocation itself and says no.
+    fn wants_guards(&self) -> bool {
+        true
+    }
     /// Free every allocation on every rank (between trials).
     fn free_all(&mut self) -> Result<(), BackendError>;
     /// Launch `kernel` on every rank at once, rank `r` with `params[r]`, and wait for all of
@@ -78,16 +83,22 @@ pub trait RankTimer {
         reps: usize,
         deadline: Instant,
     ) -> Result<Vec<f64>, BackendError>;
-    /// NCCL's all-reduce (float32 sum, in place) of `count` elements at `bufs[rank]` on every
-    /// rank, `reps` times, timed as `time_all` times a kernel. `Err` says plainly when NCCL
-    /// cannot be loaded. NVLink multicast stays off (`NCCL_NVLS_ENABLE=0`).
+    /// NCCL's all-reduce (float32 sum) of `count` elements from `send[rank]` into
+    /// `recv[rank]` on every rank, `reps` times, timed as `time_all` times a kernel. `Err`
+    /// says plainly when NCCL cannot be loaded. NVLink multicast stays off
+    /// (`NCCL_NVLS_ENABLE=0`).
     fn nccl_allreduce(
         &mut self,
-        bufs: &[u64],
+        send: &[u64],
+        recv: &[u64],
         count: usize,
         reps: usize,
         deadline: Instant,
     ) -> Result<Vec<f64>, BackendError>;
+    /// Which NCCL `nccl_allreduce` used (version and file), once it has run.
+    fn nccl_version(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Bus bandwidth as NCCL's tests define it for an all-reduce: 2 (n - 1) / n x bytes / time,

@@ -33,6 +33,10 @@ pub(super) fn worker_env(
         policy.temp_dir.join("cuda-cache").into_os_string(),
     ));
     env.push(("LANG".into(), "C".into()));
+    // NVLink multicast stays off in every process that may load NCCL (`backend::cuda::nccl`):
+    // on shared hosts it can take the GPUs out of service.
+    let (k, v) = crate::backend::cuda::NVLS_OFF;
+    env.push((k.into(), v.into()));
     env
 }
 
@@ -123,12 +127,14 @@ mod tests {
                 "HOME",
                 "TMPDIR",
                 "CUDA_CACHE_PATH",
-                "LANG"
+                "LANG",
+                "NCCL_NVLS_ENABLE"
             ]
         );
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get("HOME").unwrap(), "/tmp/w1");
         assert_eq!(get("CUDA_CACHE_PATH").unwrap(), "/tmp/w1/cuda-cache");
+        assert_eq!(get("NCCL_NVLS_ENABLE").unwrap(), "0");
         assert!(env.iter().all(|(_, v)| v != "secret"));
     }
 }

@@ -41,6 +41,10 @@ pub struct WorkerConfig {
     /// the worker's `HOME` is its temp dir). The policy lets the worker read it.
     #[serde(default)]
     pub nvrtc_dir: Option<std::path::PathBuf>,
+    /// A rank worker (`worker::ranks`): its GPUs, one a rank (on the emulator, as many
+    /// emulated devices as it names). Empty: one device, `device`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<usize>,
 }
 
 /// Entry point of `cugrade __worker CONFIG_JSON`. Returns the exit code.
@@ -69,8 +73,20 @@ pub fn main(config_json: &str) -> i32 {
     let mut input = BufReader::new(std::io::stdin().lock());
 
     let mut backend: Option<Box<dyn Backend>> = None;
+    let mut ranks: Option<Box<dyn crate::backend::ranks::RankSet>> = None;
     let (mut device, mut arch) = (String::new(), String::new());
-    if config.role == Role::Run {
+    if config.role == Role::Run && !config.ranks.is_empty() {
+        match super::ranks::make_rank_set(config.backend, &config.ranks) {
+            Ok(set) => {
+                device = set.device_name();
+                ranks = Some(set);
+            }
+            Err(e) => {
+                let _ = write_frame(&mut out, &Response::Failed { message: e }, &[]);
+                return 3;
+            }
+        }
+    } else if config.role == Role::Run {
         match make_backend(config.backend, config.device).and_then(|(mut b, a)| {
             if config.backend.caps().device {
                 smoke_test(b.as_mut())?;
@@ -142,7 +158,10 @@ pub fn main(config_json: &str) -> i32 {
                     Err(e) => Err(BackendError::Other(format!("bad request: {e}"))),
                 }
             };
-            serve(req, blobs, &mut backend, &mut gate)
+            match ranks.as_deref_mut() {
+                Some(set) => super::ranks::serve(set, req, blobs, &mut gate),
+                None => serve(req, blobs, &mut backend, &mut gate),
+            }
         };
         let refs: Vec<&[u8]> = out_blobs.iter().map(Vec::as_slice).collect();
         // Flush what the kernel printed before answering, so the parent has it with the answer.
@@ -200,7 +219,7 @@ pub(super) fn make_backend(
     }
 }
 
-type Served = (Response, Vec<Vec<u8>>, bool);
+pub(super) type Served = (Response, Vec<Vec<u8>>, bool);
 
 /// Answer one request of [`main`]'s loop: one function per request kind.
 fn serve(
@@ -264,11 +283,12 @@ fn serve(
             failed("this worker is not a Python harness")
         }
         Request::Unpack { kind, name: _ } => serve_unpack(kind, &blobs),
+        Request::RunRanks(_) | Request::MeasureRanks(_) => failed("this worker has no rank set"),
     }
 }
 
 /// A `Failed` answer that leaves the worker running.
-fn failed(message: &str) -> Served {
+pub(super) fn failed(message: &str) -> Served {
     (
         Response::Failed {
             message: message.into(),

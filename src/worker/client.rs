@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 /// A worker, spoken to through typed requests.
 pub struct Client {
-    worker: Worker,
+    pub(super) worker: Worker,
     /// The reference and harness modules of timed sections are loaded (`load_slots`).
     timing_loaded: bool,
     /// A hash of the module `load` last loaded (`holds`).
@@ -486,6 +486,8 @@ fn variant(r: &Response) -> &'static str {
         Response::Failed { .. } => "Failed",
         Response::Unpacked(_) => "Unpacked",
         Response::Python { .. } => "Python",
+        Response::RanRanks { .. } => "RanRanks",
+        Response::TimedRanks(_) => "TimedRanks",
     }
 }
 

@@ -15,6 +15,7 @@ pub mod process;
 pub mod profiled;
 pub mod protocol;
 pub mod python;
+pub mod ranks;
 pub mod scripts;
 
 pub use child::Role;

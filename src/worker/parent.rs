@@ -149,6 +149,8 @@ pub struct WorkerOptions {
     /// The GPU's lock key (`measure::lock`): a GPU worker starts (creates its context, runs
     /// its first module) under the GPU's shared lock, never beside a timed section.
     pub gpu_lock: Option<String>,
+    /// A rank worker's GPUs (`WorkerConfig::ranks`); empty for one device.
+    pub ranks: Vec<usize>,
 }
 
 impl WorkerOptions {
@@ -165,6 +167,7 @@ impl WorkerOptions {
             protected: Vec::new(),
             extra_read: Vec::new(),
             gpu_lock: None,
+            ranks: Vec::new(),
         }
     }
 }
@@ -236,6 +239,7 @@ impl Worker {
             policy: policy.clone(),
             max_request_bytes: opts.max_request_bytes,
             nvrtc_dir,
+            ranks: opts.ranks.clone(),
         };
         let exe = worker_exe()?;
         let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;

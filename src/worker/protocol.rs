@@ -95,6 +95,14 @@ pub enum Request {
     PythonStart(Box<crate::worker::python::PythonStart>),
     /// To the Python harness: a call (`worker::python::Call` as JSON; blobs: the columns).
     Python { json: String },
+    /// A rank worker (`WorkerConfig::ranks`): allocate every rank's buffers, hand each rank's
+    /// kernel its peers' addresses, launch on every rank at once, read every buffer back.
+    /// Blobs: every buffer's whole allocation, rank by rank (`RanksSpec::blob`). Answer:
+    /// `RanRanks` + the same allocations after the launch.
+    RunRanks(Box<crate::worker::ranks::RanksSpec>),
+    /// A rank worker's timed section (answers `Staged`, waits for `Go`, then `TimedRanks`).
+    /// Blobs: as `RunRanks`.
+    MeasureRanks(Box<crate::worker::ranks::RanksMeasure>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,6 +149,13 @@ pub enum Response {
     },
     /// A `Measure` is set up and waits for `Go`.
     Staged,
+    /// What a `RunRanks` found: one report per rank (absent ranks' on an error that left none).
+    RanRanks {
+        error: Option<BackendError>,
+        reports: Vec<LaunchReport>,
+    },
+    /// What a `MeasureRanks` found.
+    TimedRanks(Box<crate::worker::ranks::RanksTimed>),
     /// What a `Measure` found.
     Timed(Box<crate::measure::session::TimingReport>),
     /// What an `Estimate` found, or why it could not.

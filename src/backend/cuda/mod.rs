@@ -5,7 +5,11 @@
 //! packed from a contract, and launches that are waited for by polling an event against a
 //! deadline (CUDA has no per-launch timeout; the parent kills us if we overrun anyway).
 
+mod nccl;
+pub mod ranks;
 mod timer;
+
+pub use nccl::NVLS_OFF;
 
 pub use timer::{format_uuid, identify, pci_bus_id};
 
