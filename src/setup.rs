@@ -92,6 +92,8 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
             .estimate_gpu
             .clone()
             .unwrap_or_else(|| crate::estimate::gpu::DEFAULT.to_string()),
+        ranks: Vec::new(),
+        rank_locks: Vec::new(),
     })
 }
 

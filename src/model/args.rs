@@ -43,6 +43,8 @@ pub struct BufferArg {
     pub init: Option<f64>,
     /// Set by symbol rather than passed.
     pub symbol: bool,
+    /// A multi-GPU lab's buffer the kernel gets as a table of every rank's copy.
+    pub peers: bool,
     pub tolerance: Option<Tolerance>,
 }
 

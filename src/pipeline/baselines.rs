@@ -155,6 +155,8 @@ fn gpu_baseline(p: &PerfPlan, case: &CasePlan) -> Result<BaselineChoice, String>
         }
         // Measured on the host by `cpu_baseline`; `baseline` never sends it here.
         Against::Cpu | Against::CpuParallel => Err("a CPU baseline is measured on the host".into()),
+        // Timed beside the student's on the rank set (`pipeline::ranks`), never here.
+        Against::Nccl => Err("NCCL is timed on a multi-GPU lab's rank set".into()),
     }
 }
 

@@ -34,6 +34,11 @@ pub struct Options {
     pub keep_kernels: Option<Kept>,
     /// The GPU the emulator's speed estimates are for (`estimate::gpu`'s id, e.g. `h100`).
     pub estimate_gpu: String,
+    /// A multi-GPU lab's rank set (`setup::ranks`): its GPUs, one a rank, or on the emulator
+    /// as many emulated devices. Empty for every other lab: then workers have one device.
+    pub ranks: Vec<usize>,
+    /// The timing-lock keys of the rank set's GPUs (cuda backend).
+    pub rank_locks: Vec<String>,
 }
 
 /// A milestone's kernel as it was graded: its module and, for Numba, its calling convention.
@@ -54,7 +59,9 @@ pub type Kept = std::sync::Arc<std::sync::Mutex<Vec<KeptKernel>>>;
 /// How this run's workers start (`worker::pool`): the protected folders, backend, device and
 /// GPU lock of `opts`.
 pub(super) fn workers(opts: &Options) -> Workers {
-    Workers::new(&opts.protected, opts.backend, opts.device).with_gpu_lock(opts.gpu.clone())
+    Workers::new(&opts.protected, opts.backend, opts.device)
+        .with_gpu_lock(opts.gpu.clone())
+        .with_ranks(opts.ranks.clone())
 }
 
 /// A failure of the grading machinery itself (not of the student's code): exit 3.

@@ -106,6 +106,8 @@ pub fn headers() -> (bool, String) {
         keep_kernels: None,
         gpu_record: None,
         estimate_gpu: "none".into(),
+        ranks: vec![],
+        rank_locks: vec![],
     };
     let src = SourceFile {
         name: "probe.cu".into(),

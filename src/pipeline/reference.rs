@@ -154,6 +154,8 @@ pub struct Reference {
     pub(super) gpu: Option<String>,
     pub(super) backend: BackendKind,
     pub(super) device: usize,
+    /// A multi-GPU lab's rank set: the reference runs on every rank as the student's kernel.
+    pub(super) ranks: Vec<usize>,
     pub(super) protected: Vec<std::path::PathBuf>,
     /// ptxas's facts of the reference kernels (registers, for the speed estimate).
     pub(super) resources: Vec<crate::result::KernelResources>,
@@ -231,6 +233,7 @@ impl Reference {
             gpu: opts.gpu.clone(),
             backend: opts.backend,
             device: opts.device,
+            ranks: opts.ranks.clone(),
             protected: opts.protected.clone(),
             resources,
             estimates: Arc::default(),
@@ -252,6 +255,7 @@ impl Reference {
             gpu,
             backend: self.backend,
             device,
+            ranks: self.ranks.clone(),
             protected: self.protected.clone(),
             resources: self.resources.clone(),
             estimates: Arc::clone(&self.estimates),
@@ -262,6 +266,7 @@ impl Reference {
         if self.worker.is_none() {
             let mut w = Workers::new(&self.protected, self.backend, self.device)
                 .with_gpu_lock(self.gpu.clone())
+                .with_ranks(self.ranks.clone())
                 .run(None)
                 .map_err(|e| Infrastructure(format!("cannot start the reference worker: {e}")))?;
             match w.load(&self.ptx, Duration::from_secs(120)) {

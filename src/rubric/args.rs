@@ -78,6 +78,7 @@ fn buffer(p: &Param, elem: ScalarType, vars: &Vars) -> Result<BufferArg, String>
         specials: p.specials.as_ref().map(|s| (s.fraction, s.values.clone())),
         init: p.init,
         symbol: p.symbol,
+        peers: p.peers,
         tolerance: p.tolerance.clone(),
     })
 }

@@ -162,9 +162,10 @@ pub fn load_within(path: &Path, within: Option<&Path>) -> Result<LoadedRubric, C
     if !schema.is_empty() {
         return Err(schema.swap_remove(0));
     }
-    let Some(rubric) = rubric else {
+    let Some(mut rubric) = rubric else {
         return Err(ConfigError::whole_file(path, "the rubric does not parse"));
     };
+    add_rank_vars(&mut rubric);
     let locations = Locations::of(&source);
     let reference_path = confine::reference(path, &rubric.reference, &root, within.is_some())
         .map_err(|m| ConfigError::new(path, locations.value("reference"), m, &source))?;
@@ -181,6 +182,24 @@ pub fn load_within(path: &Path, within: Option<&Path>) -> Result<LoadedRubric, C
     }
 }
 
+/// A multi-GPU lab's cases get `nranks` (the rubric's rank count) and `rank` (0) where they do
+/// not set them, so that its expressions are checked as any others; the plan sets both for
+/// the rank set it grades on (`LoadedRubric::plan_ranks`).
+fn add_rank_vars(rubric: &mut Rubric) {
+    let Some(n) = rubric.ranks else {
+        return;
+    };
+    for case in rubric
+        .cases
+        .correctness
+        .iter_mut()
+        .chain(rubric.cases.performance.iter_mut())
+    {
+        case.vars.entry("nranks".into()).or_insert(i64::from(n));
+        case.vars.entry("rank".into()).or_insert(0);
+    }
+}
+
 /// [`load`], reporting every mistake it finds instead of the first: one per part of the rubric
 /// (the reference file, each setting, the cases, each contract, each milestone), in file
 /// order. `cugrade validate` prints them all.
@@ -190,9 +209,10 @@ pub fn load_all(path: &Path) -> Result<LoadedRubric, Vec<ConfigError>> {
     // Every unknown key (and wrong value) serde can be taken past, each at its own line; the
     // checks below then run on the rest, so that one typo hides nothing else.
     let (rubric, mut schema) = collect::parse_all::<Rubric>(path, &source);
-    let Some(rubric) = rubric else {
+    let Some(mut rubric) = rubric else {
         return Err(schema);
     };
+    add_rank_vars(&mut rubric);
     let locations = Locations::of(&source);
     let reference_path =
         confine::reference(path, &rubric.reference, &root, false).map_err(|m| {
@@ -308,6 +328,18 @@ fn check_all(r: &LoadedRubric) -> Vec<ConfigError> {
             format!(
                 "reference kernel file `{}` does not exist",
                 r.reference_path.display()
+            ),
+        ));
+    }
+    if let Some(n) = rb.ranks
+        && !schema::RANKS_ALLOWED.contains(&n)
+    {
+        errors.push(r.error_at(
+            "ranks",
+            format!(
+                "ranks: {n}: a multi-GPU lab runs on {} to {} ranks",
+                schema::RANKS_ALLOWED.start(),
+                schema::RANKS_ALLOWED.end()
             ),
         ));
     }
@@ -741,6 +773,18 @@ fn check_contract(r: &LoadedRubric, name: &str, c: &Contract) -> Result<(), Conf
                 format!("duplicate parameter `{}`", p.name),
             ));
         }
+        if p.peers && r.rubric.ranks.is_none() {
+            return Err(r.error_at(
+                &format!("{pat}.peers"),
+                "`peers` hands the kernel every rank's copy of a buffer: only a multi-GPU lab (`ranks:`) has ranks",
+            ));
+        }
+        if p.peers && p.symbol {
+            return Err(r.error_at(
+                &format!("{pat}.peers"),
+                "a buffer set by symbol cannot also be a table of every rank's copy",
+            ));
+        }
         let Some(ty) = p.param_type() else {
             return Err(r.error_at(
                 &format!("{pat}.type"),
@@ -1129,6 +1173,12 @@ impl MilestoneCheck<'_> {
                         ));
                     }
                 }
+            }
+            Against::Nccl if r.rubric.ranks.is_none() => {
+                return Err(r.error_at(
+                    &format!("{pat}.against"),
+                    "`nccl` compares a multi-GPU lab's all-reduce with NCCL's: the rubric needs `ranks:`",
+                ));
             }
             Against::CopyBandwidth { bytes } => {
                 let vars: Vec<String> = case.vars.keys().cloned().collect();

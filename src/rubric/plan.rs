@@ -32,6 +32,8 @@ pub struct Plan {
     pub languages: Option<Vec<Language>>,
     /// The rubric file (pinned CPU baselines are looked up beside it).
     pub path: std::path::PathBuf,
+    /// A multi-GPU lab's rank count (`None`: one device).
+    pub ranks: Option<usize>,
 }
 
 impl Plan {
@@ -119,6 +121,8 @@ pub struct CasePlan {
     pub budget_s: f64,
     /// A performance case's cache mode for the timed launches.
     pub cache: CacheMode,
+    /// A multi-GPU lab's parameters once a rank, in rank order (empty for other labs).
+    pub rank_args: Vec<Result<Vec<ParamArg>, String>>,
 }
 
 /// One performance check, resolved.
@@ -153,11 +157,28 @@ impl LoadedRubric {
     /// Resolve the rubric for a submission whose launch of a kernel is `launch_for(kernel,
     /// contract's launch)` (the rubric's own launch unless it allows overrides).
     pub fn plan(&self, launch_for: &dyn Fn(&str, &Launch) -> Launch) -> Plan {
+        self.plan_with(launch_for, None)
+    }
+
+    /// A multi-GPU lab's plan on `nranks` ranks: every case's `nranks` is that, and each case
+    /// has its parameters once a rank (`CasePlan::rank_args`, `rank` from 0).
+    pub fn plan_ranks(&self, launch_for: &dyn Fn(&str, &Launch) -> Launch, nranks: usize) -> Plan {
+        self.plan_with(launch_for, Some(nranks))
+    }
+
+    fn plan_with(
+        &self,
+        launch_for: &dyn Fn(&str, &Launch) -> Launch,
+        ranks: Option<usize>,
+    ) -> Plan {
         let rb: &Rubric = &self.rubric;
+        let ranks = ranks
+            .or(rb.ranks.map(|n| n as usize))
+            .filter(|_| rb.ranks.is_some());
         let milestones = rb
             .milestones
             .iter()
-            .map(|m| self.milestone_plan(m, launch_for))
+            .map(|m| self.milestone_plan(m, launch_for, ranks))
             .collect();
         Plan {
             assignment: rb.assignment.clone(),
@@ -167,6 +188,7 @@ impl LoadedRubric {
             max_score: self.max_score(),
             languages: rb.languages.clone(),
             path: self.path.clone(),
+            ranks,
         }
     }
 
@@ -174,6 +196,7 @@ impl LoadedRubric {
         &self,
         m: &Milestone,
         launch_for: &dyn Fn(&str, &Launch) -> Launch,
+        ranks: Option<usize>,
     ) -> MilestonePlan {
         let contract = self.contract(&m.contract).clone();
         // A multi-kernel milestone runs the contract's launches as they are.
@@ -182,7 +205,7 @@ impl LoadedRubric {
         } else {
             contract.launch.clone()
         };
-        let case = |c: &super::schema::Case| case_plan(&contract, &launch, c);
+        let case = |c: &super::schema::Case| case_plan(&contract, &launch, c, ranks);
         let performance = m
             .performance
             .iter()
@@ -275,9 +298,25 @@ impl LoadedRubric {
     }
 }
 
-fn case_plan(contract: &Contract, launch: &Launch, c: &super::schema::Case) -> CasePlan {
-    let vars = case_vars(c);
+fn case_plan(
+    contract: &Contract,
+    launch: &Launch,
+    c: &super::schema::Case,
+    ranks: Option<usize>,
+) -> CasePlan {
+    let mut vars = case_vars(c);
+    if let Some(n) = ranks {
+        vars.insert("nranks".into(), n as f64);
+    }
+    let rank_args = (0..ranks.unwrap_or(0))
+        .map(|r| {
+            let mut v = vars.clone();
+            v.insert("rank".into(), r as f64);
+            super::args::resolve(&c.contract(contract), &v)
+        })
+        .collect();
     CasePlan {
+        rank_args,
         name: c.name.clone(),
         launch: eval_launch(launch, &vars),
         reference_launch: eval_launch(&contract.launch, &vars),

@@ -129,7 +129,18 @@ pub struct Rubric {
     /// How Numba kernels take buffers that declare a `shape` (docs/rubric.md).
     #[serde(default)]
     pub numba_arrays: ArrayStyle,
+    /// A multi-GPU lab: its kernels run on this many ranks at once (GPUs with peer access, or
+    /// emulated devices), unless `--ranks N` says otherwise. Every case then has the variables
+    /// `nranks` (the rank count) and `rank` (each rank's own, in its parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u32>,
 }
+
+/// The variables a multi-GPU lab's expressions read besides its cases' own.
+pub const RANK_VARS: [&str; 2] = ["nranks", "rank"];
+
+/// The rank counts a multi-GPU lab can run on.
+pub const RANKS_ALLOWED: std::ops::RangeInclusive<u32> = 2..=8;
 
 /// A submission language: CUDA C++ (`.cu`), hand-written PTX (`.ptx`), Numba or CuPy (`.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -615,6 +626,10 @@ pub struct Param {
     /// Scalars only: the value, an expression over the case's variables.
     #[serde(default)]
     pub value: Option<Expr>,
+    /// A multi-GPU lab's buffer that the kernel gets as a table of every rank's copy (`float*
+    /// const*`, one device pointer a rank, in rank order) rather than its own rank's alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub peers: bool,
     /// Set by the harness by symbol (`__constant__` / `__device__` globals) instead of passed
     /// as a kernel argument. Buffers only.
     #[serde(default)]
@@ -891,6 +906,9 @@ pub enum Against {
     /// Device-to-device copy bandwidth measured in the same run: `percent = 100 *
     /// (bytes / kernel_time) / copy_bandwidth`. `bytes` is an expression over the case.
     CopyBandwidth { bytes: Expr },
+    /// A multi-GPU lab: NCCL's all-reduce of the same data on the same GPUs, timed in the same
+    /// run: `ratio = student's bus bandwidth / NCCL's` (NCCL's tests' bus bandwidth).
+    Nccl,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

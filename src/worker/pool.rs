@@ -17,6 +17,8 @@ pub struct Workers {
     backend: BackendKind,
     device: usize,
     gpu_lock: Option<String>,
+    /// A multi-GPU lab's rank set: run workers hold every rank (`worker::ranks`).
+    ranks: Vec<usize>,
 }
 
 impl Workers {
@@ -28,7 +30,15 @@ impl Workers {
             backend,
             device,
             gpu_lock: None,
+            ranks: Vec::new(),
         }
+    }
+
+    /// Run workers of a multi-GPU lab hold these ranks (GPUs, or emulated devices); empty:
+    /// one device.
+    pub fn with_ranks(mut self, ranks: Vec<usize>) -> Workers {
+        self.ranks = ranks;
+        self
     }
 
     /// Workers on the PTX emulator (no GPU) that never see `protected`: the sanitizer pass's
@@ -64,6 +74,7 @@ impl Workers {
             o.cpu_seconds = o.cpu_seconds.max(s);
         }
         o.gpu_lock = self.gpu_lock.clone();
+        o.ranks = self.ranks.clone();
         Client::spawn(&o)
     }
 

@@ -94,7 +94,9 @@ pub fn absolute(against: &Against) -> Option<&'static str> {
     match against {
         Against::Cpu => Some("cpu"),
         Against::CpuParallel => Some("cpu_parallel"),
-        Against::Reference(_) | Against::Cublas | Against::CopyBandwidth { .. } => None,
+        Against::Reference(_) | Against::Cublas | Against::CopyBandwidth { .. } | Against::Nccl => {
+            None
+        }
     }
 }
 
