@@ -45,6 +45,10 @@ struct Common {
     /// grade (docs/estimate.md).
     #[arg(long, value_name = "GPU", value_parser = parse_estimate_gpu)]
     estimate_gpu: Option<String>,
+    /// A multi-GPU lab's rank count (2 to 8; default: the rubric's): on a GPU the first N of
+    /// --gpus (else GPUs 0 to N-1), on the emulator N emulated devices with peer memory.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=8))]
+    ranks: Option<u32>,
 }
 
 fn parse_estimate_gpu(s: &str) -> Result<String, String> {
@@ -621,6 +625,7 @@ fn common_options(c: &Common) -> Requested {
         backend: c.backend,
         seed: c.seed,
         gpus: c.gpus.clone(),
+        ranks: c.ranks.map(|n| n as usize),
         // The environment's default (CUGRADE_ESTIMATE_GPU) where the option is not given; an
         // unknown name there is said once and left for the default.
         estimate_gpu: c.estimate_gpu.clone().or_else(|| {

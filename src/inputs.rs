@@ -42,6 +42,8 @@ pub struct Buffer {
     pub data: Vec<u8>,
     /// Set by symbol rather than passed.
     pub symbol: bool,
+    /// A multi-GPU lab's buffer passed as a table of every rank's copy.
+    pub peers: bool,
     pub tolerance: Option<Tolerance>,
     /// An input described rather than drawn ([`generate_described`]): `data` is empty and the
     /// worker draws the values where they are read.
@@ -249,6 +251,7 @@ fn make_buffer(b: &BufferArg, rng: &mut ChaCha8Rng, parallel: Option<u64>) -> Bu
         shape: b.shape.clone(),
         data,
         symbol: b.symbol,
+        peers: b.peers,
         tolerance: b.tolerance.clone(),
         fill,
     };

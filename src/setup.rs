@@ -24,6 +24,8 @@ pub struct Requested {
     pub gpus: Vec<usize>,
     /// The GPU the emulator's speed estimates are for (`--estimate-gpu`); `None`: the default.
     pub estimate_gpu: Option<String>,
+    /// A multi-GPU lab's rank count (`--ranks`); `None`: the rubric's.
+    pub ranks: Option<usize>,
 }
 
 /// Pick the backend and device; say exactly what is missing when nothing can grade.
@@ -95,6 +97,72 @@ pub fn resolve(req: &Requested, device: usize, needs_nvrtc: bool) -> Result<Opti
         ranks: Vec::new(),
         rank_locks: Vec::new(),
     })
+}
+
+/// A multi-GPU lab's rank set (`ranks:` in the rubric): `--ranks N`, else the rubric's count;
+/// on a GPU the first N of `--gpus`, else GPUs 0 to N-1, each of them present; on the emulator
+/// N emulated devices. Says what to do when the machine has too few GPUs. Other labs: nothing
+/// (a `--ranks` given for one is said to do nothing).
+pub fn ranks(
+    opts: &mut Options,
+    rubric: &crate::rubric::LoadedRubric,
+    req: &Requested,
+) -> Result<(), Fatal> {
+    let Some(default) = rubric.rubric.ranks else {
+        if req.ranks.is_some() {
+            eprintln!(
+                "cugrade: warning: --ranks is for a multi-GPU lab; `{}` runs on one device",
+                rubric.rubric.assignment
+            );
+        }
+        return Ok(());
+    };
+    let n = req.ranks.unwrap_or(default as usize);
+    // `--ranks` is checked against RANKS_ALLOWED by the command line, the rubric's by `load`.
+    if !opts.backend.caps().device {
+        opts.ranks = (0..n).collect();
+        opts.device_name = format!("{n} emulated devices with peer memory (PTX emulator)");
+        return Ok(());
+    }
+    let gpus: Vec<usize> = if req.gpus.is_empty() {
+        (0..n).collect()
+    } else if req.gpus.len() >= n {
+        req.gpus[..n].to_vec()
+    } else {
+        return Err(Fatal::new(format!(
+            "`{}` runs on {n} GPUs (ranks) and --gpus names {}: name {n} GPUs, or set --ranks",
+            rubric.rubric.assignment,
+            req.gpus.len()
+        )));
+    };
+    let count = crate::backend::cuda::device_count().unwrap_or(0);
+    if let Some(missing) = gpus.iter().find(|&&g| g >= count) {
+        return Err(Fatal::new(format!(
+            "`{}` runs on {n} GPUs (ranks {}), and this machine has {count} (no GPU {missing}).\nfix: grade it on a machine with {n} GPUs, or grade its correctness without them: --backend emu --ranks {n}",
+            rubric.rubric.assignment,
+            gpus.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    opts.rank_locks = gpus
+        .iter()
+        .filter_map(|&g| crate::backend::cuda::pci_bus_id(g).ok())
+        .collect();
+    opts.device = gpus[0];
+    opts.gpu = opts.rank_locks.first().cloned();
+    let names: Vec<String> = gpus
+        .iter()
+        .map(|&g| {
+            crate::backend::cuda::device_arch(g)
+                .map(|(name, _)| format!("GPU {g} ({name})"))
+                .unwrap_or_else(|_| format!("GPU {g}"))
+        })
+        .collect();
+    opts.device_name = format!("{n} ranks: {}", names.join(", "));
+    opts.ranks = gpus;
+    Ok(())
 }
 
 /// NVRTC and CUDA's headers for CUDA C++ sources: the system's, else cugrade's cache, which

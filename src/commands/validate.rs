@@ -47,16 +47,15 @@ pub fn run(paths: &[PathBuf], backend: BackendChoice, schema_only: bool) -> Resu
     let mut ok = true;
     if !schema_only {
         for (p, r) in &loaded {
-            let mut opts = resolve(
-                &Requested {
-                    backend,
-                    seed: Some(1),
-                    gpus: vec![],
-                    estimate_gpu: None,
-                },
-                0,
-                !crate::commands::init::is_function_lab(r),
-            )?;
+            let req = Requested {
+                backend,
+                seed: Some(1),
+                gpus: vec![],
+                estimate_gpu: None,
+                ranks: None,
+            };
+            let mut opts = resolve(&req, 0, !crate::commands::init::is_function_lab(r))?;
+            crate::setup::ranks(&mut opts, r, &req)?;
             opts.protected = crate::setup::protected_dirs(&[p.as_path()]);
             let (clean, wrong) =
                 validate_reference(r, &opts).map_err(|e| Fatal::new(e.0.to_string()))?;

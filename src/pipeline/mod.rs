@@ -36,6 +36,7 @@ mod milestone;
 mod numba;
 mod performance;
 pub mod probe;
+mod ranks;
 mod reference;
 mod resources;
 mod run;
@@ -78,8 +79,21 @@ pub fn grade_deferring(
     defer: bool,
 ) -> Result<Graded, Infrastructure> {
     let started = Instant::now();
-    let plan = plan_for(rubric, sub);
+    let plan = if opts.ranks.is_empty() {
+        plan_for(rubric, sub)
+    } else {
+        rubric.plan_ranks(
+            &|kernel, launch| submission::launch_for(sub, kernel, launch),
+            opts.ranks.len(),
+        )
+    };
     let mut phases = Phases::default();
+    if plan.ranks.is_some() && opts.ranks.is_empty() {
+        return Err(Infrastructure(format!(
+            "`{}` is a multi-GPU lab, and this run has no rank set (`setup::ranks` was not called)",
+            plan.assignment
+        )));
+    }
     if plan.is_function_lab() {
         return grade_function_lab(&plan, sub, opts, reference, started, phases).map(Graded::done);
     }
@@ -87,6 +101,14 @@ pub fn grade_deferring(
         build::stage(&plan, sub, opts)
     })?;
     let mut run = run_info(opts);
+    if plan.ranks.is_some() {
+        let milestones = ranks::grade(&plan, sub, opts, &built, reference, &mut run, &mut phases)?;
+        run.seconds = Some(started.elapsed().as_secs_f64());
+        run.phases = Some(phases);
+        let compile = built.summary_if_compiled();
+        let result = result(&plan, sub, opts, milestones, run, compile, vec![]);
+        return Ok(Graded::done(result));
+    }
     // One worker for all of the student's milestones (`context::Student` says why).
     let mut student = Student::default();
     let ctx_of = |m| Ctx {

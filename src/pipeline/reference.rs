@@ -451,7 +451,7 @@ pub(super) fn expected_outputs(
 }
 
 /// Whether an output's tolerance scales with its elements' partial sums (`sum`).
-fn needs_magnitude(ctx: &super::context::Ctx) -> bool {
+pub(super) fn needs_magnitude(ctx: &super::context::Ctx) -> bool {
     let contract = &ctx.plan.contract;
     contract.params.iter().any(|p| {
         p.dir.is_output()

@@ -67,7 +67,8 @@ pub struct RanksMeasure {
     pub nccl: Option<NcclSpec>,
 }
 
-/// What a rank set's timed section found.
+/// What a rank set's timed section found. Blobs: every rank's buffers after the last timed
+/// launch (for the parent to check), absent when the launches failed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RanksTimed {
     /// Why the student's launches could not be timed.
@@ -314,7 +315,8 @@ pub(super) fn serve_measure(
     gate: &mut dyn FnMut() -> Result<(), BackendError>,
 ) -> Served {
     let mut timed = RanksTimed::default();
-    let fatal = match measure(set, m, blobs, gate, &mut timed) {
+    let mut last = Vec::new();
+    let fatal = match measure(set, m, blobs, gate, &mut timed, &mut last) {
         Ok(()) => false,
         Err(e) => {
             let fatal = matches!(e, BackendError::Fault(_) | BackendError::Timeout(_));
@@ -325,7 +327,7 @@ pub(super) fn serve_measure(
     if !fatal {
         let _ = set.free_all();
     }
-    (Response::TimedRanks(Box::new(timed)), vec![], fatal)
+    (Response::TimedRanks(Box::new(timed)), last, fatal)
 }
 
 fn measure(
@@ -334,6 +336,7 @@ fn measure(
     blobs: &[Vec<u8>],
     gate: &mut dyn FnMut() -> Result<(), BackendError>,
     timed: &mut RanksTimed,
+    last: &mut Vec<Vec<u8>>,
 ) -> Result<(), BackendError> {
     let spec = &m.run;
     let placed = set_up(set, spec, blobs)?;
@@ -356,6 +359,11 @@ fn measure(
         m.reps,
         deadline,
     )?;
+    // The last timed launch's buffers, before NCCL writes its own results over them.
+    *last = read_back(set, spec, &placed.allocs, blobs)?;
+    let timer = set
+        .timer()
+        .ok_or_else(|| BackendError::Other("this rank set cannot time kernels".into()))?;
     if let Some(n) = &m.nccl {
         let send = placed.buffer_on_every_rank(n.send);
         let recv = placed.buffer_on_every_rank(n.recv);
@@ -451,7 +459,7 @@ impl Client {
         allocations: &[Vec<u8>],
         timeout: Duration,
         gpus: &[String],
-    ) -> Result<RanksTimed, String> {
+    ) -> Result<(RanksTimed, Vec<Vec<u8>>), String> {
         let refs: Vec<&[u8]> = allocations.iter().map(Vec::as_slice).collect();
         let staged = {
             let _shared = shared_all(gpus, "setup");
@@ -479,7 +487,7 @@ impl Client {
             other => other,
         };
         match answer {
-            Ok((Response::TimedRanks(t), _)) => Ok(*t),
+            Ok((Response::TimedRanks(t), blobs)) => Ok((*t, blobs)),
             Ok((other, _)) => Err(self.unexpected(&other).to_string()),
             Err(f) => Err(f.to_string()),
         }

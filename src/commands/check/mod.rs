@@ -190,6 +190,7 @@ pub fn check(o: &CheckOptions) -> Result<i32, CliError> {
     // A Python function lab compiles nothing: no NVRTC to fetch for it.
     let function_lab = crate::commands::init::is_function_lab(r);
     let mut opts = resolve(&o.requested, device, !untouched && !function_lab)?;
+    crate::setup::ranks(&mut opts, r, &o.requested)?;
     if o.verbosity == Verbosity::Verbose {
         // A built-in lab is named by its name (the file it was written to is temporary).
         let shown = labs::shown(&rubric.path);
