@@ -27,6 +27,9 @@ struct Rank {
     stream: sys::CUstream,
     module: Option<sys::CUmodule>,
     allocs: Vec<sys::CUdeviceptr>,
+    /// The module's `__device__` globals: (address, device copy of the value at load, bytes),
+    /// put back before every timed launch so that no launch keeps state for a later one.
+    globals: Vec<(sys::CUdeviceptr, sys::CUdeviceptr, usize)>,
 }
 
 /// N GPUs with peer access between them (see the module's documentation).
@@ -230,6 +233,7 @@ fn open(ordinal: usize) -> Result<Rank, BackendError> {
         stream,
         module: None,
         allocs: Vec::new(),
+        globals: Vec::new(),
     })
 }
 
@@ -249,6 +253,48 @@ impl Rank {
             sys::cudaError_enum::CUDA_ERROR_NOT_FOUND => BackendError::NoKernel(name.into()),
             _ => classify(e, "cuModuleGetFunction"),
         })
+    }
+
+    /// Keep a device copy of each of the module's globals `names` (after a load).
+    fn snapshot_globals(&mut self, names: &[String]) -> Result<(), BackendError> {
+        self.drop_globals();
+        let Some(module) = self.module else {
+            return Ok(());
+        };
+        for name in names {
+            let Ok(cname) = CString::new(name.as_str()) else {
+                continue;
+            };
+            // SAFETY: a loaded module; a name it lacks is an error we skip.
+            let Ok((ptr, size)) = (unsafe { cu::module::get_global(module, cname) }) else {
+                continue;
+            };
+            // SAFETY: plain allocation and copy of `size` bytes between our allocations.
+            let copy = unsafe { cu::malloc_sync(size.max(1)) }
+                .map_err(|e| classify(e, "cuMemAlloc(globals)"))?;
+            unsafe { cu::memcpy_dtod_sync(copy, ptr, size) }
+                .map_err(|e| classify(e, "cuMemcpyDtoD(globals)"))?;
+            self.globals.push((ptr, copy, size));
+        }
+        Ok(())
+    }
+
+    fn drop_globals(&mut self) {
+        for (_, copy, _) in self.globals.drain(..) {
+            // SAFETY: allocated by snapshot_globals, freed once.
+            let _ = unsafe { cu::free_sync(copy) };
+        }
+    }
+
+    /// Queue: every global back to its value at load.
+    fn restore_globals(&self) -> Result<(), BackendError> {
+        for &(ptr, copy, size) in &self.globals {
+            // SAFETY: both ranges are ours; queued on this rank's stream.
+            unsafe { sys::cuMemcpyDtoDAsync_v2(ptr, copy, size, self.stream) }
+                .result()
+                .map_err(|e| classify(e, "cuMemcpyDtoDAsync(globals)"))?;
+        }
+        Ok(())
     }
 
     fn attribute(&self, a: sys::CUdevice_attribute) -> i64 {
@@ -334,6 +380,7 @@ impl Drop for CudaRanks {
                 // SAFETY: allocated by us, freed once.
                 let _ = unsafe { cu::free_sync(p) };
             }
+            rank.drop_globals();
             if let Some(m) = rank.module.take() {
                 // SAFETY: loaded by us.
                 let _ = unsafe { cu::module::unload(m) };
@@ -367,7 +414,7 @@ impl RankSet for CudaRanks {
     }
 
     fn load_module(&mut self, ptx: &str) -> Result<(), BackendError> {
-        let (ptx, _) = crate::backend::ptx_globals(ptx);
+        let (ptx, names) = crate::backend::ptx_globals(ptx);
         let image = CString::new(ptx)
             .map_err(|_| BackendError::Load("the PTX contains a NUL byte".into()))?;
         for rank in &mut self.ranks {
@@ -375,10 +422,12 @@ impl RankSet for CudaRanks {
             // SAFETY: a NUL-terminated PTX string that outlives the call.
             let module = unsafe { cu::module::load_data(image.as_ptr() as *const c_void) }
                 .map_err(|e| classify(e, "cuModuleLoadData"))?;
+            rank.drop_globals();
             if let Some(old) = rank.module.replace(module) {
                 // SAFETY: ours, no longer referenced.
                 let _ = unsafe { cu::module::unload(old) };
             }
+            rank.snapshot_globals(&names)?;
         }
         Ok(())
     }
@@ -457,6 +506,11 @@ impl RankSet for CudaRanks {
         params: &[Vec<ParamValue>],
         deadline: Instant,
     ) -> Result<Vec<LaunchReport>, BackendError> {
+        // Every launch starts from the module's own `__device__` values.
+        for rank in &self.ranks {
+            rank.current()?;
+            rank.restore_globals()?;
+        }
         let events = self.enqueue_all(kernel, dims, params);
         let result = match &events {
             Ok(ev) => self.finish(ev, deadline),
@@ -552,7 +606,12 @@ impl RankTimer for CudaRanks {
                     .result()
                     .map_err(|e| classify(e, "cuMemcpyDtoDAsync"))?;
             }
-            // Every rank ready before any starts: a rank's time is its own kernel's.
+            for rank in &self.ranks {
+                rank.current()?;
+                rank.restore_globals()?;
+            }
+            // Every rank ready before any starts (its globals, flags and inputs restored):
+            // a rank's time is its own kernel's.
             self.synchronize(deadline)?;
             let events = self.enqueue_all(kernel, dims, params);
             let result = match &events {
