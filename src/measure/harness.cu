@@ -24,7 +24,7 @@ __device__ __forceinline__ double unit(u32 a, u32 b) {
     return (double)((((u64)a << 32) | b) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-// Element types, as src/measure/session.rs numbers them.
+// Element types, as src/measure/session/mod.rs numbers them.
 enum { F32 = 0, F64 = 1, I32 = 2, U32 = 3, I64 = 4, U64 = 5, U8 = 6, I8 = 7, U16 = 8, I16 = 9,
        F16 = 10, BF16 = 11 };
 

@@ -9,12 +9,13 @@
 mod deferred;
 pub mod entries;
 pub mod gpus;
+mod jobs;
 pub mod lock;
 pub mod progress;
 pub mod shard;
+mod student;
 mod unread;
 
-use unread::read_entry;
 pub use unread::{Unread, unreadable};
 
 use crate::errors::{CliError, Fatal};
@@ -26,11 +27,12 @@ use crate::report::outputs::Outputs;
 use crate::result::GradeResult;
 use crate::rubric::{self, LoadedRubric};
 use crate::setup::{Requested, resolve};
-use crate::submission;
 use entries::Entry;
+use jobs::{Jobs, grade_all};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use student::EntryContext;
 
 #[derive(Debug, Clone)]
 pub struct CohortOptions {
@@ -95,21 +97,6 @@ fn common_hashes(rubric: &LoadedRubric, starter: &[PathBuf]) -> Result<HashSet<u
         .map(|(name, text)| integrity::Source { name, text })
         .collect();
     Ok(integrity::common_hashes(&sources))
-}
-
-/// A submission's fingerprints (all its source files, headers and PTX).
-fn fingerprints_of(sub: &submission::Submission, common: &HashSet<u64>) -> Fingerprints {
-    let sources: Vec<integrity::Source<'_>> = sub
-        .sources
-        .iter()
-        .chain(&sub.headers)
-        .chain(&sub.ptx)
-        .map(|f| integrity::Source {
-            name: &f.name,
-            text: &f.text,
-        })
-        .collect();
-    integrity::fingerprint(&sources, common)
 }
 
 /// The folder of `<out>` that holds one folder per student: no student's folder can take the
@@ -355,138 +342,6 @@ fn plan_jobs(
 /// A student written: their result, their fingerprints, and how the result came about.
 type Written = (GradeResult, Fingerprints, Outcome);
 
-/// What the jobs of a run share.
-struct Jobs<'a> {
-    /// The students no job has taken yet.
-    queue: Mutex<std::slice::Iter<'a, Entry>>,
-    pool: deferred::Pool<(Held<'a>, pipeline::Graded)>,
-    results: Mutex<Vec<Written>>,
-    /// The first fatal error (the machine's fault): no job takes another student.
-    fatal: Mutex<Option<String>>,
-    base: &'a pipeline::Options,
-    progress: &'a progress::Progress,
-    ctx: EntryContext<'a>,
-}
-
-impl<'a> Jobs<'a> {
-    /// The next student to grade; none once the queue is empty or the run has failed.
-    fn next(&self) -> Option<&'a Entry> {
-        let stop = self.fatal.lock().map(|f| f.is_some()).unwrap_or(true);
-        if stop {
-            None
-        } else {
-            self.queue.lock().ok().and_then(|mut q| q.next())
-        }
-    }
-
-    /// Keep `e` as the run's fatal error unless it has one already.
-    fn fail(&self, e: String) {
-        let mut f = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
-        f.get_or_insert(e);
-    }
-
-    /// Write students graded in full, each counted in the progress and the results.
-    fn write(&self, held: Vec<Held<'a>>, graded: Vec<pipeline::Graded>) -> Result<(), String> {
-        for (h, g) in held.into_iter().zip(graded) {
-            let r = write_entry(h.entry, &self.ctx, g.result, h.prints, h.outcome)?;
-            self.progress.graded(&r.0, r.2 == Outcome::Reused);
-            self.results
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(r);
-        }
-        Ok(())
-    }
-}
-
-/// Run `n` jobs side by side until every student is written (or the run fails), each on its
-/// GPU of `slots`.
-fn grade_all(jobs: &Jobs<'_>, slots: &[(gpus::Slot, String)], reference: &Reference, n: usize) {
-    std::thread::scope(|s| {
-        for job in 0..n {
-            let mut o = jobs.base.clone();
-            if let Some((slot, arch)) = slots.get(job) {
-                o.device = slot.gpu.index;
-                o.device_name = slot.gpu.name.clone();
-                o.arch = arch.clone();
-                o.gpu = Some(slot.lock.clone());
-                o.gpu_record = Some(slot.gpu.clone());
-            }
-            // One compile of the reference for the cohort; expected outputs computed once.
-            let reference = reference.share(o.device, o.gpu.clone());
-            s.spawn(move || run_job(jobs, o, reference));
-        }
-    });
-}
-
-/// One job: grade students from the queue on `o`'s GPU, then finish and write those held for
-/// compute-sanitizer's pass.
-fn run_job(jobs: &Jobs<'_>, o: pipeline::Options, mut reference: Reference) {
-    // Counts this job out of its GPU's grading however it ends (a panic too), so
-    // the others' passes never wait for it.
-    let grading = jobs.pool.grading(o.gpu.clone());
-    if o.arch != jobs.base.arch {
-        // A GPU of another architecture needs the reference compiled for it.
-        match Reference::compile(jobs.ctx.rubric, &o) {
-            Ok(r) => reference = r,
-            Err(e) => {
-                *jobs.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.0);
-                return;
-            }
-        }
-    }
-    // A student graded but for compute-sanitizer's pass waits in the pool; the
-    // passes run once every job on this GPU has timed its last student
-    // (`deferred`). Then they are written.
-    let key = o.gpu.clone();
-    grade_students(jobs, &o, &mut reference, &key);
-    // Every student held is still finished and written, after a fatal error too.
-    if let Some(n) = grading.finish() {
-        jobs.progress.note(&format!(
-            "compute-sanitizer's pass over {n} student{} (after every timed section)",
-            if n == 1 { "" } else { "s" }
-        ));
-    }
-    while let Some(batch) = jobs.pool.next_batch(&key) {
-        let (held, mut graded): (Vec<Held>, Vec<pipeline::Graded>) = batch.into_iter().unzip();
-        pipeline::deferred::finish(&mut graded, o.device, o.gpu.clone());
-        jobs.pool.batch_done(&key);
-        if let Err(e) = jobs.write(held, graded) {
-            jobs.fail(e);
-        }
-    }
-}
-
-/// Grade students until the queue is empty or the run fails: each is written at once, or
-/// held in the pool under `key` for compute-sanitizer's pass.
-fn grade_students(
-    jobs: &Jobs<'_>,
-    o: &pipeline::Options,
-    reference: &mut Reference,
-    key: &Option<String>,
-) {
-    while let Some(entry) = jobs.next() {
-        match grade_entry(entry, &jobs.ctx, o, reference) {
-            Ok(mut h) if h.graded.as_ref().is_some_and(|g| g.deferred.is_some()) => {
-                if let Some(g) = h.graded.take() {
-                    jobs.pool.hold(key, (h, g));
-                }
-            }
-            Ok(mut h) => {
-                let graded: Vec<_> = h.graded.take().into_iter().collect();
-                if let Err(e) = jobs.write(vec![h], graded) {
-                    jobs.fail(e);
-                    break;
-                }
-            }
-            Err(e) => {
-                jobs.fail(e);
-                break;
-            }
-        }
-    }
-}
-
 /// The error of a run stopped by `e`, after writing the class reports of the students graded
 /// before it.
 fn stopped(e: &str, graded: &[Written], out: &Path) -> CliError {
@@ -674,129 +529,4 @@ fn plan_gpus(
             (s, arch)
         })
         .collect())
-}
-
-/// What every student of a run shares.
-struct EntryContext<'a> {
-    rubric: &'a LoadedRubric,
-    rubric_hash: &'a str,
-    /// Where archives are unpacked, one folder per id.
-    unpack: &'a Path,
-    /// `<out>/students`.
-    students: &'a Path,
-    resume: bool,
-    common: &'a HashSet<u64>,
-}
-
-/// A student graded, waiting to be written (after compute-sanitizer's pass, when deferred).
-struct Held<'e> {
-    entry: &'e Entry,
-    /// Taken out when the batch is finished.
-    graded: Option<pipeline::Graded>,
-    prints: Fingerprints,
-    outcome: Outcome,
-}
-
-fn grade_entry<'e>(
-    entry: &'e Entry,
-    ctx: &EntryContext<'_>,
-    o: &pipeline::Options,
-    reference: &mut Reference,
-) -> Result<Held<'e>, String> {
-    let rubric = ctx.rubric;
-    let loaded = read_entry(entry, ctx.unpack, &o.protected);
-    let loaded = loaded.and_then(|s| {
-        submission::check_against(&s, rubric)
-            .map(|_| s)
-            .map_err(|e| Unread::unreadable(e.to_string()))
-    });
-    let student = entry.student.clone();
-    // The cohort entry names the student, in the outputs and in the gradebook, never the
-    // manifest: a student could otherwise claim another's name or gradebook id and fill their
-    // row (issue 32). The instructor names the entries (an LMS export's folders).
-    let loaded = loaded.map(|mut s| {
-        // Only a manifest that names someone else earns a note; a bare file's own name
-        // needs none.
-        if s.manifest.student.is_some() && s.student != student {
-            s.notes.push(format!(
-                "the manifest names the student `{}`; graded as cohort entry `{student}`",
-                s.student
-            ));
-        }
-        s.student = student.clone();
-        s
-    });
-    let folder = ctx.students.join(&entry.id);
-    let mut prints = Fingerprints::default();
-    let mut outcome = Outcome::Graded;
-    let graded = match loaded {
-        Err(why) => pipeline::Graded {
-            result: unreadable(rubric, &student, &why, o.seed, o.backend.as_str()),
-            deferred: None,
-        },
-        Ok(sub) => {
-            prints = fingerprints_of(&sub, ctx.common);
-            let previous = ctx
-                .resume
-                .then(|| crate::report::json::read(&folder.join("result.json")).ok())
-                .flatten()
-                .filter(|r| r.submission_sha256 == sub.sha256);
-            let reuse = previous.filter(|r| {
-                let same = r.assignment == rubric.rubric.assignment
-                    && r.rubric_sha256 == ctx.rubric_hash
-                    && r.run.cugrade_version == env!("CARGO_PKG_VERSION")
-                    && r.backend == o.backend.as_str();
-                if !same {
-                    outcome = Outcome::Regraded;
-                }
-                same
-            });
-            match reuse {
-                Some(r) => {
-                    outcome = Outcome::Reused;
-                    pipeline::Graded {
-                        result: r,
-                        deferred: None,
-                    }
-                }
-                None => {
-                    pipeline::grade_deferring(rubric, &sub, o, reference, true).map_err(|e| e.0)?
-                }
-            }
-        }
-    };
-    Ok(Held {
-        entry,
-        graded: Some(graded),
-        prints,
-        outcome,
-    })
-}
-
-/// Write a student's files: their fingerprints, then every report ([`Outputs::folder`]).
-fn write_entry(
-    entry: &Entry,
-    ctx: &EntryContext<'_>,
-    mut result: GradeResult,
-    prints: Fingerprints,
-    outcome: Outcome,
-) -> Result<(GradeResult, Fingerprints, Outcome), String> {
-    // A worker ended by Ctrl-C or SIGTERM looks like a failing submission: write nothing (the
-    // interrupt handler exits the grader meanwhile), so that `--resume` grades it again.
-    crate::worker::interrupt::wait_if_interrupted();
-    let folder = ctx.students.join(&entry.id);
-    result.id = entry.id.clone();
-    result.entry = entry.name.clone();
-    result.rubric_sha256 = ctx.rubric_hash.to_string();
-    // Fresh or reused (`--resume` of an older run's result.json), every file written here and
-    // every class report shows the student's text cut the same way.
-    crate::report::caps::cap_student_text(&mut result);
-    std::fs::create_dir_all(&folder)
-        .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
-    let prints_at = folder.join("fingerprints.json");
-    let text = serde_json::to_string(&prints).map_err(|e| e.to_string())? + "\n";
-    crate::report::atomic::write(&prints_at, text)
-        .map_err(|e| format!("cannot write {}: {e}", prints_at.display()))?;
-    Outputs::folder(&folder).write(&mut result, outcome != Outcome::Reused)?;
-    Ok((result, prints, outcome))
 }
