@@ -109,7 +109,11 @@ fn check(set: &mut dyn RankSet, kernel: &str, n: usize) -> Result<(), String> {
     let findings: Vec<String> = reports
         .iter()
         .enumerate()
-        .flat_map(|(r, rep)| rep.diagnostics.iter().map(move |d| format!("rank {r}: {}", d.message)))
+        .flat_map(|(r, rep)| {
+            rep.diagnostics
+                .iter()
+                .map(move |d| format!("rank {r}: {}", d.message))
+        })
         .collect();
     for r in 0..ranks {
         let got = set.read(r, p.output[r], 4 * n).map_err(|e| e.to_string())?;
@@ -141,12 +145,18 @@ fn main() {
     let source = arg("--source").unwrap_or_else(|| "reference-kernels/allreduce.cu".into());
     let text = std::fs::read_to_string(&source).expect("read the kernels");
     let gpus: Vec<usize> = arg("--gpus")
-        .map(|g| g.split(',').map(|x| x.trim().parse().expect("a GPU index")).collect())
+        .map(|g| {
+            g.split(',')
+                .map(|x| x.trim().parse().expect("a GPU index"))
+                .collect()
+        })
         .unwrap_or_default();
     let arch = if gpus.is_empty() {
         "sm_90".to_string()
     } else {
-        cugrade::backend::cuda::device_arch(gpus[0]).expect("a GPU").1
+        cugrade::backend::cuda::device_arch(gpus[0])
+            .expect("a GPU")
+            .1
     };
     let main = SourceFile {
         name: "allreduce.cu".into(),
@@ -211,9 +221,17 @@ fn main() {
                     let bw = allreduce_bus_gbs(ranks, bytes, t);
                     let vs = nccl
                         .as_ref()
-                        .map(|c| format!("{:5.1} % of NCCL", 100.0 * bw / allreduce_bus_gbs(ranks, bytes, *c)))
+                        .map(|c| {
+                            format!(
+                                "{:5.1} % of NCCL",
+                                100.0 * bw / allreduce_bus_gbs(ranks, bytes, *c)
+                            )
+                        })
                         .unwrap_or_default();
-                    println!("{mib:4} MiB  {kernel:16}{:8.1} us  busbw {bw:7.1} GB/s  {vs}", t * 1e6);
+                    println!(
+                        "{mib:4} MiB  {kernel:16}{:8.1} us  busbw {bw:7.1} GB/s  {vs}",
+                        t * 1e6
+                    );
                 }
                 Err(e) => println!("{mib:4} MiB  {kernel}: {e}"),
             }

@@ -47,6 +47,7 @@ pub const LABS: &[Lab] = &[
     lab!("embedding"),
     lab!("fused-gemm"),
     lab!("attention"),
+    lab!("allreduce"),
     lab!("preprocess", "py"),
 ];
 

@@ -468,37 +468,12 @@ fn timed_check(
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s.max(10.0));
     let (spec, blobs) = ranks_spec(&ctx.plan.kernel, dims, &invs, limit)?;
     let first = &invs[0];
-    let pick = |f: &dyn Fn(&inputs::Buffer) -> bool| -> Vec<usize> {
-        first
-            .buffers
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| f(b))
-            .map(|(i, _)| i)
-            .collect()
-    };
-    let zero = pick(&|b| b.dir == Direction::Scratch);
-    // Inputs back as they were, outputs poisoned again: every launch does the whole work.
-    let restore = pick(&|b| b.dir != Direction::Scratch);
-    let send = pick(&|b| b.dir == Direction::In && b.elem.is_float())
-        .first()
-        .copied();
-    let recv = pick(&|b| b.dir.is_output() && b.elem.is_float())
-        .first()
-        .copied();
-    let nccl = match (send, recv) {
-        (Some(send), Some(recv)) => NcclSpec {
-            send,
-            recv,
-            count: first.buffers[recv].len,
-        },
-        _ => {
-            return Ok(Check::error(
-                CheckKind::Performance,
-                name,
-                "`against: nccl` needs a float input and a float output to all-reduce",
-            ));
-        }
+    let Some((zero, restore, nccl)) = timed_buffers(first) else {
+        return Ok(Check::error(
+            CheckKind::Performance,
+            name,
+            "`against: nccl` needs a float input and a float output to all-reduce",
+        ));
     };
     let bytes = nccl.count * first.buffers[nccl.recv].elem.size();
     let m = RanksMeasure {
@@ -530,33 +505,57 @@ fn timed_check(
             hints::FAULT,
         ));
     }
-    // The last timed launch's outputs, on every rank, against the reference's: a kernel that
-    // skips work when timed earns nothing.
     let got = per_rank(last, first.buffers.len());
+    if let Some(why) = wrong_when_timed(ctx, case, &invs, &exp, &got) {
+        return Ok(fail(why, hints::FAULT));
+    }
+    Ok(ratio_check(p, case, &timed, invs.len(), bytes))
+}
+
+/// The buffers a timed section zeroes (scratch: flags) and restores (inputs back, outputs
+/// poisoned again: every launch does the whole work) before every launch, and what NCCL
+/// all-reduces beside it: the first float input into the first float output.
+fn timed_buffers(first: &Invocation) -> Option<(Vec<usize>, Vec<usize>, NcclSpec)> {
+    let pick = |f: &dyn Fn(&inputs::Buffer) -> bool| -> Vec<usize> {
+        first
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| f(b))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let zero = pick(&|b| b.dir == Direction::Scratch);
+    let restore = pick(&|b| b.dir != Direction::Scratch);
+    let send = *pick(&|b| b.dir == Direction::In && b.elem.is_float()).first()?;
+    let recv = *pick(&|b| b.dir.is_output() && b.elem.is_float()).first()?;
+    let count = first.buffers[recv].len;
+    Some((zero, restore, NcclSpec { send, recv, count }))
+}
+
+/// The last timed launch's outputs on every rank against the reference's: what is wrong, if
+/// anything (a kernel that skips work when timed earns nothing).
+fn wrong_when_timed(
+    ctx: &Ctx,
+    case: &CasePlan,
+    invs: &[Invocation],
+    exp: &Expected,
+    got: &[Vec<Vec<u8>>],
+) -> Option<String> {
     for (r, inv) in invs.iter().enumerate() {
-        let mag = exp
-            .magnitude
-            .as_ref()
-            .and_then(|m| m.get(r))
-            .map(Vec::as_slice);
+        let mag = exp.magnitude.as_ref().and_then(|m| m.get(r)).map(Vec::as_slice);
         let (Some(e), Some(g)) = (exp.allocations.get(r), got.get(r)) else {
-            return Ok(fail(
-                "the timed section returned no outputs to check".into(),
-                hints::FAULT,
-            ));
+            return Some("the timed section returned no outputs to check".into());
         };
         let wrong = super::correctness::compare_trial(ctx, inv, e, mag, g, case, 0);
         if let Some(w) = wrong.first() {
-            return Ok(fail(
-                format!(
-                    "the timed launches' results are wrong on rank {r}: {}; no speed points",
-                    w.message
-                ),
-                hints::FAULT,
+            return Some(format!(
+                "the timed launches' results are wrong on rank {r}: {}; no speed points",
+                w.message
             ));
         }
     }
-    Ok(ratio_check(p, case, &timed, invs.len(), bytes))
+    None
 }
 
 /// The check from a timed section's repetitions: the ratio of NCCL's time to the student's (=

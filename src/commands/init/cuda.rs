@@ -19,6 +19,13 @@ pub fn signature(kernel: &str, contract: &Contract) -> String {
         .iter()
         .filter(|p| !p.symbol)
         .map(|p| match p.param_type() {
+            // A multi-GPU lab's table of every rank's buffer: `in[r]` is rank r's.
+            Some(ParamType::Buffer(t)) if p.peers && p.dir == Direction::In => {
+                format!("const {}* const* {}", c_type(t), p.name)
+            }
+            Some(ParamType::Buffer(t)) if p.peers => {
+                format!("{}* const* {}", c_type(t), p.name)
+            }
             Some(ParamType::Buffer(t)) if p.dir == Direction::In => {
                 format!("const {}* {}", c_type(t), p.name)
             }
