@@ -250,6 +250,9 @@ enum Command {
     /// One launch of a graded kernel, for `check --profile` to run under Nsight Compute.
     #[command(name = "__profile-kernel", hide = true)]
     ProfileKernel { job: String },
+    /// NCCL's all-reduce timed for a multi-GPU lab's check (`worker::nccl`).
+    #[command(name = "__nccl-time", hide = true)]
+    NcclTime { job: String },
 }
 
 /// The clap definition, for completions, the man page and tests.
@@ -300,6 +303,7 @@ pub fn main() -> i32 {
     let command = match cli.command {
         Command::Worker { config } => return crate::worker::child::main(&config),
         Command::ProfileKernel { job } => return crate::worker::profiled::main(&job),
+        Command::NcclTime { job } => return crate::worker::nccl::main(&job),
         other => other,
     };
     // Ctrl-C or SIGTERM: end every worker and remove every temp folder before exiting.
@@ -392,7 +396,9 @@ fn run_command(cmd: Command) -> i32 {
 
 fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i32, CliError> {
     match cmd {
-        Command::Worker { .. } | Command::ProfileKernel { .. } => Ok(exit::USAGE),
+        Command::Worker { .. } | Command::ProfileKernel { .. } | Command::NcclTime { .. } => {
+            Ok(exit::USAGE)
+        }
         Command::Doctor {
             rubric,
             submission,

@@ -476,12 +476,15 @@ fn timed_check(
         ));
     };
     let bytes = nccl.count * first.buffers[nccl.recv].elem.size();
+    let count = nccl.count;
+    // NCCL is timed in a trusted process of its own (`worker::nccl`: the worker's sandbox
+    // leaves it no sockets), on the same GPUs, right after the student's launches.
     let m = RanksMeasure {
         run: spec,
         zero,
         restore,
         reps: REPS,
-        nccl: Some(nccl),
+        nccl: None,
     };
     let Some(worker) = student.worker.as_mut() else {
         return Ok(fail("the student's worker is gone".into(), hints::FAULT));
@@ -505,6 +508,16 @@ fn timed_check(
             hints::FAULT,
         ));
     }
+    let job = crate::worker::nccl::NcclJob {
+        gpus: ctx.opts.ranks.clone(),
+        count,
+        reps: REPS,
+    };
+    let nccl = crate::worker::nccl::time_nccl(&job, &ctx.opts.rank_locks);
+    let mut timed = timed;
+    timed.nccl_s = nccl.seconds;
+    timed.nccl = nccl.version;
+    timed.nccl_error = nccl.error;
     let got = per_rank(last, first.buffers.len());
     if let Some(why) = wrong_when_timed(ctx, case, &invs, &exp, &got) {
         return Ok(fail(why, hints::FAULT));
@@ -543,7 +556,11 @@ fn wrong_when_timed(
     got: &[Vec<Vec<u8>>],
 ) -> Option<String> {
     for (r, inv) in invs.iter().enumerate() {
-        let mag = exp.magnitude.as_ref().and_then(|m| m.get(r)).map(Vec::as_slice);
+        let mag = exp
+            .magnitude
+            .as_ref()
+            .and_then(|m| m.get(r))
+            .map(Vec::as_slice);
         let (Some(e), Some(g)) = (exp.allocations.get(r), got.get(r)) else {
             return Some("the timed section returned no outputs to check".into());
         };

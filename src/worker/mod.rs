@@ -8,6 +8,7 @@
 pub mod child;
 pub mod client;
 pub mod interrupt;
+pub mod nccl;
 pub mod nsight;
 pub mod parent;
 pub mod pool;
