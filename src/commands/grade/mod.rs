@@ -325,7 +325,13 @@ fn plan_jobs(
     };
     check_ordinals(req)?;
     let function_lab = crate::commands::init::is_function_lab(rubric);
-    let base = resolve(req, devices[0], !function_lab)?;
+    let mut base = resolve(req, devices[0], !function_lab)?;
+    crate::setup::ranks(&mut base, rubric, req)?;
+    if !base.ranks.is_empty() {
+        // A multi-GPU lab: every job grades on the one rank set (its correctness runs share
+        // the GPUs; its timed sections take every rank's lock in one global order).
+        return Ok((base, Vec::new()));
+    }
     // The GPU of each job: every student a job takes is graded and timed on it.
     let slots = plan_gpus(req, &base, rubric, &devices, jobs)?;
     // Timed sections gather in batches of half a GPU's jobs (`measure::lock`).
