@@ -37,6 +37,7 @@ mod memory_bounds;
 mod numba_submissions;
 mod one_student;
 mod precision_model;
+mod ranks;
 mod readme_path;
 mod report_caps;
 mod report_once;
