@@ -285,7 +285,107 @@ pub(super) fn correctness(
             break;
         }
     }
+    if ctx.caps().device_sanitizer && crate::score::nothing_wrong(&checks) {
+        checks.extend(emulator_pass(ctx, kernel, reference, student)?);
+    }
     Ok(checks)
+}
+
+/// Cases the emulator runs again after a GPU run: the smallest few, enough elements for a
+/// chunk a rank.
+const EMULATED_CASES: usize = 3;
+const EMULATED_MAX_ELEMENTS: usize = 1 << 16;
+
+/// On GPUs: the smallest cases again on emulated ranks, whose race check sees what a GPU run
+/// may get right by luck (a flag published without a system-scope fence, a read that does not
+/// wait for its flag). Its findings fail the milestone as on the emulator.
+fn emulator_pass(
+    ctx: &Ctx,
+    kernel: &Kernel,
+    reference: &mut Reference,
+    student: &mut Student,
+) -> Result<Vec<Check>, Infrastructure> {
+    let n = ctx.opts.ranks.len();
+    if student.emulator.is_none() {
+        let w = crate::worker::pool::Workers::emulator(&ctx.opts.protected)
+            .with_ranks((0..n).collect())
+            .run(None)
+            .map_err(|e| Infrastructure(format!("cannot start the emulated ranks: {e}")))?;
+        student.emulator = Some(w);
+    }
+    let Some(w) = student.emulator.as_mut() else {
+        return Ok(vec![]);
+    };
+    match w.load(kernel.ptx, Duration::from_secs(60)) {
+        Ok(Ok(())) => {}
+        // The emulator's limits are cugrade's, not the student's: nothing to say.
+        _ => return Ok(vec![]),
+    }
+    let mut cases: Vec<&CasePlan> = ctx
+        .plan
+        .cases
+        .iter()
+        .filter(|c| c.elements <= EMULATED_MAX_ELEMENTS)
+        .collect();
+    cases.sort_by_key(|c| std::cmp::Reverse(c.elements));
+    cases.truncate(EMULATED_CASES);
+    let mut out = Vec::new();
+    for case in cases {
+        let Ok(dims) = case.launch.clone() else {
+            continue;
+        };
+        let invs = invocations(ctx, case, 0)?;
+        let exp = expected(ctx, case, &invs, reference)?;
+        let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s * 10.0);
+        let (spec, blobs) = ranks_spec(&ctx.plan.kernel, dims, &invs, limit)?;
+        let nbuf = spec.buffers.len();
+        let Some(w) = student.emulator.as_mut() else {
+            break;
+        };
+        match w.run_ranks(spec, &blobs, limit, &[]) {
+            Ok(r) => {
+                let mut found = rank_findings(&r.reports, &case.name);
+                let got = per_rank(r.allocations, nbuf);
+                for (rank, inv) in invs.iter().enumerate() {
+                    let mag = exp
+                        .magnitude
+                        .as_ref()
+                        .and_then(|m| m.get(rank))
+                        .map(Vec::as_slice);
+                    let wrong = super::correctness::compare_trial(
+                        ctx,
+                        inv,
+                        &exp.allocations[rank],
+                        mag,
+                        &got[rank],
+                        case,
+                        0,
+                    );
+                    found.extend(wrong.into_iter().map(|mut c| {
+                        c.message = format!(
+                            "on emulated ranks (the GPUs gave the right answer, by the luck of timing), rank {rank}: {}",
+                            c.message
+                        );
+                        c
+                    }));
+                }
+                let stop = !found.is_empty();
+                out.extend(found);
+                if stop {
+                    break;
+                }
+            }
+            Err((e, reports)) => {
+                student.emulator = None;
+                let (mut c, _) = runtime_check(&e, &case.name, &crate::worker::Captured::default());
+                c.message = format!("on emulated ranks: {}", c.message);
+                out.push(c);
+                out.extend(rank_findings(&reports, &case.name));
+                break;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// One case's trials: its checks (a passing correctness check when nothing was wrong), and
