@@ -118,7 +118,7 @@ fn price(inst: &Inst, lat: &Latencies) -> Price {
             }
         }
         Op::Pack | Op::Unpack => put(ALU, 0.25),
-        Op::Cvta { .. } | Op::Nop => {}
+        Op::Cvta { .. } | Op::Nop | Op::Fence => {}
         Op::LdKParam => put(ALU, 0.1),
         Op::Add | Op::Sub | Op::Fma => {
             if f64t {

@@ -1,13 +1,14 @@
 //! Device global memory: one region per allocation (and one for the module's `.global`
 //! variables), so every access is checked against the exact allocation it falls in.
 //! Words are relaxed atomics because blocks run in parallel and student kernels may race;
-//! relaxed loads and stores compile to plain moves.
+//! relaxed loads and stores compile to plain moves. Regions are shared (`Arc`) so that a rank
+//! set's devices (`ranks`) each hold every rank's allocations in their own view.
 
 use crate::inputs::Fill;
-use std::sync::Mutex;
 use std::sync::atomic::{
     AtomicBool, AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
+use std::sync::{Arc, Mutex};
 
 pub struct Region {
     pub base: u64,
@@ -15,6 +16,9 @@ pub struct Region {
     pub words: Box<[AtomicU32]>,
     /// Symbol name for module variables, `None` for allocations.
     pub name: Option<String>,
+    /// The rank whose allocation this is, in a rank set (`None` on a single device): memcheck
+    /// names it.
+    pub owner: Option<u8>,
     /// Contents drawn on first touch, chunk by chunk (the speed estimate's full-size inputs,
     /// of which a sample of blocks reads a few pages).
     lazy: Option<Box<Lazy>>,
@@ -78,6 +82,7 @@ impl Region {
             len,
             words: zeroed_words(n),
             name,
+            owner: None,
             lazy: None,
         }
     }
@@ -177,8 +182,9 @@ impl Region {
 
 #[derive(Default)]
 pub struct GlobalMem {
-    /// Sorted by base, non-overlapping.
-    pub regions: Vec<Region>,
+    /// Sorted by base, non-overlapping. Shared between the views of a rank set's devices; on
+    /// the hot path a warp's access dereferences its region once.
+    pub regions: Vec<Arc<Region>>,
 }
 
 impl GlobalMem {
@@ -208,9 +214,10 @@ impl GlobalMem {
     /// Describe where a bad address lies relative to the nearest allocation.
     pub fn describe(&self, addr: u64, size: u64) -> String {
         let i = self.regions.partition_point(|r| r.base <= addr);
-        let what = |r: &Region| match &r.name {
-            Some(n) => format!("variable `{n}` ({} bytes)", r.len),
-            None => format!("a {}-byte allocation at {:#x}", r.len, r.base),
+        let what = |r: &Region| match (&r.name, r.owner) {
+            (Some(n), _) => format!("variable `{n}` ({} bytes)", r.len),
+            (None, None) => format!("a {}-byte allocation at {:#x}", r.len, r.base),
+            (None, Some(k)) => format!("rank {k}'s {}-byte allocation at {:#x}", r.len, r.base),
         };
         if i > 0 {
             let r = &self.regions[i - 1];

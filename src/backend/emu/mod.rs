@@ -13,22 +13,25 @@ mod float;
 mod l1;
 mod lex;
 mod mem;
+mod merge;
 mod parse;
 pub mod profiled;
+pub mod ranks;
+mod sched;
 mod specials;
 mod vectorize;
+mod xrace;
 
 use super::{
-    Backend, BackendError, BackendKind, Diagnostic, KernelInfo, LaunchDims, LaunchReport, Metrics,
+    Backend, BackendError, BackendKind, Diagnostic, KernelInfo, LaunchDims, LaunchReport,
     ParamValue,
 };
 use decode::{ALLOC_BASE, CONST_WIN, MODULE_GLOBAL_BASE, Program};
-use exec::{BlockOut, BlockRunner, LaunchCtx, PRINTF_CAP};
+use exec::{BlockOut, BlockRunner, DEADLINE_FAULT, LaunchCtx, PRINTF_CAP};
 use mem::{GlobalMem, Region};
+use merge::{Merge, emit_printf, hot_lines};
 use parse::Space;
 use rayon::prelude::*;
-use std::collections::HashMap;
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -68,7 +71,7 @@ impl EmuBackend {
     ) -> Result<u64, BackendError> {
         let base = self.alloc(bytes)?;
         if let Some(r) = self.gmem.regions.last_mut() {
-            *r = Region::drawn(base, bytes as u64, fill);
+            *r = Arc::new(Region::drawn(base, bytes as u64, fill));
         }
         Ok(base)
     }
@@ -214,40 +217,17 @@ impl EmuBackend {
     }
 }
 
-fn ctaid_of(b: u64, grid: [u32; 3]) -> [u32; 3] {
-    let gx = grid[0] as u64;
-    let gy = grid[1] as u64;
-    [
-        (b % gx) as u32,
-        ((b / gx) % gy) as u32,
-        (b / (gx * gy)) as u32,
-    ]
+/// Parse and decode a PTX module.
+fn decode_ptx(ptx: &str) -> Result<Program, BackendError> {
+    let module = parse::parse_module(ptx).map_err(BackendError::Load)?;
+    decode::decode_module(&module).map_err(BackendError::Load)
 }
 
-impl Backend for EmuBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Emu
-    }
-
-    /// memcheck knows every allocation's exact bounds; guard regions would count as valid.
-    fn wants_guards(&self) -> bool {
-        false
-    }
-
-    fn failed_launch_report(&mut self) -> LaunchReport {
-        LaunchReport {
-            diagnostics: self.last_hung.take().into_iter().collect(),
-            ..Default::default()
-        }
-    }
-
-    fn device_name(&self) -> String {
-        "PTX emulator (cugrade, sm_90 subset)".into()
-    }
-
-    fn load_module(&mut self, ptx: &str) -> Result<(), BackendError> {
-        let module = parse::parse_module(ptx).map_err(BackendError::Load)?;
-        let prog = decode::decode_module(&module).map_err(BackendError::Load)?;
+impl EmuBackend {
+    /// Make `prog` the loaded module: its variables replace the previous module's (this
+    /// device's own copy of them); allocations stay. A rank set installs one program on every
+    /// rank.
+    fn install(&mut self, prog: Arc<Program>) -> Result<(), BackendError> {
         // Replace the previous module's variables; allocations stay.
         self.gmem.regions.retain(|r| r.name.is_none());
         self.cbank = vec![0u8; prog.const_bytes as usize];
@@ -282,7 +262,7 @@ impl Backend for EmuBackend {
                 _ => {
                     let r = Region::new(g.addr, g.size, Some(g.name.clone()));
                     r.write_bytes(0, &bytes);
-                    new_regions.push(r);
+                    new_regions.push(Arc::new(r));
                 }
             }
         }
@@ -295,8 +275,45 @@ impl Backend for EmuBackend {
         regions.append(&mut self.gmem.regions);
         regions.sort_by_key(|r| r.base);
         self.gmem.regions = regions;
-        self.prog = Some(Arc::new(prog));
+        self.prog = Some(prog);
         Ok(())
+    }
+}
+
+fn ctaid_of(b: u64, grid: [u32; 3]) -> [u32; 3] {
+    let gx = grid[0] as u64;
+    let gy = grid[1] as u64;
+    [
+        (b % gx) as u32,
+        ((b / gx) % gy) as u32,
+        (b / (gx * gy)) as u32,
+    ]
+}
+
+impl Backend for EmuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Emu
+    }
+
+    /// memcheck knows every allocation's exact bounds; guard regions would count as valid.
+    fn wants_guards(&self) -> bool {
+        false
+    }
+
+    fn failed_launch_report(&mut self) -> LaunchReport {
+        LaunchReport {
+            diagnostics: self.last_hung.take().into_iter().collect(),
+            ..Default::default()
+        }
+    }
+
+    fn device_name(&self) -> String {
+        "PTX emulator (cugrade, sm_90 subset)".into()
+    }
+
+    fn load_module(&mut self, ptx: &str) -> Result<(), BackendError> {
+        let prog = Arc::new(decode_ptx(ptx)?);
+        self.install(prog)
     }
 
     fn kernel_info(&mut self, name: &str) -> Result<KernelInfo, BackendError> {
@@ -331,7 +348,9 @@ impl Backend for EmuBackend {
         // 256-byte alignment like cudaMalloc, plus a gap so small overruns land nowhere.
         self.next_alloc = (base + bytes).next_multiple_of(256) + 256;
         self.allocated += bytes;
-        self.gmem.regions.push(Region::new(base, bytes, None));
+        self.gmem
+            .regions
+            .push(Arc::new(Region::new(base, bytes, None)));
         Ok(base)
     }
 
@@ -413,53 +432,8 @@ impl Backend for EmuBackend {
             clocks: specials::Clocks::at_launch(),
         };
         let nblocks = dims.blocks();
-        // Merge in block order so reports do not depend on thread scheduling.
-        let mut metrics = Metrics::default();
-        let mut diags: Vec<Diagnostic> = Vec::new();
-        let mut index: HashMap<exec::DiagKey, usize> = HashMap::new();
-        let mut printf = Vec::new();
-        let mut fault = None;
-        let mut hung: Option<Diagnostic> = None;
-        let mut hot: HashMap<(u8, u32), u64> = HashMap::new();
         self.last_hung = None;
-        let mut merge = |o: BlockOut| {
-            if hung.is_none() {
-                hung = o.hung.clone();
-            }
-            for (k, v) in &o.hot {
-                *hot.entry(*k).or_default() += v;
-            }
-            let m = o.metrics;
-            metrics.lane_instructions += m.lane_instructions;
-            metrics.warp_instructions += m.warp_instructions;
-            metrics.global_load_requests += m.global_load_requests;
-            metrics.global_load_sectors += m.global_load_sectors;
-            metrics.global_store_requests += m.global_store_requests;
-            metrics.global_store_sectors += m.global_store_sectors;
-            metrics.global_load_bytes_requested += m.global_load_bytes_requested;
-            metrics.global_store_bytes_requested += m.global_store_bytes_requested;
-            metrics.shared_requests += m.shared_requests;
-            metrics.shared_bank_conflicts += m.shared_bank_conflicts;
-            metrics.branches += m.branches;
-            metrics.divergent_branches += m.divergent_branches;
-            for (key, d) in o.diags {
-                match index.get(&key) {
-                    Some(&i) => diags[i].repeats += d.repeats + 1,
-                    None => {
-                        index.insert(key, diags.len());
-                        diags.push(d);
-                    }
-                }
-            }
-            if printf.len() < PRINTF_CAP + 64 {
-                printf.extend_from_slice(&o.printf);
-            }
-            let stop = o.fault.is_some();
-            if fault.is_none() {
-                fault = o.fault;
-            }
-            stop
-        };
+        let mut m = Merge::default();
         if self.parallel && !k.uses_global_atomics && nblocks > 1 {
             // Chunks bound the per-block results held at once on huge grids.
             const CHUNK: u64 = 4096;
@@ -472,7 +446,7 @@ impl Backend for EmuBackend {
                     .collect();
                 let mut stop = false;
                 for o in outs {
-                    stop |= merge(o);
+                    stop |= m.add(o);
                 }
                 if stop {
                     break;
@@ -484,74 +458,27 @@ impl Backend for EmuBackend {
             for b in 0..nblocks {
                 let o = BlockRunner::new(&ctx, ctaid_of(b, dims.grid)).run(room);
                 room = room.saturating_sub(o.printf.len());
-                if merge(o) {
+                if m.add(o) {
                     break;
                 }
             }
         }
-        ctx.clocks.finish(metrics.warp_instructions, nblocks);
-        if printf.len() > PRINTF_CAP + 64 {
-            printf.truncate(PRINTF_CAP);
-            printf.extend_from_slice(b"\n[output truncated]\n");
-        }
-        if !printf.is_empty() {
-            match &mut self.printf_sink {
-                Some(s) => s.extend_from_slice(&printf),
-                None => {
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(&printf);
-                    let _ = out.flush();
-                }
-            }
-        }
-        if let Some(f) = fault {
+        ctx.clocks.finish(m.metrics.warp_instructions, nblocks);
+        emit_printf(&mut self.printf_sink, std::mem::take(&mut m.printf));
+        if let Some(f) = m.fault {
             // With parallel blocks, others stop with "aborted" once one hits the deadline.
             if abort.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() > deadline {
-                self.last_hung = hung;
-                return Err(BackendError::Fault(
-                    "deadline exceeded: the kernel ran too long (infinite loop?)".into(),
-                ));
+                self.last_hung = m.hung;
+                return Err(BackendError::Fault(DEADLINE_FAULT.into()));
             }
             return Err(BackendError::Fault(f));
         }
-        metrics.hot_lines = hot_lines(&prog, &hot);
+        let mut metrics = m.metrics;
+        metrics.hot_lines = hot_lines(&prog, &m.hot);
         Ok(LaunchReport {
-            diagnostics: diags,
+            diagnostics: m.diags,
             metrics: Some(metrics),
             seconds: started.elapsed().as_secs_f64(),
         })
     }
-}
-
-/// Per metric of `exec::HOT_METRICS`, the source line that costs it most (instructions of one
-/// line summed), with its share of the metric's total; lines without `.loc` are left out.
-fn hot_lines(prog: &Program, hot: &HashMap<(u8, u32), u64>) -> Vec<crate::backend::HotLine> {
-    let mut out = Vec::new();
-    for (kind, metric) in exec::HOT_METRICS.iter().enumerate() {
-        let mut by_line: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
-        let mut total = 0u64;
-        for (&(k, pc), &v) in hot {
-            if usize::from(k) != kind {
-                continue;
-            }
-            total += v;
-            match prog.locs.get(pc as usize) {
-                Some(&(file, line)) if line > 0 => *by_line.entry((file, line)).or_default() += v,
-                _ => {}
-            }
-        }
-        // The most, then the first line: the same answer on every run.
-        let best = by_line
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)));
-        if let (Some((&(file, line), &v)), true) = (best, total > 0) {
-            out.push(crate::backend::HotLine {
-                metric: (*metric).to_string(),
-                file: prog.files.get(&file).cloned().unwrap_or_default(),
-                line,
-                share: v as f64 / total as f64,
-            });
-        }
-    }
-    out
 }

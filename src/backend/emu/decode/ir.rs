@@ -278,6 +278,9 @@ pub enum Op {
     BarRed(BoolOp),
     BarWarp,
     Nop,
+    /// membar and fence: a no-op when run, but a rank set's race check orders by it
+    /// (`Inst::sem` holds its scope).
+    Fence,
     Shfl(ShflMode),
     Vote(VoteMode),
     Redux(AtomOp),
@@ -328,6 +331,26 @@ pub struct Inst {
     /// Memory offset, branch target, call index, or barrier id depending on op.
     pub off: i64,
     pub aux: u32,
+    /// Memory-model qualifiers of ld, st, atom, red and fence (`sem::*` bits): what a rank
+    /// set's race check orders accesses by. Execution ignores them.
+    pub sem: u8,
+}
+
+/// `Inst::sem`'s bits: the ordering (`.volatile`, `.relaxed`, `.acquire`, `.release`; `.acq_rel`
+/// and `fence.sc` set both acquire and release) and the scope (`.cta`, `.gpu`/`.gl`, `.sys`;
+/// `.cluster` counts as `.cta`).
+pub mod sem {
+    pub const VOLATILE: u8 = 1;
+    pub const RELAXED: u8 = 2;
+    pub const ACQUIRE: u8 = 4;
+    pub const RELEASE: u8 = 8;
+    /// The scope's two bits: none (0), cta, gpu, sys.
+    pub const SCOPE: u8 = 0x30;
+    pub const CTA: u8 = 0x10;
+    pub const GPU: u8 = 0x20;
+    pub const SYS: u8 = 0x30;
+    /// A fence that orders memory (membar, fence.sc, fence.acq_rel; not fence.proxy).
+    pub const FENCE: u8 = 0x40;
 }
 
 /// Where a `call` copies arguments from and results to (function-parameter slots).

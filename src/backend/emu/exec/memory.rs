@@ -402,6 +402,11 @@ impl BlockRunner<'_, '_> {
                     return false;
                 }
                 self.ghint = h;
+                if self.xrace.is_some() {
+                    lanes!(mask, l, {
+                        self.cross_rank(wi, l, inst, pc, reg, addrs[l] - reg.base, size);
+                    });
+                }
                 let w = &mut self.warps[wi];
                 if is_load {
                     let d = inst.vregs[0] as usize * 32;
@@ -463,6 +468,9 @@ impl BlockRunner<'_, '_> {
                     Some((r, o)) => {
                         self.ghint = h;
                         let reg = &gm.regions[r];
+                        if self.xrace.is_some() {
+                            self.cross_rank(wi, l, inst, pc, reg, o, size);
+                        }
                         if is_load {
                             Ok(Some(reg.read(o, size)))
                         } else if let Op::Atom(op) = inst.op {

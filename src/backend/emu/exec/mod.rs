@@ -35,6 +35,7 @@ mod memory;
 mod printf;
 mod racecheck;
 mod warp;
+mod xcheck;
 
 use super::cost::{self, BlockCost};
 use super::decode::*;
@@ -48,6 +49,9 @@ use std::time::Instant;
 
 /// Output cap for device printf per launch.
 pub const PRINTF_CAP: usize = 1 << 20;
+
+/// The fault of a launch stopped at its deadline.
+pub const DEADLINE_FAULT: &str = "deadline exceeded: the kernel ran too long (infinite loop?)";
 
 pub struct LaunchCtx<'a> {
     pub prog: &'a Program,
@@ -220,6 +224,16 @@ pub struct BlockRunner<'a, 'c> {
     arrivals: [u32; 16],
     expected: [u32; 16],
     cost: Option<BlockCost<'a>>,
+    /// A rank set's cross-device race check and this block's agent in it (`xcheck.rs`).
+    xrace: Option<(&'c std::cell::RefCell<super::xrace::XRace>, u32)>,
+}
+
+/// What one `BlockRunner::step` left.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    Done,
+    Running,
+    Fault(String),
 }
 
 /// Stop reasons from a warp's run.
@@ -382,6 +396,7 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
             cost: ctx
                 .cost
                 .map(|(p, c)| BlockCost::new(p, c, nregs, nwarps as usize)),
+            xrace: None,
         }
     }
 
@@ -471,22 +486,14 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
         // thousands of instructions apart would evict it first).
         let slice: u32 = if self.cost.is_some() { 32 } else { 4096 };
         loop {
-            let mut progressed = false;
-            for w in 0..self.warps.len() {
-                if self.warps[w].cur != 0 {
-                    progressed = true;
-                    self.run_warp(w, slice)?;
-                }
-            }
+            let progressed = self.pass(slice)?;
             if self.ctx.abort.load(Ordering::Relaxed) {
                 return Err(Stop::Fault("launch aborted".into()));
             }
             if Instant::now() > self.ctx.deadline {
                 self.ctx.abort.store(true, Ordering::Relaxed);
                 self.out.hung = self.hung_at();
-                return Err(Stop::Fault(
-                    "deadline exceeded: the kernel ran too long (infinite loop?)".into(),
-                ));
+                return Err(Stop::Fault(DEADLINE_FAULT.into()));
             }
             if !progressed {
                 if self.warps.iter().all(|w| w.blocked == 0) {
@@ -495,6 +502,63 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 self.release_barrier();
             }
         }
+    }
+
+    /// One round over the block's warps, each running up to `slice` instructions; false when
+    /// none could run (all exited, or waiting at a barrier).
+    fn pass(&mut self, slice: u32) -> Result<bool, Stop> {
+        let mut progressed = false;
+        for w in 0..self.warps.len() {
+            if self.warps[w].cur != 0 {
+                progressed = true;
+                self.run_warp(w, slice)?;
+            }
+        }
+        Ok(progressed)
+    }
+
+    /// One resumable step of the block (a rank set interleaves every rank's resident blocks
+    /// so that a block spinning on a peer's flag lets the peer run): one round over its
+    /// warps, then the release of a barrier all its live threads reached. The caller owns
+    /// the deadline.
+    pub fn step(&mut self, slice: u32) -> Step {
+        match self.pass(slice) {
+            Err(Stop::Fault(f)) => Step::Fault(f),
+            Ok(true) => Step::Running,
+            Ok(false) if self.warps.iter().all(|w| w.blocked == 0) => Step::Done,
+            Ok(false) => {
+                self.release_barrier();
+                Step::Running
+            }
+        }
+    }
+
+    /// How many bytes of device printf this block may still write (a launch's cap shared by
+    /// its blocks in order).
+    pub fn set_printf_room(&mut self, room: usize) {
+        self.printf_room = room;
+    }
+
+    /// What the block holds while resident (registers, local and parameter slots, shared
+    /// memory and its shadow): a rank set bounds its resident blocks by it.
+    pub fn footprint(ctx: &LaunchCtx, dims: LaunchDims) -> usize {
+        let nwarps = (dims.threads_per_block() as usize).div_ceil(32);
+        let per_warp = ctx.prog.nregs as usize * 32 * 8
+            + ctx.kernel.local_bytes as usize * 32
+            + ctx.prog.fparam_bytes as usize * 32
+            + std::mem::size_of::<Warp>();
+        let shared = shared_block_bytes(ctx.kernel, dims.shared_bytes) as usize;
+        nwarps * per_warp + shared + shared.div_ceil(4) * std::mem::size_of::<Shadow>()
+    }
+
+    /// Where the block's threads are (a launch stopped at its deadline), as `backend::HUNG`.
+    pub fn hung(&mut self) -> Option<Diagnostic> {
+        self.hung_at()
+    }
+
+    /// The block's output, after `step` said `Done` (or the launch stopped).
+    pub fn finish(self) -> BlockOut {
+        self.out
     }
 
     fn run_warp(&mut self, wi: usize, slice: u32) -> Result<(), Stop> {
@@ -580,6 +644,10 @@ impl<'a, 'c> BlockRunner<'a, 'c> {
                 Ok(())
             }
             Op::BarWarp | Op::Nop => Ok(()),
+            Op::Fence => {
+                self.fence(inst);
+                Ok(())
+            }
             Op::ReadSpecial(s) => {
                 self.read_special(wi, inst, mask, s);
                 Ok(())

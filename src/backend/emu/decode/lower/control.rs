@@ -34,6 +34,17 @@ pub(super) fn lower(
         "ret" => inst.op = Op::Ret,
         "exit" => inst.op = Op::Exit,
         "bar" | "barrier" => bar(cx, inst)?,
+        "membar" | "fence" if !cx.mods.iter().any(|m| m.starts_with("proxy")) => {
+            // membar.{cta,gl,sys}; fence.{sc,acq_rel}.{cta,cluster,gpu,sys}. fence.proxy.*
+            // orders between memory proxies only, which the emulator does not have.
+            inst.sem = cx.sem();
+            inst.op = if inst.sem & sem::SCOPE == 0 {
+                Op::Nop
+            } else {
+                inst.sem |= sem::FENCE;
+                Op::Fence
+            };
+        }
         "membar" | "fence" | "prefetch" | "prefetchu" | "nanosleep" | "pmevent" | "brkpt"
         | "griddepcontrol" => {
             inst.op = Op::Nop;

@@ -10,6 +10,7 @@ use crate::backend::emu::parse::{Operand, Space};
 pub(super) fn ld_st(cx: &Cx, inst: &mut Inst) -> Result<(), String> {
     let is_ld = cx.base != "st";
     inst.op = if is_ld { Op::Ld } else { Op::St };
+    inst.sem = cx.sem();
     inst.vec = if cx.has("v2") {
         2
     } else if cx.has("v4") {
@@ -139,6 +140,7 @@ pub(super) fn atom(cx: &Cx, inst: &mut Inst, global_atomics: &mut bool) -> Resul
         return cx.unsupported();
     }
     inst.op = Op::Atom(aop);
+    inst.sem = cx.sem();
     let sp = cx.space_of();
     inst.space = sp.unwrap_or(Space::Global);
     if sp.is_none() {

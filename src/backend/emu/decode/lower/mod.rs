@@ -137,6 +137,25 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// The memory-model qualifiers among the modifiers, as `sem::*` bits.
+    fn sem(&self) -> u8 {
+        let mut s = 0;
+        for m in &self.mods {
+            s |= match *m {
+                "volatile" => sem::VOLATILE,
+                "relaxed" => sem::RELAXED,
+                "acquire" => sem::ACQUIRE,
+                "release" => sem::RELEASE,
+                "acq_rel" | "sc" => sem::ACQUIRE | sem::RELEASE,
+                "cta" | "cluster" => sem::CTA,
+                "gpu" | "gl" => sem::GPU,
+                "sys" => sem::SYS,
+                _ => 0,
+            };
+        }
+        s
+    }
+
     fn space_of(&self) -> Option<Space> {
         for m in &self.mods {
             match *m {
@@ -246,6 +265,7 @@ fn blank(op: Op) -> Inst {
         vregs: [NOREG; 4],
         off: 0,
         aux: 0,
+        sem: 0,
     }
 }
 
