@@ -91,10 +91,9 @@ pub(super) fn make_rank_set(kind: BackendKind, gpus: &[usize]) -> Result<Box<dyn
         BackendKind::Cuda => crate::backend::cuda::ranks::CudaRanks::new(gpus)
             .map(|s| Box::new(s) as Box<dyn RankSet>)
             .map_err(|e| e.to_string()),
-        BackendKind::Emu => Err(format!(
-            "{} emulated ranks: the emulator's rank sets are not built into this cugrade",
-            gpus.len()
-        )),
+        BackendKind::Emu => crate::backend::emu::ranks::EmuRanks::new(gpus.len())
+            .map(|s| Box::new(s) as Box<dyn RankSet>)
+            .map_err(|e| e.to_string()),
     }
 }
 

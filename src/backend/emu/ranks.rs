@@ -255,6 +255,11 @@ impl RankSet for EmuRanks {
             .collect())
     }
 
+    /// memcheck knows every allocation's exact bounds; guard regions would count as valid.
+    fn wants_guards(&self) -> bool {
+        false
+    }
+
     fn failed_launch_report(&mut self) -> Vec<LaunchReport> {
         std::mem::take(&mut self.failed)
     }
