@@ -396,9 +396,6 @@ fn run_command(cmd: Command) -> i32 {
 
 fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i32, CliError> {
     match cmd {
-        Command::Worker { .. } | Command::ProfileKernel { .. } | Command::NcclTime { .. } => {
-            Ok(exit::USAGE)
-        }
         Command::Doctor {
             rubric,
             submission,
@@ -543,6 +540,9 @@ fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i
                 crate::commands::grade::run(&rubric, &cohort, &out, &common_options(&common), &opts)
             }
         },
+        // The hidden subcommands (`__worker`, `__profile-kernel`, `__nccl-time`) were
+        // answered in `main`.
+        _ => Ok(exit::USAGE),
     }
 }
 

@@ -79,36 +79,18 @@ pub fn grade_deferring(
     defer: bool,
 ) -> Result<Graded, Infrastructure> {
     let started = Instant::now();
-    let plan = if opts.ranks.is_empty() {
-        plan_for(rubric, sub)
-    } else {
-        rubric.plan_ranks(
-            &|kernel, launch| submission::launch_for(sub, kernel, launch),
-            opts.ranks.len(),
-        )
-    };
+    let plan = plan_of(rubric, sub, opts)?;
     let mut phases = Phases::default();
-    if plan.ranks.is_some() && opts.ranks.is_empty() {
-        return Err(Infrastructure(format!(
-            "`{}` is a multi-GPU lab, and this run has no rank set (`setup::ranks` was not called)",
-            plan.assignment
-        )));
-    }
     if plan.is_function_lab() {
         return grade_function_lab(&plan, sub, opts, reference, started, phases).map(Graded::done);
     }
     let built = timed_phase(&mut phases, Phase::Compile, || {
         build::stage(&plan, sub, opts)
     })?;
-    let mut run = run_info(opts);
     if plan.ranks.is_some() {
-        let milestones = ranks::grade(&plan, sub, opts, &built, reference, &mut run, &mut phases)?;
-        run.seconds = Some(started.elapsed().as_secs_f64());
-        run.phases = Some(phases);
-        let compile = built.summary_if_compiled();
-        let result = result(&plan, sub, opts, milestones, run, compile, vec![]);
-        return Ok(Graded::done(result));
+        return grade_rank_lab(&plan, sub, opts, &built, reference, started, phases);
     }
+    let mut run = run_info(opts);
     // One worker for all of the student's milestones (`context::Student` says why).
     let mut student = Student::default();
     let ctx_of = |m| Ctx {
@@ -233,6 +215,54 @@ fn result(
         notes: sub.notes.clone(),
         flags,
     }
+}
+
+/// The plan for this run: a multi-GPU lab's on its rank set (`setup::ranks` gave it one).
+fn plan_of(
+    rubric: &LoadedRubric,
+    sub: &Submission,
+    opts: &Options,
+) -> Result<Plan, Infrastructure> {
+    if opts.ranks.is_empty() {
+        let plan = plan_for(rubric, sub);
+        if plan.ranks.is_some() {
+            return Err(Infrastructure(format!(
+                "`{}` is a multi-GPU lab, and this run has no rank set (`setup::ranks` was not called)",
+                plan.assignment
+            )));
+        }
+        return Ok(plan);
+    }
+    Ok(rubric.plan_ranks(
+        &|kernel, launch| submission::launch_for(sub, kernel, launch),
+        opts.ranks.len(),
+    ))
+}
+
+/// A multi-GPU lab (`ranks`): its milestones on the run's rank set.
+fn grade_rank_lab(
+    plan: &Plan,
+    sub: &Submission,
+    opts: &Options,
+    built: &build::Built,
+    reference: &mut Reference,
+    started: Instant,
+    mut phases: Phases,
+) -> Result<Graded, Infrastructure> {
+    let mut run = run_info(opts);
+    let milestones = ranks::grade(plan, sub, opts, built, reference, &mut run, &mut phases)?;
+    run.seconds = Some(started.elapsed().as_secs_f64());
+    run.phases = Some(phases);
+    let compile = built.summary_if_compiled();
+    Ok(Graded::done(result(
+        plan,
+        sub,
+        opts,
+        milestones,
+        run,
+        compile,
+        vec![],
+    )))
 }
 
 /// A Python function lab (`function`, `function_run`): no kernels to build.

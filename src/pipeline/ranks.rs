@@ -22,7 +22,7 @@ use crate::measure::decide::{self, Interval};
 use crate::result::{Check, CheckKind, Status};
 use crate::rubric::plan::{CasePlan, PerfPlan};
 use crate::rubric::schema::{Against, Direction};
-use crate::worker::ranks::{NcclSpec, RankArg, RanksMeasure, RanksSpec};
+use crate::worker::protocol::{NcclSpec, RankArg, RanksMeasure, RanksSpec};
 use std::time::Duration;
 
 /// Repetitions of a timed section (the student's, then NCCL's): medians of 20 are stable to
@@ -680,7 +680,7 @@ fn wrong_when_timed(
 fn ratio_check(
     p: &PerfPlan,
     case: &CasePlan,
-    timed: &crate::worker::ranks::RanksTimed,
+    timed: &crate::worker::protocol::RanksTimed,
     ranks: usize,
     bytes: usize,
 ) -> Check {

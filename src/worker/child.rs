@@ -219,7 +219,7 @@ pub(super) fn make_backend(
     }
 }
 
-pub(super) type Served = (Response, Vec<Vec<u8>>, bool);
+type Served = (Response, Vec<Vec<u8>>, bool);
 
 /// Answer one request of [`main`]'s loop: one function per request kind.
 fn serve(
@@ -288,7 +288,7 @@ fn serve(
 }
 
 /// A `Failed` answer that leaves the worker running.
-pub(super) fn failed(message: &str) -> Served {
+fn failed(message: &str) -> Served {
     (
         Response::Failed {
             message: message.into(),

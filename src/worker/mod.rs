@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod client;
+pub mod client_ranks;
 pub mod interrupt;
 pub mod nccl;
 pub mod nsight;

@@ -14,7 +14,9 @@
 //! before allocating, and the parent checks each response's shape against its request.
 
 pub use crate::backend::{Arg, BufferSpec};
-use crate::backend::{BackendError, BackendKind, KernelInfo, LaunchDims, LaunchReport};
+use crate::backend::{
+    BackendError, BackendKind, DeviceFacts, KernelInfo, LaunchDims, LaunchReport, ParamValue,
+};
 use crate::compile::SourceFile;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -99,10 +101,10 @@ pub enum Request {
     /// kernel its peers' addresses, launch on every rank at once, read every buffer back.
     /// Blobs: every buffer's whole allocation, rank by rank (`RanksSpec::blob`). Answer:
     /// `RanRanks` + the same allocations after the launch.
-    RunRanks(Box<crate::worker::ranks::RanksSpec>),
+    RunRanks(Box<RanksSpec>),
     /// A rank worker's timed section (answers `Staged`, waits for `Go`, then `TimedRanks`).
     /// Blobs: as `RunRanks`.
-    MeasureRanks(Box<crate::worker::ranks::RanksMeasure>),
+    MeasureRanks(Box<RanksMeasure>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,7 +157,7 @@ pub enum Response {
         reports: Vec<LaunchReport>,
     },
     /// What a `MeasureRanks` found.
-    TimedRanks(Box<crate::worker::ranks::RanksTimed>),
+    TimedRanks(Box<RanksTimed>),
     /// What a `Measure` found.
     Timed(Box<crate::measure::session::TimingReport>),
     /// What an `Estimate` found, or why it could not.
@@ -263,6 +265,80 @@ fn read_u32(r: &mut impl Read) -> io::Result<u32> {
 
 fn bad(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
+}
+
+// A rank worker's requests and answers (`worker::ranks`).
+
+/// One kernel argument of a rank launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RankArg {
+    /// This rank's own buffer `i`.
+    Own(usize),
+    /// A table of every rank's buffer `i` (one device pointer a rank, in rank order), held in
+    /// this rank's own memory: the kernel's `float* const* peers`.
+    Table(usize),
+    /// The same value on every rank.
+    Value(ParamValue),
+    /// One value a rank, in rank order (the kernel's `rank`).
+    PerRank(Vec<ParamValue>),
+}
+
+/// One launch on every rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RanksSpec {
+    pub kernel: String,
+    pub dims: LaunchDims,
+    pub ranks: usize,
+    /// Each rank's buffers (the same sizes on every rank).
+    pub buffers: Vec<BufferSpec>,
+    pub args: Vec<RankArg>,
+    pub deadline_ms: u64,
+}
+
+impl RanksSpec {
+    /// Which blob holds rank `rank`'s buffer `i` (rank by rank, buffers in order).
+    pub fn blob(&self, rank: usize, i: usize) -> usize {
+        rank * self.buffers.len() + i
+    }
+}
+
+/// NCCL's all-reduce timed beside the student's: `count` floats from buffer `send` into buffer
+/// `recv` of every rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NcclSpec {
+    pub send: usize,
+    pub recv: usize,
+    pub count: usize,
+}
+
+/// A rank set's timed section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RanksMeasure {
+    pub run: RanksSpec,
+    /// Buffers set to 0 before every timed launch (flags, workspace).
+    pub zero: Vec<usize>,
+    /// Buffers put back as they were before every timed launch (inputs).
+    pub restore: Vec<usize>,
+    pub reps: usize,
+    pub nccl: Option<NcclSpec>,
+}
+
+/// What a rank set's timed section found. Blobs: every rank's buffers after the last timed
+/// launch (for the parent to check), absent when the launches failed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RanksTimed {
+    /// Why the student's launches could not be timed.
+    pub error: Option<BackendError>,
+    /// Each repetition's seconds (the slowest rank's).
+    pub student_s: Vec<f64>,
+    /// NCCL's, where asked for and available.
+    pub nccl_s: Vec<f64>,
+    /// Why NCCL could not be timed (not installed, failed), said plainly.
+    pub nccl_error: Option<String>,
+    /// Which NCCL was timed (version and file).
+    pub nccl: Option<String>,
+    /// Each rank's device.
+    pub devices: Vec<DeviceFacts>,
 }
 
 #[cfg(test)]

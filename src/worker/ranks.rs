@@ -7,83 +7,10 @@
 //! raw bytes that come back; guard regions around every buffer (where the set wants them) show
 //! a write past a peer's buffer.
 
-use super::protocol::{BufferSpec, Response};
+use super::protocol::{RankArg, RanksMeasure, RanksSpec, RanksTimed, Request, Response};
 use crate::backend::ranks::{RankRange, RankSet};
-use crate::backend::{BackendError, BackendKind, DeviceFacts, LaunchDims, ParamValue};
-use serde::{Deserialize, Serialize};
+use crate::backend::{BackendError, BackendKind, ParamValue};
 use std::time::{Duration, Instant};
-
-/// One kernel argument of a rank launch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum RankArg {
-    /// This rank's own buffer `i`.
-    Own(usize),
-    /// A table of every rank's buffer `i` (one device pointer a rank, in rank order), held in
-    /// this rank's own memory: the kernel's `float* const* peers`.
-    Table(usize),
-    /// The same value on every rank.
-    Value(ParamValue),
-    /// One value a rank, in rank order (the kernel's `rank`).
-    PerRank(Vec<ParamValue>),
-}
-
-/// One launch on every rank.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RanksSpec {
-    pub kernel: String,
-    pub dims: LaunchDims,
-    pub ranks: usize,
-    /// Each rank's buffers (the same sizes on every rank).
-    pub buffers: Vec<BufferSpec>,
-    pub args: Vec<RankArg>,
-    pub deadline_ms: u64,
-}
-
-impl RanksSpec {
-    /// Which blob holds rank `rank`'s buffer `i` (rank by rank, buffers in order).
-    pub fn blob(&self, rank: usize, i: usize) -> usize {
-        rank * self.buffers.len() + i
-    }
-}
-
-/// NCCL's all-reduce timed beside the student's: `count` floats from buffer `send` into buffer
-/// `recv` of every rank.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NcclSpec {
-    pub send: usize,
-    pub recv: usize,
-    pub count: usize,
-}
-
-/// A rank set's timed section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RanksMeasure {
-    pub run: RanksSpec,
-    /// Buffers set to 0 before every timed launch (flags, workspace).
-    pub zero: Vec<usize>,
-    /// Buffers put back as they were before every timed launch (inputs).
-    pub restore: Vec<usize>,
-    pub reps: usize,
-    pub nccl: Option<NcclSpec>,
-}
-
-/// What a rank set's timed section found. Blobs: every rank's buffers after the last timed
-/// launch (for the parent to check), absent when the launches failed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RanksTimed {
-    /// Why the student's launches could not be timed.
-    pub error: Option<BackendError>,
-    /// Each repetition's seconds (the slowest rank's).
-    pub student_s: Vec<f64>,
-    /// NCCL's, where asked for and available.
-    pub nccl_s: Vec<f64>,
-    /// Why NCCL could not be timed (not installed, failed), said plainly.
-    pub nccl_error: Option<String>,
-    /// Which NCCL was timed (version and file).
-    pub nccl: Option<String>,
-    /// Each rank's device.
-    pub devices: Vec<DeviceFacts>,
-}
 
 /// A rank set for `kind` on `gpus` (emulated: as many devices as `gpus` names).
 pub(super) fn make_rank_set(kind: BackendKind, gpus: &[usize]) -> Result<Box<dyn RankSet>, String> {
@@ -97,8 +24,19 @@ pub(super) fn make_rank_set(kind: BackendKind, gpus: &[usize]) -> Result<Box<dyn
     }
 }
 
-use super::child::{Served, failed};
-use super::protocol::Request;
+/// An answer, its blobs, and whether the worker ends after it (as `child`'s).
+type Served = (Response, Vec<Vec<u8>>, bool);
+
+/// A `Failed` answer that leaves the worker running.
+fn failed(message: &str) -> Served {
+    (
+        Response::Failed {
+            message: message.to_string(),
+        },
+        vec![],
+        false,
+    )
+}
 
 /// Answer one request of a rank worker: the module on every rank, a kernel's facts, a launch
 /// on every rank, a timed section.
@@ -373,122 +311,4 @@ fn measure(
         timed.nccl = timer.nccl_version();
     }
     Ok(())
-}
-
-// The parent's side.
-
-use super::client::{Client, RunError};
-use crate::measure::lock;
-
-/// What a launch on every rank gave back, as the parent validated it.
-pub struct RanRanks {
-    /// Every rank's whole allocations (guards included), blob order (`RanksSpec::blob`).
-    pub allocations: Vec<Vec<u8>>,
-    /// One report a rank.
-    pub reports: Vec<crate::backend::LaunchReport>,
-}
-
-/// Shared locks on every GPU of `keys`, always taken in one global order (sorted) so that two
-/// graders that want overlapping sets cannot deadlock.
-fn shared_all(keys: &[String], what: &'static str) -> Vec<lock::GpuLock> {
-    let mut sorted: Vec<&String> = keys.iter().collect();
-    sorted.sort();
-    sorted.dedup();
-    sorted
-        .into_iter()
-        .filter_map(|k| lock::shared(k, what).ok())
-        .collect()
-}
-
-impl Client {
-    /// Launch on every rank of a rank worker and read every buffer back. `gpus`: the lock keys
-    /// of its GPUs (none on the emulator).
-    pub fn run_ranks(
-        &mut self,
-        spec: RanksSpec,
-        allocations: &[Vec<u8>],
-        limit: Duration,
-        gpus: &[String],
-    ) -> Result<RanRanks, (RunError, Vec<crate::backend::LaunchReport>)> {
-        let sizes: Vec<usize> = allocations.iter().map(Vec::len).collect();
-        let refs: Vec<&[u8]> = allocations.iter().map(Vec::as_slice).collect();
-        let bytes: usize = sizes.iter().sum();
-        let slack = Duration::from_secs(5) + Duration::from_millis((bytes / 100_000) as u64);
-        let _shared = shared_all(gpus, "run");
-        match self.call(&Request::RunRanks(Box::new(spec)), &refs, limit + slack) {
-            Ok((
-                Response::RanRanks {
-                    error: None,
-                    reports,
-                },
-                blobs,
-            )) => {
-                if blobs.len() != sizes.len()
-                    || blobs.iter().zip(&sizes).any(|(b, &n)| b.len() != n)
-                {
-                    return Err((
-                        RunError::Worker(super::parent::WorkerFailure::Protocol(
-                            "returned buffers do not match what was sent".into(),
-                        )),
-                        Vec::new(),
-                    ));
-                }
-                Ok(RanRanks {
-                    allocations: blobs,
-                    reports,
-                })
-            }
-            Ok((
-                Response::RanRanks {
-                    error: Some(e),
-                    reports,
-                },
-                _,
-            )) => Err((RunError::Backend(e, Box::default()), reports)),
-            Ok((other, _)) => Err((RunError::Worker(self.unexpected(&other)), Vec::new())),
-            Err(f) => Err((RunError::Worker(f), Vec::new())),
-        }
-    }
-
-    /// A rank set's timed section: set up under every GPU's shared lock, then every GPU's
-    /// timing lock (in one global order), `Go`, the timed launches and NCCL's.
-    pub fn measure_ranks(
-        &mut self,
-        m: RanksMeasure,
-        allocations: &[Vec<u8>],
-        timeout: Duration,
-        gpus: &[String],
-    ) -> Result<(RanksTimed, Vec<Vec<u8>>), String> {
-        let refs: Vec<&[u8]> = allocations.iter().map(Vec::as_slice).collect();
-        let staged = {
-            let _shared = shared_all(gpus, "setup");
-            self.call(&Request::MeasureRanks(Box::new(m)), &refs, timeout)
-        };
-        let answer = match staged {
-            Ok((Response::Staged, _)) => {
-                let mut sorted: Vec<&String> = gpus.iter().collect();
-                sorted.sort();
-                sorted.dedup();
-                let mut held = Vec::new();
-                for k in sorted {
-                    match lock::timing(k, "timed") {
-                        Ok(l) => held.push(l),
-                        Err(e) => {
-                            self.worker.kill();
-                            return Err(format!("cannot take GPU {k}'s timing lock: {e}"));
-                        }
-                    }
-                }
-                let answer = self.call(&Request::Go, &[], timeout);
-                drop(held);
-                answer
-            }
-            other => other,
-        };
-        match answer {
-            Ok((Response::TimedRanks(t), blobs)) => Ok((*t, blobs)),
-            Ok((other, _)) => Err(self.unexpected(&other).to_string()),
-            Err(f) => Err(f.to_string()),
-        }
-    }
 }
