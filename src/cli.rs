@@ -540,9 +540,7 @@ fn run_with(cmd: Command, keep: &mut Vec<crate::labs::Materialized>) -> Result<i
                 crate::commands::grade::run(&rubric, &cohort, &out, &common_options(&common), &opts)
             }
         },
-        // The hidden subcommands (`__worker`, `__profile-kernel`, `__nccl-time`) were
-        // answered in `main`.
-        _ => Ok(exit::USAGE),
+        _ => Ok(exit::USAGE), // the hidden subcommands: answered in `main`
     }
 }
 

@@ -91,8 +91,7 @@ pub fn grade_deferring(
         return grade_rank_lab(&plan, sub, opts, &built, reference, started, phases);
     }
     let mut run = run_info(opts);
-    // One worker for all of the student's milestones (`context::Student` says why).
-    let mut student = Student::default();
+    let mut student = Student::default(); // one worker for all milestones (`Student` says why)
     let ctx_of = |m| Ctx {
         rubric: &plan,
         plan: m,
@@ -152,15 +151,8 @@ pub fn grade_deferring(
     flags.append(&mut cross_flags);
     run.seconds = Some(started.elapsed().as_secs_f64());
     run.phases = Some(phases);
-    let result = result(
-        &plan,
-        sub,
-        opts,
-        milestones,
-        run,
-        built.summary_if_compiled(),
-        flags,
-    );
+    let compile = built.summary_if_compiled();
+    let result = result(&plan, sub, opts, milestones, run, compile, flags);
     let deferred = part.map(|(part, cs)| Deferred::new(part, cs, &plan, speaks_numba, sub));
     Ok(Graded { result, deferred })
 }

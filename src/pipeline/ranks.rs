@@ -183,6 +183,9 @@ fn per_rank(blobs: Vec<Vec<u8>>, buffers: usize) -> Vec<Vec<Vec<u8>>> {
     }
 }
 
+/// Every rank's allocations, `[rank][buffer]`.
+type RankAllocations = Vec<Vec<Vec<u8>>>;
+
 /// The reference's outputs of one trial on every rank, and per rank each output element's
 /// scale for a `sum` tolerance (the reference run again on the inputs' absolute values).
 struct Expected {
@@ -200,7 +203,7 @@ fn expected(
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s);
     let dims = super::context::reference_launch(case)?;
     let locks = ctx.opts.rank_locks.clone();
-    let mut run = |invs: &[Invocation]| -> Result<(Vec<Vec<Vec<u8>>>, f64), Infrastructure> {
+    let mut run = |invs: &[Invocation]| -> Result<(RankAllocations, f64), Infrastructure> {
         let (spec, blobs) = ranks_spec(&ctx.plan.reference_kernel, dims, invs, limit)?;
         let n = spec.buffers.len();
         let w = reference.worker()?;
