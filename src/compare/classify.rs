@@ -437,6 +437,7 @@ mod tests {
             shape,
             data: POISON_F32.to_le_bytes().repeat(len),
             symbol: false,
+            peers: false,
             tolerance: None,
             fill: None,
         }

@@ -327,6 +327,7 @@ mod tests {
             shape,
             data: vec![],
             symbol: false,
+            peers: false,
             tolerance: None,
             fill: None,
         }
@@ -445,6 +446,7 @@ mod tests {
             shape: None,
             data: crate::inputs::poison_bytes(len, elem),
             symbol: false,
+            peers: false,
             tolerance: None,
             fill: None,
         }
