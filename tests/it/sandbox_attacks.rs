@@ -394,6 +394,8 @@ fn workers_get_a_scrubbed_environment_and_no_inherited_descriptors() {
                 "TMPDIR",
                 "CUDA_CACHE_PATH",
                 "LANG",
+                // NVLink multicast off for any NCCL a worker loads (`backend::cuda::nccl`).
+                "NCCL_NVLS_ENABLE",
                 CHILD_ENV,
                 POLICY_ENV,
                 ARG_ENV,
