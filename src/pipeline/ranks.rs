@@ -22,7 +22,8 @@ use crate::measure::decide::{self, Interval};
 use crate::result::{Check, CheckKind, Status};
 use crate::rubric::plan::{CasePlan, PerfPlan};
 use crate::rubric::schema::{Against, Direction};
-use crate::worker::protocol::{NcclSpec, RankArg, RanksMeasure, RanksSpec};
+use crate::worker::nccl::NcclTimes;
+use crate::worker::protocol::{RankArg, RanksMeasure, RanksSpec};
 use std::time::Duration;
 
 /// Repetitions of a timed section (the student's, then NCCL's): medians of 20 are stable to
@@ -571,15 +572,14 @@ fn timed_check(
     let limit = Duration::from_secs_f64(ctx.rubric.timeouts.launch_s.max(10.0));
     let (spec, blobs) = ranks_spec(&ctx.plan.kernel, dims, &invs, limit)?;
     let first = &invs[0];
-    let Some((zero, restore, nccl)) = timed_buffers(first) else {
+    let Some((zero, restore, count)) = timed_buffers(first) else {
         return Ok(Check::error(
             CheckKind::Performance,
             name,
             "`against: nccl` needs a float input and a float output to all-reduce",
         ));
     };
-    let bytes = nccl.count * first.buffers[nccl.recv].elem.size();
-    let count = nccl.count;
+    let bytes = 4 * count;
     // NCCL is timed in a trusted process of its own (`worker::nccl`: the worker's sandbox
     // leaves it no sockets), on the same GPUs, right after the student's launches.
     let m = RanksMeasure {
@@ -587,7 +587,6 @@ fn timed_check(
         zero,
         restore,
         reps: REPS,
-        nccl: None,
     };
     let Some(worker) = student.worker.as_mut() else {
         return Ok(fail("the student's worker is gone".into(), hints::FAULT));
@@ -617,21 +616,25 @@ fn timed_check(
         reps: REPS,
     };
     let nccl = crate::worker::nccl::time_nccl(&job, &ctx.opts.rank_locks);
-    let mut timed = timed;
-    timed.nccl_s = nccl.seconds;
-    timed.nccl = nccl.version;
-    timed.nccl_error = nccl.error;
     let got = per_rank(last, first.buffers.len());
     if let Some(why) = wrong_when_timed(ctx, case, &invs, &exp, &got) {
         return Ok(fail(why, hints::FAULT));
     }
-    Ok(ratio_check(p, case, &timed, invs.len(), bytes))
+    Ok(ratio_check(
+        p,
+        case,
+        &timed.student_s,
+        &nccl,
+        invs.len(),
+        bytes,
+    ))
 }
 
 /// The buffers a timed section zeroes (scratch: flags) and restores (inputs back, outputs
-/// poisoned again: every launch does the whole work) before every launch, and what NCCL
-/// all-reduces beside it: the first float input into the first float output.
-fn timed_buffers(first: &Invocation) -> Option<(Vec<usize>, Vec<usize>, NcclSpec)> {
+/// poisoned again: every launch does the whole work) before every launch, and how many
+/// floats NCCL all-reduces beside it: the first float32 output's length (it needs a float32
+/// input too).
+fn timed_buffers(first: &Invocation) -> Option<(Vec<usize>, Vec<usize>, usize)> {
     let pick = |f: &dyn Fn(&inputs::Buffer) -> bool| -> Vec<usize> {
         first
             .buffers
@@ -643,10 +646,10 @@ fn timed_buffers(first: &Invocation) -> Option<(Vec<usize>, Vec<usize>, NcclSpec
     };
     let zero = pick(&|b| b.dir == Direction::Scratch);
     let restore = pick(&|b| b.dir != Direction::Scratch);
-    let send = *pick(&|b| b.dir == Direction::In && b.elem.is_float()).first()?;
-    let recv = *pick(&|b| b.dir.is_output() && b.elem.is_float()).first()?;
-    let count = first.buffers[recv].len;
-    Some((zero, restore, NcclSpec { send, recv, count }))
+    let f32 = crate::rubric::schema::ScalarType::F32;
+    pick(&|b| b.dir == Direction::In && b.elem == f32).first()?;
+    let recv = *pick(&|b| b.dir.is_output() && b.elem == f32).first()?;
+    Some((zero, restore, first.buffers[recv].len))
 }
 
 /// The last timed launch's outputs on every rank against the reference's: what is wrong, if
@@ -683,14 +686,15 @@ fn wrong_when_timed(
 fn ratio_check(
     p: &PerfPlan,
     case: &CasePlan,
-    timed: &crate::worker::protocol::RanksTimed,
+    student_s: &[f64],
+    nccl: &NcclTimes,
     ranks: usize,
     bytes: usize,
 ) -> Check {
     let name = p.spec.name.clone();
-    if timed.nccl_s.is_empty() {
-        let why = timed
-            .nccl_error
+    if nccl.seconds.is_empty() {
+        let why = nccl
+            .error
             .clone()
             .unwrap_or_else(|| "NCCL returned no times".into());
         return Check::error(
@@ -700,16 +704,15 @@ fn ratio_check(
         )
         .with_case(case.name.clone());
     }
-    let ratios: Vec<f64> = timed
-        .student_s
+    let ratios: Vec<f64> = student_s
         .iter()
-        .zip(&timed.nccl_s)
+        .zip(&nccl.seconds)
         .map(|(s, n)| n / s.max(1e-12))
         .collect();
     let iv = Interval::of_median(&ratios);
     let d = decide::decide(&iv, p.bar, &p.spec.tiers, p.spec.points);
     let median = |v: &[f64]| crate::measure::stats::median(v);
-    let (s, n) = (median(&timed.student_s), median(&timed.nccl_s));
+    let (s, n) = (median(student_s), median(&nccl.seconds));
     let msg = format!(
         "{:.2}x NCCL's bus bandwidth (needs {}x; 95 % interval {:.2}–{:.2}x): yours {:.1} GB/s ({:.1} us), NCCL's {:.1} GB/s ({:.1} us), {} ranks, {} MiB a rank, medians of {} launches each{}",
         iv.estimate,
@@ -723,8 +726,7 @@ fn ratio_check(
         ranks,
         bytes >> 20,
         ratios.len(),
-        timed
-            .nccl
+        nccl.version
             .as_ref()
             .map(|v| format!(" ({v})"))
             .unwrap_or_default()

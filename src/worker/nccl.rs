@@ -84,12 +84,9 @@ pub fn time_nccl(job: &NcclJob, locks: &[String]) -> NcclTimes {
         error: Some(e),
         ..Default::default()
     };
-    let exe = match std::env::var_os("CUGRADE_WORKER_EXE")
-        .map(std::path::PathBuf::from)
-        .map_or_else(std::env::current_exe, Ok)
-    {
+    let exe = match super::parent::worker_exe() {
         Ok(p) => p,
-        Err(e) => return failed(format!("cannot find the cugrade executable: {e}")),
+        Err(e) => return failed(e),
     };
     let json = match serde_json::to_string(job) {
         Ok(j) => j,

@@ -559,7 +559,7 @@ fn signal_name(sig: i32) -> &'static str {
 
 /// The binary to re-execute: ourselves. Tests of the library set `CUGRADE_WORKER_EXE` to
 /// the built `cugrade` binary, since their own executable has no worker mode.
-fn worker_exe() -> Result<std::path::PathBuf, String> {
+pub(super) fn worker_exe() -> Result<std::path::PathBuf, String> {
     if let Some(p) = std::env::var_os("CUGRADE_WORKER_EXE") {
         return Ok(p.into());
     }

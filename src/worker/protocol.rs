@@ -302,25 +302,15 @@ impl RanksSpec {
     }
 }
 
-/// NCCL's all-reduce timed beside the student's: `count` floats from buffer `send` into buffer
-/// `recv` of every rank.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NcclSpec {
-    pub send: usize,
-    pub recv: usize,
-    pub count: usize,
-}
-
 /// A rank set's timed section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RanksMeasure {
     pub run: RanksSpec,
     /// Buffers set to 0 before every timed launch (flags, workspace).
     pub zero: Vec<usize>,
-    /// Buffers put back as they were before every timed launch (inputs).
+    /// Buffers put back as they were before every timed launch (inputs, outputs poisoned).
     pub restore: Vec<usize>,
     pub reps: usize,
-    pub nccl: Option<NcclSpec>,
 }
 
 /// What a rank set's timed section found. Blobs: every rank's buffers after the last timed
@@ -331,12 +321,6 @@ pub struct RanksTimed {
     pub error: Option<BackendError>,
     /// Each repetition's seconds (the slowest rank's).
     pub student_s: Vec<f64>,
-    /// NCCL's, where asked for and available.
-    pub nccl_s: Vec<f64>,
-    /// Why NCCL could not be timed (not installed, failed), said plainly.
-    pub nccl_error: Option<String>,
-    /// Which NCCL was timed (version and file).
-    pub nccl: Option<String>,
     /// Each rank's device.
     pub devices: Vec<DeviceFacts>,
 }

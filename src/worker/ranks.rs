@@ -94,13 +94,6 @@ impl Placed {
         }
         out
     }
-
-    fn buffer_on_every_rank(&self, i: usize) -> Vec<u64> {
-        self.payload
-            .iter()
-            .filter_map(|p| p.get(i).copied())
-            .collect()
-    }
 }
 
 /// Every rank's buffers allocated and filled, pointer tables written, each rank's parameters.
@@ -298,17 +291,5 @@ fn measure(
     )?;
     // The last timed launch's buffers, before NCCL writes its own results over them.
     *last = read_back(set, spec, &placed.allocs, blobs)?;
-    let timer = set
-        .timer()
-        .ok_or_else(|| BackendError::Other("this rank set cannot time kernels".into()))?;
-    if let Some(n) = &m.nccl {
-        let send = placed.buffer_on_every_rank(n.send);
-        let recv = placed.buffer_on_every_rank(n.recv);
-        match timer.nccl_allreduce(&send, &recv, n.count, m.reps, deadline) {
-            Ok(t) => timed.nccl_s = t,
-            Err(e) => timed.nccl_error = Some(e.to_string()),
-        }
-        timed.nccl = timer.nccl_version();
-    }
     Ok(())
 }

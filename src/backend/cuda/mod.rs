@@ -221,42 +221,53 @@ impl CudaBackend {
         dims: LaunchDims,
         params: &[ParamValue],
     ) -> Result<(), BackendError> {
-        let mut storage: Vec<Vec<u8>> = params.iter().map(|p| p.to_bytes()).collect();
-        let mut ptrs: Vec<*mut c_void> = storage
-            .iter_mut()
-            .map(|b| b.as_mut_ptr() as *mut c_void)
-            .collect();
-        let shared = device_shared_bytes(dims.shared_bytes);
-        if shared > 48 * 1024 {
-            // Opt in to large dynamic shared memory; the launch still fails if the device lacks it.
-            // SAFETY: f is a valid function.
-            unsafe {
-                sys::cuFuncSetAttribute(
-                    f,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared as i32,
-                );
-            }
-        }
-        // SAFETY: params hold exactly the kernel's parameters (checked against the entry's
-        // parameter sizes by the worker before launching), and live until the call returns.
-        unsafe {
-            cu::launch_kernel(
-                f,
-                (dims.grid[0], dims.grid[1], dims.grid[2]),
-                (dims.block[0], dims.block[1], dims.block[2]),
-                shared,
-                std::ptr::null_mut(),
-                &mut ptrs,
-            )
-        }
-        .map_err(|e| classify(e, "cuLaunchKernel"))
+        launch_on(f, dims, params, std::ptr::null_mut())
     }
 
     fn event(&self) -> Result<sys::CUevent, BackendError> {
         cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
             .map_err(|e| classify(e, "cuEventCreate"))
     }
+}
+
+/// Launch `f` on `stream` (null: the default stream): the parameters packed as the driver
+/// takes them, large dynamic shared memory opted into. One backend or a rank set's ranks.
+pub(super) fn launch_on(
+    f: sys::CUfunction,
+    dims: LaunchDims,
+    params: &[ParamValue],
+    stream: sys::CUstream,
+) -> Result<(), BackendError> {
+    let mut storage: Vec<Vec<u8>> = params.iter().map(|p| p.to_bytes()).collect();
+    let mut ptrs: Vec<*mut c_void> = storage
+        .iter_mut()
+        .map(|b| b.as_mut_ptr() as *mut c_void)
+        .collect();
+    let shared = device_shared_bytes(dims.shared_bytes);
+    if shared > 48 * 1024 {
+        // Opt in to large dynamic shared memory; the launch still fails if the device lacks it.
+        // SAFETY: f is a valid function.
+        unsafe {
+            sys::cuFuncSetAttribute(
+                f,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared as i32,
+            );
+        }
+    }
+    // SAFETY: params hold exactly the kernel's parameters (checked against the entry's
+    // parameter sizes by the worker before launching), and live until the call returns.
+    unsafe {
+        cu::launch_kernel(
+            f,
+            (dims.grid[0], dims.grid[1], dims.grid[2]),
+            (dims.block[0], dims.block[1], dims.block[2]),
+            shared,
+            stream,
+            &mut ptrs,
+        )
+    }
+    .map_err(|e| classify(e, "cuLaunchKernel"))
 }
 
 /// The dynamic shared memory a launch gets on the GPU: what it asks for, rounded up to 16

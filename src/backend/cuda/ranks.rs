@@ -8,7 +8,7 @@
 //! worker: the parent then ends the worker's process, which ends its kernels on every GPU.
 
 use super::nccl::Nccl;
-use super::{capability, classify, device_count, device_shared_bytes, set_limit};
+use super::{capability, classify, device_count, launch_on, set_limit};
 use crate::backend::ranks::{RankRange, RankSet, RankTimer};
 use crate::backend::{
     BackendError, BackendKind, DeviceFacts, KernelInfo, LaunchDims, LaunchReport, ParamValue,
@@ -123,7 +123,7 @@ impl CudaRanks {
             // SAFETY: live events and stream of this rank's current context.
             unsafe { cu::event::record(start, rank.stream) }
                 .map_err(|e| classify(e, "cuEventRecord"))?;
-            launch_raw(f, dims, p, rank.stream)?;
+            launch_on(f, dims, p, rank.stream)?;
             // SAFETY: as above.
             unsafe { cu::event::record(done, rank.stream) }
                 .map_err(|e| classify(e, "cuEventRecord"))?;
@@ -139,7 +139,7 @@ impl CudaRanks {
         deadline: Instant,
     ) -> Result<Vec<f64>, BackendError> {
         let mut nap = Duration::from_micros(20);
-        for (rank, &(_, done)) in self.ranks.iter().zip(events) {
+        for (r, (rank, &(_, done))) in self.ranks.iter().zip(events).enumerate() {
             rank.current()?;
             loop {
                 // SAFETY: a live event recorded on this rank's stream.
@@ -149,18 +149,13 @@ impl CudaRanks {
                     other => {
                         return Err(classify(
                             cu::DriverError(other),
-                            &format!(
-                                "kernel on rank {} (GPU {})",
-                                rank_index(self, rank),
-                                rank.ordinal
-                            ),
+                            &format!("kernel on rank {r} (GPU {})", rank.ordinal),
                         ));
                     }
                 }
                 if Instant::now() >= deadline {
                     return Err(BackendError::Timeout(format!(
-                        "the kernel did not finish on every rank before its deadline (rank {} on GPU {} was still running: a rank waiting for a flag its peer never sets?)",
-                        rank_index(self, rank),
+                        "the kernel did not finish on every rank before its deadline (rank {r} on GPU {} was still running: a rank waiting for a flag its peer never sets?)",
                         rank.ordinal
                     )));
                 }
@@ -192,13 +187,6 @@ impl CudaRanks {
         }
         Ok(())
     }
-}
-
-fn rank_index(set: &CudaRanks, rank: &Rank) -> usize {
-    set.ranks
-        .iter()
-        .position(|r| r.ordinal == rank.ordinal)
-        .unwrap_or(0)
 }
 
 fn open(ordinal: usize) -> Result<Rank, BackendError> {
@@ -330,43 +318,6 @@ fn wait_event(e: sys::CUevent, deadline: Instant) -> Result<(), BackendError> {
         std::thread::sleep(nap);
         nap = (nap * 2).min(Duration::from_millis(2));
     }
-}
-
-fn launch_raw(
-    f: sys::CUfunction,
-    dims: LaunchDims,
-    params: &[ParamValue],
-    stream: sys::CUstream,
-) -> Result<(), BackendError> {
-    let mut storage: Vec<Vec<u8>> = params.iter().map(|p| p.to_bytes()).collect();
-    let mut ptrs: Vec<*mut c_void> = storage
-        .iter_mut()
-        .map(|b| b.as_mut_ptr() as *mut c_void)
-        .collect();
-    let shared = device_shared_bytes(dims.shared_bytes);
-    if shared > 48 * 1024 {
-        // SAFETY: f is a valid function.
-        unsafe {
-            sys::cuFuncSetAttribute(
-                f,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                shared as i32,
-            );
-        }
-    }
-    // SAFETY: params hold the kernel's parameters (their sizes checked against the entry's by
-    // the worker), alive until the call returns.
-    unsafe {
-        cu::launch_kernel(
-            f,
-            (dims.grid[0], dims.grid[1], dims.grid[2]),
-            (dims.block[0], dims.block[1], dims.block[2]),
-            shared,
-            stream,
-            &mut ptrs,
-        )
-    }
-    .map_err(|e| classify(e, "cuLaunchKernel"))
 }
 
 impl Drop for CudaRanks {
